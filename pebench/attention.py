@@ -1,0 +1,147 @@
+"""Causal attention backends. All compute softmax(q k^T * scale + logit term, causal) v (+ value term).
+
+- ``sdpa``:  fused ``scaled_dot_product_attention``. With no logit term it uses ``is_causal=True``
+             (flash / memory-efficient kernels, O(T) memory). With a logit term it materializes the
+             per-head bias [*, H, T, T] as ``attn_mask`` (the "materialized-bias path"; fine at
+             training lengths and differentiable with respect to the bias).
+- ``flex``:  compiled FlexAttention with a causal block mask; the logit term runs inside the kernel as
+             a score modification, so no T x T tensor exists. On CPU it is inference-only and cannot
+             return the log-sum-exp, so a scheme with a value term (Shaw) uses ``chunked`` there.
+- ``chunked``: exact attention one block of queries at a time: O(block x T) memory, differentiable,
+             any device, provides the log-sum-exp.
+- ``math``:  the plain reference: the whole score matrix, written for readability (tests).
+
+``auto`` picks: sdpa without a logit term; with one, flex on CUDA; on CPU sdpa while training (short
+sequences, needs gradients) and for inference up to 2048 tokens (measured fastest there), flex beyond,
+chunked where the log-sum-exp is needed.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from .errors import UsageError
+from .pe.base import ScoreMod
+
+BACKENDS = ("auto", "sdpa", "flex", "chunked", "math")
+MATERIALIZE_MAX_LEN = 2048  # CPU inference: up to here a materialized bias + fused SDPA is fastest
+CHUNK = 256
+
+_compile_flex = True
+
+
+def set_flex_compile(enabled: bool) -> None:
+    """Compiled FlexAttention is the fast path; eager flex (debugging) materializes scores."""
+    global _compile_flex
+    _compile_flex = enabled
+
+
+def _grid(q: torch.Tensor, q_offset: int, n_q: int, n_k: int):
+    dev = q.device
+    b = torch.arange(q.shape[0], device=dev).view(-1, 1, 1, 1)
+    h = torch.arange(q.shape[1], device=dev).view(1, -1, 1, 1)
+    qi = torch.arange(q_offset, q_offset + n_q, device=dev).view(1, 1, -1, 1)
+    ki = torch.arange(n_k, device=dev).view(1, 1, 1, -1)
+    return b, h, qi, ki
+
+
+def _causal_scores(q, k, mod: Optional[ScoreMod], scale: float, q_offset: int = 0):
+    """Scores for queries q_offset .. q_offset + len(q) against all keys, with mod and causal mask."""
+    b, h, qi, ki = _grid(q, q_offset, q.shape[2], k.shape[2])
+    s = (q @ k.transpose(-1, -2)) * scale
+    if mod is not None:
+        s = mod(s, b, h, qi, ki)
+    return s.masked_fill(ki > qi, float("-inf"))
+
+
+def attention_math(q, k, v, mod: Optional[ScoreMod], scale: float, chunk: Optional[int] = None):
+    """Reference attention (and its chunked form). Returns (out, lse)."""
+    T = q.shape[2]
+    chunk = chunk or T
+    outs, lses = [], []
+    for start in range(0, T, chunk):
+        stop = min(T, start + chunk)
+        s = _causal_scores(q[:, :, start:stop], k[:, :, :stop], mod, scale, q_offset=start)
+        lse = torch.logsumexp(s, dim=-1)
+        p = torch.exp(s - lse.unsqueeze(-1))
+        outs.append(p @ v[:, :, :stop])
+        lses.append(lse)
+    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
+
+
+def attention_sdpa(q, k, v, mod: Optional[ScoreMod], scale: float):
+    if mod is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale), None
+    T = q.shape[2]
+    b, h, qi, ki = _grid(q, 0, T, T)
+    zero = torch.zeros((), dtype=q.dtype, device=q.device)
+    bias = mod(zero, b, h, qi, ki).masked_fill(ki > qi, float("-inf"))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
+    lse = None
+    if mod.needs_lse:
+        lse = torch.logsumexp((q @ k.transpose(-1, -2)) * scale + bias, dim=-1)
+    return out, lse
+
+
+@functools.lru_cache(maxsize=32)
+def _block_mask(T: int, device: str):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    return create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, T, T, device=device)
+
+
+@functools.lru_cache(maxsize=1)
+def _flex_fn(compiled: bool):
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False) if compiled else flex_attention
+
+
+def attention_flex(q, k, v, mod: Optional[ScoreMod], scale: float):
+    T = q.shape[2]
+    fn = _flex_fn(_compile_flex)
+    kwargs = dict(score_mod=mod, block_mask=_block_mask(T, str(q.device)), scale=scale)
+    if mod is not None and mod.needs_lse:
+        from torch.nn.attention.flex_attention import AuxRequest
+
+        out, aux = fn(q, k, v, return_aux=AuxRequest(lse=True), **kwargs)
+        return out, aux.lse
+    return fn(q, k, v, **kwargs), None
+
+
+def choose_backend(q: torch.Tensor, mod: Optional[ScoreMod], training: bool) -> str:
+    if mod is None:
+        return "sdpa"
+    if q.device.type == "cuda":
+        return "flex"
+    if training:
+        return "sdpa"
+    if mod.needs_lse:  # compiled flex on CPU cannot return the log-sum-exp
+        return "chunked"
+    return "sdpa" if q.shape[2] <= MATERIALIZE_MAX_LEN else "flex"
+
+
+def attend(q, k, v, mod: Optional[ScoreMod] = None, backend: str = "auto") -> torch.Tensor:
+    """Causal attention of q, k, v ([B, H, T, d_h]) with an optional logit term."""
+    scale = q.shape[-1] ** -0.5
+    if backend == "auto":
+        backend = choose_backend(q, mod, torch.is_grad_enabled() and q.requires_grad)
+    if backend == "sdpa":
+        out, lse = attention_sdpa(q, k, v, mod, scale)
+    elif backend == "flex":
+        if q.device.type == "cpu" and mod is not None and mod.needs_lse and _compile_flex:
+            out, lse = attention_math(q, k, v, mod, scale, chunk=CHUNK)
+        else:
+            out, lse = attention_flex(q, k, v, mod, scale)
+    elif backend == "chunked":
+        out, lse = attention_math(q, k, v, mod, scale, chunk=CHUNK)
+    elif backend == "math":
+        out, lse = attention_math(q, k, v, mod, scale)
+    else:
+        raise UsageError(f"unknown attention backend {backend!r}; valid: {', '.join(BACKENDS)}")
+    if mod is not None and mod.needs_lse:
+        out = out + mod.value_term(q, k, lse, scale)
+    return out

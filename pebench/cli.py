@@ -1,0 +1,463 @@
+"""The command line: parse arguments, call library functions, print. No logic a test would want."""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .errors import PebenchError, UsageError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Benchmark positional encodings for length extrapolation of tiny decoder LMs.")
+_STATE = {"debug": False}
+ALL_SCALINGS = "none,linear,ntk,dynamic-ntk,yarn,llama3"
+
+ResultsOpt = typer.Option("results", "--results", help="results folder")
+DeviceOpt = typer.Option("auto", "--device", help="auto | cpu | cuda")
+AttnOpt = typer.Option("auto", "--attention", help="attention backend: auto | sdpa | flex | chunked | math")
+
+
+def _err(msg: str, code: int) -> None:
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(code)
+
+
+def handle_errors(fn):
+    """Expected failures become one line on stderr and a non-zero exit; --debug shows the traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _STATE["debug"]:
+            return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except PebenchError as e:
+            _err(str(e), e.exit_code)
+        except KeyboardInterrupt:
+            _err("interrupted; rerun with --resume to continue", 130)
+        except MemoryError:
+            _err("out of memory; lower the batch size, the lengths or eval.batch_tokens", 1)
+        except PermissionError as e:
+            _err(f"permission denied: {e.filename or e}; choose a writable --results folder", 1)
+        except OSError as e:
+            if e.errno == 28:
+                _err(f"no space left on device writing {e.filename or ''}; free some space and rerun with --resume", 1)
+            _err(f"{e.strerror or e}: {e.filename or ''}", 1)
+        except Exception as e:  # noqa: BLE001 - last resort: still one line
+            import torch
+
+            if isinstance(e, torch.OutOfMemoryError):
+                _err("out of device memory; lower the batch size or the lengths", 1)
+            _err(f"unexpected {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} (rerun with --debug)", 1)
+
+    return wrapper
+
+
+@app.callback()
+def main_callback(debug: bool = typer.Option(False, "--debug", help="show tracebacks")):
+    _STATE["debug"] = debug
+
+
+def _csv(spec: Optional[str], what: str) -> Optional[list[str]]:
+    if spec is None:
+        return None
+    items = [s.strip() for s in spec.split(",")]
+    if not spec.strip() or any(not s for s in items):
+        raise UsageError(f"{what} must be a comma-separated list, got {spec!r}")
+    return items
+
+
+def _seeds(seed: Optional[int], seeds: Optional[str], default: int) -> list[int]:
+    if seeds is not None:
+        try:
+            vals = [int(s) for s in _csv(seeds, "--seeds")]
+        except ValueError:
+            raise UsageError(f"--seeds must be integers, got {seeds!r}")
+        if len(set(vals)) != len(vals):
+            raise UsageError(f"--seeds has duplicates: {seeds!r}")
+        return vals
+    return [default if seed is None else seed]
+
+
+def _schemes(pe: str) -> list[str]:
+    from .pe import SCHEMES, scheme_names
+
+    if pe == "all":
+        return scheme_names()
+    names = _csv(pe, "--pe")
+    for n in names:
+        SCHEMES.get(n)
+    return names
+
+
+def _load_cfg(config: str, steps, data, text_field, compile_):
+    from dataclasses import replace
+
+    from .config import load_config
+
+    cfg = load_config(config)
+    t = cfg.train
+    if steps is not None:
+        if steps < 1:
+            raise UsageError(f"--steps must be >= 1, got {steps}")
+        t = replace(t, steps=steps, warmup=min(t.warmup, max(0, steps // 10)),
+                    checkpoint_every=min(t.checkpoint_every, steps))
+    if data is not None:
+        t = replace(t, data=data)
+    if text_field is not None:
+        t = replace(t, text_field=text_field)
+    if compile_ is not None:
+        t = replace(t, compile=compile_)
+    return replace(cfg, train=t).validate()
+
+
+def _progress_train(cfg, results, name, **kw):
+    """Train with a rich progress bar; under torchrun every rank trains and rank 0 alone reports."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from .distributed import distributed
+    from .train import train
+
+    with distributed(kw.pop("device", "auto")) as d:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                      TextColumn("{task.completed}/{task.total}"), TextColumn("loss {task.fields[loss]}"),
+                      TextColumn("{task.fields[tps]} tok/s"), TimeRemainingColumn(),
+                      disable=not (sys.stderr.isatty() and d.is_main)) as prog:
+            task = prog.add_task(name, total=cfg.train.steps, loss="-", tps="-")
+
+            def cb(step, total, loss, tps):
+                prog.update(task, completed=step, loss=f"{loss:.3f}", tps=f"{tps:,.0f}")
+
+            res = train(cfg, results, name, device=d.device, progress=cb, rank=d.rank, world=d.world,
+                        process_group=d.group, **kw)
+        if not d.is_main:
+            return res
+    if res.skipped:
+        typer.echo(f"{name}: already finished, skipped")
+    else:
+        typer.echo(f"{name}: trained {res.steps} steps in {res.wall_s:.0f}s, final loss {res.final_loss:.4f}")
+    return res
+
+
+def _parse_context(spec: str, parent_ctx: int) -> int:
+    try:
+        ctx = int(float(spec[:-1]) * parent_ctx) if spec.endswith("x") else int(spec)
+    except ValueError:
+        raise UsageError(f"--context must be N or Kx (e.g. 512 or 4x), got {spec!r}")
+    if ctx < 2:
+        raise UsageError(f"--context must be >= 2, got {spec!r}")
+    return ctx
+
+
+@app.command()
+@handle_errors
+def train(
+    pe: str = typer.Option("rope", "--pe", help="positional encoding, or a comma list"),
+    config: str = typer.Option("tiny", "--config", help="tiny | small | PATH.yaml"),
+    steps: Optional[int] = typer.Option(None, "--steps", help="training steps (default: the config's)"),
+    seed: Optional[int] = typer.Option(None, "--seed"),
+    seeds: Optional[str] = typer.Option(None, "--seeds", help="comma list: one run per seed"),
+    data: Optional[str] = typer.Option(None, "--data", help="sotu | hf:NAME[:CONFIG] | local:PATH"),
+    text_field: Optional[str] = typer.Option(None, "--text-field"),
+    device: str = DeviceOpt,
+    name: Optional[str] = typer.Option(None, "--name", help="run name (default: PE-CONFIG-sSEED)"),
+    resume: bool = typer.Option(False, "--resume", help="continue an interrupted run"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace a finished run"),
+    init_from: Optional[str] = typer.Option(None, "--init-from", help="fine-tune a finished run"),
+    context: Optional[str] = typer.Option(None, "--context", help="with --init-from: N or Kx"),
+    rope_scaling: Optional[str] = typer.Option(None, "--rope-scaling", help="with --init-from: scaling to bake in"),
+    rope_factor: Optional[float] = typer.Option(None, "--rope-factor"),
+    compile_: Optional[bool] = typer.Option(None, "--compile/--no-compile", help="torch.compile the model"),
+    results: Path = ResultsOpt,
+):
+    """Train one model per scheme and seed."""
+    from .results import ResultsDir
+    from .train import finetune_config
+
+    rd = ResultsDir(results)
+    if init_from is not None:
+        from dataclasses import replace
+
+        parent_cfg, _ = rd.run_config(init_from)
+        if context is None:
+            raise UsageError("--init-from needs --context (N or Kx)")
+        ctx = _parse_context(context, parent_cfg.model.context)
+        scaling = rope_scaling or "linear"
+        from .evaluate import parse_scalings
+
+        parse_scalings(scaling)
+        if not hasattr(__import__("pebench.pe", fromlist=["SCHEMES"]).SCHEMES.get(parent_cfg.model.pe), "with_scaling"):
+            raise UsageError(f"--init-from with --rope-scaling needs a rope run; {init_from!r} uses {parent_cfg.model.pe!r}")
+        cfg = finetune_config(parent_cfg, ctx, scaling, rope_factor, steps or max(1, parent_cfg.train.steps // 4))
+        if compile_ is not None:
+            cfg = replace(cfg, train=replace(cfg.train, compile=compile_))
+        name = name or f"{init_from}-ft-{scaling}-{ctx}"
+        _progress_train(cfg, rd, name, device=device, resume=resume, overwrite=overwrite, init_from=init_from,
+                        parent_meta={"finetune": {"context": ctx, "scaling": scaling,
+                                                  "factor": cfg.model.pe_options[cfg.model.pe]["factor"]}})
+        return
+    if context or rope_scaling or rope_factor:
+        raise UsageError("--context, --rope-scaling and --rope-factor need --init-from RUN")
+    base = _load_cfg(config, steps, data, text_field, compile_)
+    schemes = _schemes(pe)
+    seed_list = _seeds(seed, seeds, base.train.seed)
+    if name and len(schemes) * len(seed_list) > 1:
+        raise UsageError("--name names one run; omit it when training several schemes or seeds")
+    from dataclasses import replace
+
+    for s in schemes:
+        for sd in seed_list:
+            cfg = replace(base, model=replace(base.model, pe=s), train=replace(base.train, seed=sd)).validate()
+            from .model import DecoderLM
+
+            DecoderLM(cfg.model)  # validates scheme options before any file is written
+            _progress_train(cfg, rd, name or f"{s}-{cfg.name}-s{sd}", device=device, resume=resume,
+                            overwrite=overwrite)
+
+
+def _eval_runs(rd, runs: Optional[List[str]], lengths, protocol, scalings, rope_factor, max_tokens, device,
+               attention, explicit: bool, skip_existing: bool = False) -> int:
+    from .evaluate import evaluate_run
+
+    failures = 0
+    for run in runs:
+        cfg, _ = rd.run_config(run)
+        sc = scalings
+        if scalings and not hasattr(__import__("pebench.pe", fromlist=["SCHEMES"]).SCHEMES.get(cfg.model.pe),
+                                    "with_scaling"):
+            if explicit:
+                typer.echo(f"error: run {run!r} uses {cfg.model.pe!r}: --rope-scaling applies to rope runs only",
+                           err=True)
+                failures += 1
+                continue
+            sc = []
+        try:
+            recs = evaluate_run(rd, run, lengths, protocol, sc, rope_factor, max_tokens, device, attention,
+                                skip_existing=skip_existing)
+        except PebenchError as e:
+            if isinstance(e, UsageError):
+                raise
+            typer.echo(f"error: {run}: {e}", err=True)
+            failures += 1
+            continue
+        for r in recs:
+            val = "n/a (undefined)" if r["status"] != "ok" else f"ppl {r['ppl']:.3f}  bpb {r['bpb']:.4f}"
+            typer.echo(f"{r['label']:<22} L={r['length']:<6} {val}  ({r['tokens_scored']} tokens)")
+    return failures
+
+
+@app.command("eval")
+@handle_errors
+def eval_cmd(
+    run: Optional[List[str]] = typer.Option(None, "--run", help="run name (repeatable; default: every run)"),
+    lengths: Optional[str] = typer.Option(None, "--lengths", help="e.g. 512,2048,8192 (default: 1-16x context)"),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="evaluation stream length"),
+    protocol: str = typer.Option("nonoverlap", "--protocol", help="nonoverlap | sliding | fixed"),
+    stride: Optional[int] = typer.Option(None, "--stride", help="sliding: tokens scored per window"),
+    targets: Optional[int] = typer.Option(None, "--targets", help="fixed: number of target tokens"),
+    rope_scaling: Optional[str] = typer.Option(None, "--rope-scaling", help=f"comma list of {ALL_SCALINGS}"),
+    rope_factor: Optional[float] = typer.Option(None, "--rope-factor", help="fix the factor (default L/context)"),
+    device: str = DeviceOpt,
+    attention: str = AttnOpt,
+    results: Path = ResultsOpt,
+):
+    """Evaluate runs at several lengths; one JSON record per (run, variant, length)."""
+    from .evaluate import Protocol, parse_lengths, parse_scalings
+    from .results import ResultsDir
+
+    rd = ResultsDir(results)
+    lens = parse_lengths(lengths)
+    proto = Protocol(protocol, stride, targets).validate()
+    scalings = parse_scalings(rope_scaling)
+    if rope_factor is not None and rope_factor < 1:
+        raise UsageError(f"--rope-factor must be >= 1, got {rope_factor}")
+    if max_tokens is not None and max_tokens < 2:
+        raise UsageError(f"--max-tokens must be >= 2, got {max_tokens}")
+    names = run or [r for r in rd.run_names() if rd.status(r).get("state") == "finished"]
+    if not names:
+        raise UsageError(f"no finished runs to evaluate in {rd.runs}; train one first (pebench train)")
+    rd.ensure_writable()
+    if _eval_runs(rd, names, lens, proto, scalings, rope_factor, max_tokens, device, attention, bool(run)):
+        raise typer.Exit(1)
+
+
+@app.command()
+@handle_errors
+def report(
+    format: str = typer.Option("table", "--format", help="table | md | csv | latex | json"),
+    metric: str = typer.Option("ppl", "--metric", help="ppl | bpb | loss | ratio"),
+    protocol: Optional[str] = typer.Option(None, "--protocol", help="e.g. nonoverlap, sliding-s64, fixed-k256"),
+    pe: Optional[str] = typer.Option(None, "--pe", help="comma list of schemes or row labels"),
+    compare: Optional[List[Path]] = typer.Option(None, "--compare", help="two result folders: A then B"),
+    results: Path = ResultsOpt,
+):
+    """Tables and plots from every record; writes report.md/.csv/.tex/.json and PNG plots."""
+    from . import report as rp
+    from .results import ResultsDir
+
+    if format not in rp.FORMATS:
+        from .registry import unknown_name_message
+
+        raise UsageError(unknown_name_message("format", format, list(rp.FORMATS)))
+    schemes = _csv(pe, "--pe")
+    if compare:
+        if len(compare) != 2:
+            raise UsageError("--compare takes exactly two result folders: --compare A --compare B")
+        a, b = (rp.build_table(rp.records_frame(ResultsDir(d)), metric, protocol, schemes) for d in compare)
+        df = rp.compare_tables(a, b)
+        typer.echo(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        return
+    rd = ResultsDir(results)
+    df = rp.records_frame(rd)
+    skipped = [r for r in rd.run_names() if rd.status(r).get("state") == "failed"]
+    for r in skipped:
+        typer.echo(f"note: run {r!r} failed during training and is left out", err=True)
+    t = rp.build_table(df, metric, protocol, schemes)
+    rd.ensure_writable()
+    paths = rp.write_reports(rd, t, df)
+    if format == "table":
+        from rich.console import Console
+
+        Console(width=200).print(rp.to_rich(t))
+    elif format == "md":
+        typer.echo(rp.to_markdown(t))
+    elif format == "csv":
+        typer.echo(rp.to_frame(t).to_csv(index=False))
+    elif format == "latex":
+        typer.echo(rp.to_latex(t))
+    else:
+        typer.echo(rp.to_json(t))
+    typer.echo("wrote " + ", ".join(str(p) for p in paths), err=True)
+
+
+@app.command()
+@handle_errors
+def run(
+    pe: str = typer.Option("all", "--pe", help="all, or a comma list"),
+    config: str = typer.Option("tiny", "--config"),
+    steps: Optional[int] = typer.Option(None, "--steps"),
+    seeds: Optional[str] = typer.Option(None, "--seeds", help="comma list of seeds"),
+    data: Optional[str] = typer.Option(None, "--data"),
+    text_field: Optional[str] = typer.Option(None, "--text-field"),
+    lengths: Optional[str] = typer.Option(None, "--lengths"),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens"),
+    rope_scaling: str = typer.Option(ALL_SCALINGS, "--rope-scaling", help="variants evaluated for rope runs"),
+    device: str = DeviceOpt,
+    devices: Optional[str] = typer.Option(None, "--devices", help="parallel jobs: auto | 0,1,2 | cpu:N"),
+    overwrite: bool = typer.Option(False, "--overwrite"),
+    compile_: Optional[bool] = typer.Option(None, "--compile/--no-compile"),
+    results: Path = ResultsOpt,
+):
+    """Train, evaluate and report in one go (resumes what was interrupted, skips what is finished)."""
+    from dataclasses import replace
+
+    from . import report as rp
+    from .evaluate import Protocol, parse_lengths, parse_scalings
+    from .model import DecoderLM
+    from .pe import SCHEMES
+    from .results import ResultsDir
+
+    rd = ResultsDir(results)
+    base = _load_cfg(config, steps, data, text_field, compile_)
+    schemes = _schemes(pe)
+    seed_list = _seeds(None, seeds, base.train.seed)
+    lens = parse_lengths(lengths)
+    scalings = parse_scalings(rope_scaling) if rope_scaling else []
+    rd.ensure_writable()
+    names = []
+    jobs = []
+    for s in schemes:
+        for sd in seed_list:
+            cfg = replace(base, model=replace(base.model, pe=s), train=replace(base.train, seed=sd)).validate()
+            DecoderLM(cfg.model)
+            names.append(f"{s}-{cfg.name}-s{sd}")
+            if devices is not None:
+                from .sweep import Job
+
+                common = ["--results", str(results)]
+                targs = ["train", "--pe", s, "--seed", str(sd), "--config", config, *common,
+                         "--overwrite" if overwrite else "--resume"]
+                for flag, val in (("--steps", steps), ("--data", data), ("--text-field", text_field)):
+                    if val is not None:
+                        targs += [flag, str(val)]
+                if compile_ is not None:
+                    targs.append("--compile" if compile_ else "--no-compile")
+                eargs = ["eval", "--run", names[-1], *common]
+                if lengths:
+                    eargs += ["--lengths", lengths]
+                if max_tokens:
+                    eargs += ["--max-tokens", str(max_tokens)]
+                if scalings and hasattr(SCHEMES.get(s), "with_scaling"):
+                    eargs += ["--rope-scaling", ",".join(scalings)]
+                jobs.append(Job(names[-1], s, sd, targs, eargs))
+    if devices is not None:
+        from .sweep import parse_devices, run_sweep
+
+        done = run_sweep(jobs, parse_devices(devices), rd, show=sys.stdout.isatty())
+        failed = [j for j in done if j.state != "done"]
+        for j in failed:
+            typer.echo(f"error: job {j.name} failed: {j.error}", err=True)
+        if failed:
+            raise typer.Exit(1)
+    else:
+        for s, name in zip([s for s in schemes for _ in seed_list], names):
+            cfg = replace(base, model=replace(base.model, pe=s),
+                          train=replace(base.train, seed=int(name.rsplit("-s", 1)[1]))).validate()
+            _progress_train(cfg, rd, name, device=device, resume=not overwrite, overwrite=overwrite)
+        if _eval_runs(rd, names, lens, Protocol(), scalings, None, max_tokens, device, "auto", False,
+                      skip_existing=not overwrite):
+            raise typer.Exit(1)
+    df = rp.records_frame(rd)
+    df = df[df["run"].isin(names)]
+    t = rp.build_table(df, "ppl", "nonoverlap")
+    paths = rp.write_reports(rd, t, df)
+    from rich.console import Console
+
+    Console(width=200).print(rp.to_rich(t))
+    typer.echo("wrote " + ", ".join(str(p) for p in paths))
+
+
+@app.command("list")
+@handle_errors
+def list_cmd(results: Path = ResultsOpt):
+    """Schemes, RoPE scalings, corpora, configs and the runs in the results folder."""
+    from .config import builtin_configs, load_config
+    from .data import describe_corpora
+    from .model import DecoderLM
+    from .pe import SCHEMES, scheme_names
+    from .pe.rope import ROPE_VARIANTS
+    from .results import ResultsDir
+    from dataclasses import replace
+
+    tiny = load_config("tiny")
+    base = DecoderLM(replace(tiny.model, pe="none")).num_params()
+    typer.echo("schemes (positional parameters at the tiny config):")
+    for n in scheme_names():
+        extra = DecoderLM(replace(tiny.model, pe=n)).num_params() - base
+        typer.echo(f"  {n:<11} {extra:>7,}  {SCHEMES.get(n).description}")
+    typer.echo("rope scalings: " + ", ".join(ROPE_VARIANTS.names()))
+    typer.echo("corpora:")
+    for k, v in describe_corpora().items():
+        typer.echo(f"  {k:<17} {v}")
+    typer.echo("configs: " + ", ".join(builtin_configs()))
+    rd = ResultsDir(results)
+    runs = rd.run_names()
+    typer.echo(f"runs in {rd.runs}:" + ("" if runs else " none"))
+    for r in runs:
+        st = rd.status(r)
+        typer.echo(f"  {r:<28} {st.get('state')} (step {st.get('step', '?')}/{st.get('steps', '?')})")
+
+
+def main() -> None:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    app()
+
+
+if __name__ == "__main__":
+    main()

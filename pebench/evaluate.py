@@ -1,0 +1,265 @@
+"""Evaluation: windows over the validation stream, per-token loss, per-position buckets, records.
+
+Convention: a window is L consecutive tokens fed to the model at once; the logit at window index p-1
+predicts the token at index p, which therefore has p tokens of context (p = 1 .. L-1).
+
+Protocols (each averages per-token losses over all scored tokens, never window means):
+- ``nonoverlap``: windows start every L-1 tokens (sharing one boundary token), every index scored, so
+  each stream token after the first is scored exactly once (the ALiBi paper's protocol); a last window
+  flush with the end of the stream scores only the leftover tail, so every length scores the same tokens.
+- ``sliding``: windows start every S tokens; the first scores every index, later ones only their last S,
+  so every later token has at least L-S tokens of context.
+- ``fixed``: the same K target tokens at every length, each the last token of its own window, i.e. with
+  exactly L-1 tokens of context; lengths then differ only in context.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Iterable, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .data import prepare_corpus
+from .errors import PebenchError, PositionOutOfRange, UsageError
+from .model import DecoderLM
+from .results import SCHEMA_VERSION, ResultsDir, environment, now
+from .train import CHECKPOINT, check_compatible, load_checkpoint, resolve_device
+
+PROTOCOLS = ("nonoverlap", "sliding", "fixed")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    name: str = "nonoverlap"
+    stride: Optional[int] = None
+    targets: Optional[int] = None
+
+    def validate(self) -> "Protocol":
+        if self.name not in PROTOCOLS:
+            from .registry import unknown_name_message
+
+            raise UsageError(unknown_name_message("protocol", self.name, list(PROTOCOLS)))
+        if self.name == "sliding" and (self.stride is None or self.stride < 1):
+            raise UsageError("--protocol sliding needs --stride S with S >= 1")
+        if self.name == "fixed" and (self.targets is None or self.targets < 1):
+            raise UsageError("--protocol fixed needs --targets K with K >= 1")
+        return self
+
+    def params(self) -> dict:
+        return {"stride": self.stride} if self.name == "sliding" else \
+            {"targets": self.targets} if self.name == "fixed" else {}
+
+
+def windows(n_tokens: int, length: int, protocol: Protocol, max_length: Optional[int] = None):
+    """(starts, first_scored_index) for windows of ``length`` over a stream of ``n_tokens`` tokens.
+
+    Targets of a window starting at a are stream tokens a+p for p in [first, length-1].
+    """
+    L = length
+    if L < 2:
+        raise UsageError(f"evaluation length must be >= 2, got {L}")
+    if L > n_tokens:
+        raise UsageError(f"evaluation length {L} is longer than the evaluation stream ({n_tokens} tokens)")
+    if protocol.name == "nonoverlap":
+        starts = np.arange(0, n_tokens - L + 1, L - 1)
+        first = np.ones(len(starts), dtype=np.int64)
+        covered = starts[-1] + L - 1  # last stream index scored so far
+        if covered < n_tokens - 1:  # one more window, flush with the end, scores only the uncovered tail
+            starts = np.append(starts, n_tokens - L)
+            first = np.append(first, covered + 1 - (n_tokens - L))
+    elif protocol.name == "sliding":
+        S = protocol.stride
+        if S > L - 1:
+            raise UsageError(f"--stride {S} must be at most length - 1 = {L - 1}")
+        starts = np.arange(0, n_tokens - L + 1, S)
+        first = np.full(len(starts), L - S, dtype=np.int64)
+        first[0] = 1
+    else:
+        Lmax = max(max_length or L, L)
+        targets = fixed_targets(n_tokens, Lmax, protocol.targets)
+        starts = targets - (L - 1)
+        first = np.full(len(starts), L - 1, dtype=np.int64)
+    return starts, first
+
+
+def fixed_targets(n_tokens: int, max_length: int, k: int) -> np.ndarray:
+    """K target positions, evenly spread over the stream, each with room for max_length-1 tokens before it."""
+    lo, hi = max_length - 1, n_tokens - 1
+    if hi - lo + 1 < k:
+        raise UsageError(f"the stream ({n_tokens} tokens) has room for only {max(0, hi - lo + 1)} fixed targets "
+                         f"at length {max_length}; lower --targets or the lengths")
+    return lo + (np.arange(k) * (hi - lo + 1)) // k
+
+
+def bucket_edges(length: int) -> list[int]:
+    """Log-spaced context-length buckets [1,2), [2,4), ... covering 1 .. length-1."""
+    edges = [1]
+    while edges[-1] < length:
+        edges.append(edges[-1] * 2)
+    return edges
+
+
+def score_stream(model: DecoderLM, stream: np.ndarray, length: int, protocol: Protocol,
+                 batch_tokens: int, device: torch.device, max_length: Optional[int] = None) -> dict:
+    """Run every window and return loss sums in total and per position bucket."""
+    starts, first = windows(len(stream), length, protocol, max_length)
+    edges = bucket_edges(length)
+    pos = np.arange(1, length)
+    bucket_of = np.searchsorted(edges, pos, side="right") - 1  # bucket of each target index
+    n_b = len(edges) - 1
+    loss_sum = torch.zeros(n_b, dtype=torch.float64)
+    count = torch.zeros(n_b, dtype=torch.float64)
+    bucket_t = torch.from_numpy(bucket_of).to(device)
+    per_batch = max(1, batch_tokens // length)
+    offsets = np.arange(length)
+    with torch.inference_mode():
+        for i in range(0, len(starts), per_batch):
+            s, f = starts[i:i + per_batch], first[i:i + per_batch]
+            chunk = torch.from_numpy(np.asarray(stream[s[:, None] + offsets[None, :]]).astype(np.int64)).to(device)
+            with (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else _null()):
+                logits = model(chunk)
+            tok_loss = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]),
+                                       chunk[:, 1:].reshape(-1), reduction="none").view(len(s), length - 1)
+            mask = torch.from_numpy(pos[None, :] >= f[:, None]).to(device)
+            tok_loss = (tok_loss * mask).double()
+            loss_sum += torch.zeros(n_b, dtype=torch.float64, device=device).index_add_(
+                0, bucket_t, tok_loss.sum(0)).cpu()
+            count += torch.zeros(n_b, dtype=torch.float64, device=device).index_add_(
+                0, bucket_t, mask.sum(0).double()).cpu()
+    total, n = float(loss_sum.sum()), int(count.sum())
+    buckets = [
+        {"lo": edges[b], "hi": min(edges[b + 1], length) - 1, "tokens": int(count[b]),
+         "loss": float(loss_sum[b] / count[b]) if count[b] else None}
+        for b in range(n_b)
+    ]
+    return {"loss": total / n, "tokens_scored": n, "windows": len(starts), "position_buckets": buckets}
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def load_run_model(results: ResultsDir, run: str, device: torch.device):
+    cfg, meta = results.run_config(run)
+    state = results.status(run)
+    if state.get("state") != "finished":
+        raise PebenchError(f"run {run!r} is not finished (state: {state.get('state')}); train or resume it first")
+    ckpt = load_checkpoint(results.run_dir(run) / CHECKPOINT)
+    check_compatible(ckpt["config"], cfg, results.run_dir(run) / CHECKPOINT)
+    model = DecoderLM(cfg.model)
+    try:
+        model.load_state_dict(ckpt["model"])
+    except RuntimeError as e:
+        raise PebenchError(f"checkpoint of run {run!r} does not fit its config: {str(e).splitlines()[0][:200]}")
+    return cfg, meta, model.to(device).eval()
+
+
+def parse_scalings(spec: Optional[str]) -> list[str]:
+    from .pe.rope import ROPE_VARIANTS, canonical_variant
+
+    if not spec:
+        return []
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    if not names:
+        raise UsageError("--rope-scaling is empty; give names like none,yarn")
+    for n in names:
+        ROPE_VARIANTS.get(canonical_variant(n))
+    if len(set(names)) != len(names):
+        raise UsageError(f"--rope-scaling lists a name twice: {spec}")
+    return names
+
+
+def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = None,
+                 protocol: Protocol = Protocol(), scalings: Iterable[str] = (), rope_factor: Optional[float] = None,
+                 max_tokens: Optional[int] = None, device: str = "auto", backend: str = "auto",
+                 on_record=None, skip_existing: bool = False) -> list[dict]:
+    """Evaluate one finished run at each length (and RoPE scaling); write and return the records."""
+    protocol.validate()
+    dev = resolve_device(device)
+    cfg, meta, model = load_run_model(results, run, dev)
+    model.set_attention_backend(backend)
+    T = cfg.model.context
+    lengths = lengths or [int(round(m * T)) for m in cfg.eval.multiples]
+    corpus = prepare_corpus(cfg.train.data, results.cache, cfg.train.text_field)
+    val = corpus.tokens("validation")
+    n = min(len(val), max_tokens or cfg.eval.max_tokens)
+    stream = val[:n]
+    for L in lengths:  # check every length before computing anything
+        windows(len(stream), L, protocol, max(lengths))
+    scalings = list(scalings)
+    variants: list[Optional[str]] = [None]
+    if scalings:
+        if not hasattr(model.pe, "with_scaling"):
+            raise PebenchError(f"run {run!r} uses {cfg.model.pe!r}: RoPE scaling applies to rope runs only")
+        variants = scalings
+    prov = {**environment(str(dev)), "seed": cfg.train.seed, "steps": cfg.train.steps,
+            "params": model.num_params(), "corpus": corpus.spec, "corpus_fingerprint": corpus.fingerprint,
+            "config_hash": cfg.hash(), "config_name": cfg.name, "parent": meta.get("parent")}
+    records = []
+    base_pe = model.pe
+    for variant in variants:
+        if variant is not None:
+            model.pe = base_pe.with_scaling(variant, rope_factor)
+        pe = model.pe
+        v = getattr(pe, "variant", "default")
+        v = "none" if v == "default" else v
+        label = cfg.model.pe + ("" if v == "none" else f"+{v}") + (f" ft{T}" if meta.get("parent") else "")
+        for L in lengths:
+            t0 = time.time()
+            rec = {"schema": SCHEMA_VERSION, "run": run, "scheme": cfg.model.pe, "variant": v, "label": label,
+                   "seed": cfg.train.seed, "protocol": protocol.name, "protocol_params": protocol.params(),
+                   "length": int(L), "train_context": T, "multiple": L / T, "created": now()}
+            if skip_existing and results.record_path(rec).exists():
+                import json
+
+                records.append(json.loads(results.record_path(rec).read_text()))
+                continue
+            if hasattr(pe, "resolved"):
+                inv, att, factor = pe.resolved(L)
+                rec["rope"] = {"variant": v, "factor": factor, "attention_factor": att}
+            limit = pe.max_positions()
+            try:
+                if limit is not None and L > limit:
+                    raise PositionOutOfRange(f"{cfg.model.pe} represents positions 0..{limit - 1} only")
+                out = score_stream(model, stream, L, protocol, cfg.eval.batch_tokens, dev, max(lengths))
+            except PositionOutOfRange as e:
+                rec.update(status="undefined", reason=str(e), loss=None, ppl=None, bpb=None, tokens_scored=0,
+                           windows=0, position_buckets=[])
+            except torch.OutOfMemoryError:
+                raise PebenchError(f"out of device memory evaluating {run} at length {L}; "
+                                   "lower eval.batch_tokens or the length")
+            else:
+                rec.update(status="ok", reason=None, **out, ppl=math.exp(out["loss"]),
+                           bpb=out["loss"] / math.log(2))
+            rec["provenance"] = {**prov, "wall_s": round(time.time() - t0, 3)}
+            results.write_record(rec)
+            records.append(rec)
+            if on_record:
+                on_record(rec)
+    model.pe = base_pe
+    return records
+
+
+def parse_lengths(spec: Optional[str]) -> Optional[list[int]]:
+    if spec is None:
+        return None
+    parts = [p.strip() for p in spec.split(",")]
+    if not spec.strip() or any(not p for p in parts):
+        raise UsageError(f"--lengths must be a comma-separated list of positive integers, got {spec!r}")
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise UsageError(f"--lengths must be integers, got {spec!r}")
+    if any(v < 2 for v in values):
+        raise UsageError(f"--lengths must be >= 2 each, got {spec!r}")
+    if len(set(values)) != len(values):
+        raise UsageError(f"--lengths has duplicates: {spec!r}")
+    return values

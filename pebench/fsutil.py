@@ -1,0 +1,116 @@
+"""Files that are never half-written, and a lock that notices when its owner died."""
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterator
+
+from .errors import PebenchError
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temp path in the same folder; on success fsync it and rename it over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb+") as f:
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        with contextlib.suppress(OSError):  # make the rename itself durable
+            dfd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: Path, obj) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def atomic_save(path: Path, save: Callable[[Path], None]) -> None:
+    with atomic_path(path) as tmp:
+        save(tmp)
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line with a single write (O_APPEND), flushed to disk."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, (line.rstrip("\n") + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError as e:
+        return e.errno == errno.EPERM
+    return True
+
+
+class RunLock:
+    """An exclusive lock file holding the owner's PID; a lock whose owner is gone is stale and taken over."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.held = False
+
+    def acquire(self) -> "RunLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                try:
+                    pid = int(self.path.read_text().strip() or 0)
+                except (OSError, ValueError):
+                    pid = 0
+                if pid and pid != os.getpid() and _pid_alive(pid):
+                    raise PebenchError(
+                        f"{self.path.parent.name} is locked by running process {pid} ({self.path}); "
+                        "wait for it or choose another --name"
+                    )
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)  # stale: its owner died
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(str(os.getpid()))
+            self.held = True
+            return self
+        raise PebenchError(f"could not take the lock {self.path}")
+
+    def release(self) -> None:
+        if self.held:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+            self.held = False
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()

@@ -1,0 +1,109 @@
+"""A tiny decoder-only language model (pre-norm transformer), nanoGPT style.
+
+The positional encoding is a module with three hooks (see ``pebench.pe.base``): the model adds its
+embedding term, lets it rotate q and k, and passes its logit term to the attention backend. Nothing
+here depends on which scheme is in use, and no buffer is sized to the training context, so the model
+runs at any length its scheme can represent.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import attend
+from .config import ModelConfig
+from .pe import PEContext, PositionalEncoding, build_pe
+
+
+def scheme_options(cfg: ModelConfig) -> dict:
+    """``pe_options`` maps scheme name -> options, so one config serves every scheme of a sweep."""
+    return dict(cfg.pe_options.get(cfg.pe, {}) or {})
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer: int):
+        super().__init__()
+        self.layer, self.n_heads = layer, cfg.n_heads
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        self.backend = "auto"
+
+    def forward(self, x: torch.Tensor, pe: PositionalEncoding, positions: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)
+        q, k = pe.rotate(q, k, positions, self.layer)  # RoPE acts here
+        mod = pe.score_mod(q, self.layer)  # ALiBi / T5 / Shaw act here (None for the others)
+        y = attend(q, k, v, mod, self.backend)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer: int):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
+        self.attn = CausalSelfAttention(cfg, layer)
+        self.mlp = nn.Sequential(
+            nn.Linear(cfg.d_model, cfg.d_mlp, bias=False), nn.GELU(), nn.Linear(cfg.d_mlp, cfg.d_model, bias=False)
+        )
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x, pe, positions):
+        x = x + self.drop(self.attn(self.ln1(x), pe, positions))
+        return x + self.drop(self.mlp(self.ln2(x)))
+
+
+class DecoderLM(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        cfg.validate()
+        self.cfg = cfg
+        ctx = PEContext(cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.context)
+        self.pe = build_pe(cfg.pe, ctx, scheme_options(cfg))
+        self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.head.weight = self.tok.weight  # weight tying, as GPT-2
+        self.apply(self._init)
+        for name, p in self.named_parameters():
+            if name.endswith("proj.weight") or name.endswith("mlp.2.weight"):
+                # GPT-2: scale residual projections by depth so the residual stream stays O(1).
+                nn.init.normal_(p, 0.0, 0.02 / (2 * cfg.n_layers) ** 0.5)
+
+    @staticmethod
+    def _init(m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, 0.0, 0.02)
+
+    def set_attention_backend(self, backend: str) -> None:
+        for block in self.blocks:
+            block.attn.backend = backend
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None):
+        """Logits [B, T, V]; with targets, (logits, mean cross-entropy)."""
+        T = idx.shape[1]
+        positions = torch.arange(T, device=idx.device)
+        x = self.pe.embed(self.tok(idx), positions)  # sinusoidal / learned act here
+        x = self.drop(x)
+        for block in self.blocks:
+            x = block(x, self.pe, positions)
+        logits = self.head(self.ln_f(x))
+        if targets is None:
+            return logits
+        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.reshape(-1))
+        return logits, loss
+
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training FLOPs per token (forward + backward = 3x forward), PaLM appendix style."""
+        c = self.cfg
+        n = sum(p.numel() for n_, p in self.named_parameters() if not n_.startswith("tok.") and not n_.startswith("pe."))
+        n += c.vocab_size * c.d_model  # tied head still costs a matmul
+        attn = 2 * c.n_layers * seq_len * c.d_model  # q.k and a.v, causal halves the 4 * ... term
+        return 6 * n + 6 * attn

@@ -1,0 +1,110 @@
+"""The one interface between a positional encoding and the model.
+
+A scheme can contribute in three places, and the model calls all three for every scheme
+(the defaults do nothing), so the model never needs to know which scheme it holds:
+
+1. ``embed(x, positions)``       add a term to the token embeddings (sinusoidal, learned);
+2. ``rotate(q, k, positions, layer)``  transform queries and keys (RoPE);
+3. ``score_mod(q, layer)``       return a :class:`ScoreMod`, a term added to the attention logits as a
+                                 function of (batch, head, query index, key index) (ALiBi, T5, Shaw).
+
+A ``ScoreMod`` is written with broadcasting torch ops only, so the *same* definition runs inside
+FlexAttention (scalar index tensors) and on a materialized index grid (the reference path).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Callable, ClassVar, Optional
+
+import torch
+from torch import nn
+
+from ..errors import UsageError
+
+
+@dataclass
+class PEContext:
+    """What a scheme may know about the model it sits in."""
+
+    d_model: int
+    n_heads: int
+    n_layers: int
+    context: int  # training context length
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+class ScoreMod:
+    """A logit term ``score + f(b, h, q_idx, kv_idx)``.
+
+    ``fn(score, b, h, q_idx, kv_idx)`` must broadcast. ``value_term`` is optional: schemes that also
+    change the attention output (Shaw's value vectors) compute it from the row log-sum-exp of the
+    final logits, which every backend can provide, so no T x T probability matrix is needed.
+    """
+
+    needs_lse: bool = False
+
+    def __init__(self, fn: Callable[..., torch.Tensor]):
+        self.fn = fn
+
+    def __call__(self, score, b, h, q_idx, kv_idx):
+        return self.fn(score, b, h, q_idx, kv_idx)
+
+    def value_term(self, q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, scale: float) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class PositionalEncoding(nn.Module):
+    """Base class: every hook is a no-op. Subclasses override what they need."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    # Dataclass describing the scheme's options (with defaults); None means no options.
+    Options: ClassVar[Optional[type]] = None
+
+    def __init__(self, ctx: PEContext, options: Optional[dict[str, Any]] = None):
+        super().__init__()
+        self.ctx = ctx
+        self.options = self.parse_options(options or {})
+
+    @classmethod
+    def parse_options(cls, options: dict[str, Any]):
+        if cls.Options is None:
+            if options:
+                raise UsageError(f"scheme {cls.name!r} takes no options, got: {', '.join(options)}")
+            return None
+        allowed = {f.name: f for f in fields(cls.Options)}
+        for key, value in options.items():
+            if key not in allowed:
+                raise UsageError(
+                    f"unknown option {key!r} for scheme {cls.name!r}; allowed: {', '.join(allowed)}"
+                )
+            default = allowed[key].default
+            expected = type(default)
+            ok = isinstance(value, expected) and not (expected is not bool and isinstance(value, bool))
+            ok = ok or (expected is float and isinstance(value, int) and not isinstance(value, bool))
+            if not ok:
+                raise UsageError(
+                    f"option {key!r} of scheme {cls.name!r} must be {expected.__name__}, got {value!r}"
+                )
+        opts = cls.Options(**options)
+        validate = getattr(opts, "validate", None)
+        if validate is not None:
+            validate()
+        return opts
+
+    def max_positions(self) -> Optional[int]:
+        """Longest sequence the scheme can represent (None: unlimited)."""
+        return None
+
+    # -- the three hooks -------------------------------------------------------------------
+    def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, layer: int):
+        return q, k
+
+    def score_mod(self, q: torch.Tensor, layer: int) -> Optional[ScoreMod]:
+        return None

@@ -1,0 +1,9 @@
+"""NoPE: no positional signal; only the causal mask breaks permutation symmetry."""
+from . import SCHEMES
+from .base import PositionalEncoding
+
+
+@SCHEMES.register("none")
+class NoPE(PositionalEncoding):
+    name = "none"
+    description = "no positional signal (NoPE); the causal mask alone orders tokens"

@@ -1,0 +1,207 @@
+"""Rotary position embedding (Su et al. 2021) and its length-extension family.
+
+Each frequency variant is a pure function ``(head_dim, base, factor, original_context, **options) ->
+(inv_freq, attention_factor)`` kept in a registry, following Hugging Face ``modeling_rope_utils``
+(computed here in float64). ``attention_factor`` multiplies cos and sin, i.e. both q and k, so the
+logits scale by its square (YaRN's temperature).
+
+Rotation uses the "halves" pairing (k, k + d_h/2) of GPT-NeoX / Llama; the frequencies are the same
+as with interleaved pairs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Callable, Optional
+
+import torch
+
+from ..errors import UsageError
+from ..registry import Registry
+from . import SCHEMES
+from .base import PositionalEncoding
+
+RopeFn = Callable[..., tuple[torch.Tensor, float]]
+ROPE_VARIANTS: Registry[RopeFn] = Registry("RoPE scaling")
+# Variants whose frequencies depend on the actual sequence length rather than a fixed factor.
+DYNAMIC_VARIANTS = {"dynamic-ntk"}
+
+
+def default_inv_freq(head_dim: int, base: float) -> torch.Tensor:
+    return 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+
+
+def _check(head_dim: int, base: float, factor: float, original_context: int) -> None:
+    if head_dim <= 0 or head_dim % 2:
+        raise UsageError(f"RoPE needs an even, positive head dimension, got {head_dim}")
+    if not base > 1:
+        raise UsageError(f"RoPE base must be > 1, got {base}")
+    if not factor >= 1:
+        raise UsageError(f"RoPE scaling factor must be >= 1, got {factor}")
+    if original_context < 1:
+        raise UsageError(f"original context must be >= 1, got {original_context}")
+
+
+@ROPE_VARIANTS.register("default")
+def _default(head_dim, base, factor, original_context):
+    return default_inv_freq(head_dim, base), 1.0
+
+
+@ROPE_VARIANTS.register("linear")
+def _linear(head_dim, base, factor, original_context):
+    """Position Interpolation (Chen 2023): positions / s, i.e. every frequency / s."""
+    return default_inv_freq(head_dim, base) / factor, 1.0
+
+
+@ROPE_VARIANTS.register("ntk")
+def _ntk(head_dim, base, factor, original_context):
+    """NTK-aware: keep the highest frequency, stretch the lowest by s: base' = base s^(D/(D-2))."""
+    return default_inv_freq(head_dim, base * factor ** (head_dim / (head_dim - 2))), 1.0
+
+
+@ROPE_VARIANTS.register("dynamic-ntk")
+def _dynamic_ntk(head_dim, base, factor, original_context, seq_len: Optional[int] = None):
+    """Hugging Face's dynamic NTK: base' = base ((f L / T) - (f - 1))^(D/(D-2)) once L > T."""
+    seq_len = original_context if seq_len is None else seq_len
+    if seq_len <= original_context:
+        return default_inv_freq(head_dim, base), 1.0
+    scale = factor * seq_len / original_context - (factor - 1)
+    return default_inv_freq(head_dim, base * scale ** (head_dim / (head_dim - 2))), 1.0
+
+
+def yarn_correction_range(head_dim, base, original_context, beta_fast=32.0, beta_slow=1.0, truncate=True):
+    """Dimension indices where a frequency makes beta_fast / beta_slow rotations within the context."""
+
+    def dim(rotations):
+        return head_dim * math.log(original_context / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = dim(beta_fast), dim(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    return max(low, 0), min(high, head_dim - 1)
+
+
+@ROPE_VARIANTS.register("yarn")
+def _yarn(head_dim, base, factor, original_context, beta_fast=32.0, beta_slow=1.0, truncate=True):
+    """YaRN (Peng 2023): NTK-by-parts ramp between original and interpolated frequencies,
+    plus attention temperature 0.1 ln s + 1 on q and k."""
+    if not beta_fast > beta_slow > 0:
+        raise UsageError(f"yarn needs beta_fast > beta_slow > 0, got {beta_fast}, {beta_slow}")
+    orig = default_inv_freq(head_dim, base)
+    low, high = yarn_correction_range(head_dim, base, original_context, beta_fast, beta_slow, truncate)
+    if low == high:
+        high += 0.001  # avoid a zero-width ramp, as Hugging Face does
+    ramp = ((torch.arange(head_dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+    inv = (orig / factor) * ramp + orig * (1 - ramp)
+    attention_factor = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+    return inv, attention_factor
+
+
+@ROPE_VARIANTS.register("llama3")
+def _llama3(head_dim, base, factor, original_context, low_freq_factor=1.0, high_freq_factor=4.0):
+    """Llama 3: wavelengths above T/low_freq_factor divided by s, below T/high_freq_factor kept,
+    a smooth blend in between."""
+    if not high_freq_factor > low_freq_factor > 0:
+        raise UsageError("llama3 needs high_freq_factor > low_freq_factor > 0")
+    inv = default_inv_freq(head_dim, base)
+    wavelen = 2 * math.pi / inv
+    low_wl, high_wl = original_context / low_freq_factor, original_context / high_freq_factor
+    scaled = torch.where(wavelen > low_wl, inv / factor, inv)
+    smooth = (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelen >= high_wl) & (wavelen <= low_wl)
+    return torch.where(medium, smoothed, scaled), 1.0
+
+
+def canonical_variant(variant: str) -> str:
+    return "default" if variant in ("none", "default", None, "") else variant
+
+
+def rope_frequencies(variant: str, head_dim: int, base: float = 10000.0, factor: float = 1.0,
+                     original_context: int = 2048, **options) -> tuple[torch.Tensor, float]:
+    """Public entry point: float64 inverse frequencies [head_dim/2] and the attention factor."""
+    fn = ROPE_VARIANTS.get(canonical_variant(variant))
+    _check(head_dim, base, factor, original_context)
+    import inspect
+
+    allowed = set(inspect.signature(fn).parameters) - {"head_dim", "base", "factor", "original_context"}
+    unknown = set(options) - allowed
+    if unknown:
+        raise UsageError(
+            f"RoPE scaling {variant!r} takes options {sorted(allowed) or 'none'}, got {sorted(unknown)}"
+        )
+    return fn(head_dim, base, factor, original_context, **options)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat((-b, a), dim=-1)
+
+
+@dataclass
+class RopeOptions:
+    base: float = 10000.0
+    scaling: str = "none"  # a ROPE_VARIANTS name ("none" = "default")
+    factor: float = 0.0  # 0: automatic, max(1, sequence length / original_context)
+    original_context: int = 0  # 0: the model's training context
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    truncate: bool = True
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+
+    def validate(self):
+        ROPE_VARIANTS.get(canonical_variant(self.scaling))
+        if self.factor != 0 and self.factor < 1:
+            raise UsageError(f"rope factor must be >= 1 (or 0 for automatic), got {self.factor}")
+
+
+@SCHEMES.register("rope")
+class RoPE(PositionalEncoding):
+    name = "rope"
+    description = "rotary embedding of q and k (Su 2021); scalings: linear, ntk, dynamic-ntk, yarn, llama3"
+    Options = RopeOptions
+
+    def __init__(self, ctx, options=None):
+        super().__init__(ctx, options)
+        self._cache: dict = {}
+
+    @property
+    def variant(self) -> str:
+        return canonical_variant(self.options.scaling)
+
+    def resolved(self, seq_len: int) -> tuple[torch.Tensor, float, float]:
+        """(inv_freq, attention_factor, factor) used for a sequence of ``seq_len`` tokens."""
+        o = self.options
+        orig = o.original_context or self.ctx.context
+        factor = o.factor if o.factor else max(1.0, seq_len / orig)
+        if self.variant == "default":
+            factor = 1.0
+        extra = {}
+        if self.variant in DYNAMIC_VARIANTS:
+            extra["seq_len"] = seq_len
+            factor = o.factor or 1.0
+        elif self.variant == "yarn":
+            extra = dict(beta_fast=o.beta_fast, beta_slow=o.beta_slow, truncate=o.truncate)
+        elif self.variant == "llama3":
+            extra = dict(low_freq_factor=o.low_freq_factor, high_freq_factor=o.high_freq_factor)
+        inv, att = rope_frequencies(self.variant, self.ctx.head_dim, o.base, factor, orig, **extra)
+        return inv, att, factor
+
+    def _cos_sin(self, positions: torch.Tensor, dtype: torch.dtype):
+        seq_len = int(positions[-1]) + 1
+        key = (seq_len, positions.shape[0], positions.device, dtype)
+        if key not in self._cache:  # computed once per forward length, reused by every layer
+            inv, att, _ = self.resolved(seq_len)
+            angles = positions.to(torch.float64)[:, None] * inv.to(positions.device)[None, :]
+            angles = torch.cat([angles, angles], dim=-1)
+            self._cache = {key: ((angles.cos() * att).to(dtype), (angles.sin() * att).to(dtype))}
+        return self._cache[key]
+
+    def with_scaling(self, variant: str, factor: Optional[float] = None) -> "RoPE":
+        """The same rotation with another scaling (evaluation-time extension); factor None = automatic."""
+        return RoPE(self.ctx, asdict(replace(self.options, scaling=variant, factor=float(factor or 0.0))))
+
+    def rotate(self, q, k, positions, layer):
+        cos, sin = self._cos_sin(positions, q.dtype)
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin

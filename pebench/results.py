@@ -1,0 +1,152 @@
+"""The results folder: runs, records and their provenance. The record is the one contract between
+measuring (``evaluate``) and reporting (``report``); its fields are listed in ``RECORD_FIELDS``."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator, Optional
+
+import yaml
+
+from . import __version__
+from .errors import PebenchError, UsageError
+from .fsutil import atomic_write_json
+
+SCHEMA_VERSION = 1
+RECORD_FIELDS = {
+    "schema": "record schema version",
+    "run": "run name (folder under runs/)",
+    "scheme": "positional encoding",
+    "variant": "RoPE scaling used at evaluation ('none' for none / non-RoPE)",
+    "label": "row name in reports: scheme[+variant][ ftN for fine-tuned runs]",
+    "seed": "training seed",
+    "protocol": "nonoverlap | sliding | fixed",
+    "protocol_params": "stride (sliding) or targets (fixed)",
+    "length": "evaluation window length in tokens",
+    "train_context": "training context of the run",
+    "multiple": "length / train_context",
+    "status": "ok | undefined (the scheme cannot represent this length)",
+    "reason": "why a record is undefined",
+    "loss": "mean cross-entropy per scored token (nats)",
+    "ppl": "exp(loss)",
+    "bpb": "bits per byte (= loss / ln 2 for the byte tokenizer)",
+    "tokens_scored": "number of scored tokens",
+    "windows": "number of windows evaluated",
+    "position_buckets": "per-position loss: [{lo, hi, tokens, loss}] over log-spaced context lengths",
+    "rope": "{variant, factor, attention_factor} for RoPE runs",
+    "provenance": "pebench/torch version, git commit, device, steps, params, corpus, fingerprints, timing",
+}
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def git_commit() -> Optional[str]:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() or None if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment(device: str) -> dict:
+    import torch
+
+    return {
+        "pebench_version": __version__, "git_commit": git_commit(), "torch_version": torch.__version__,
+        "python": platform.python_version(), "device": device, "host": platform.node(),
+    }
+
+
+class ResultsDir:
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+
+    # folders
+    @property
+    def runs(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def records(self) -> Path:
+        return self.root / "records"
+
+    @property
+    def cache(self) -> Path:
+        return self.root / "cache"
+
+    def run_dir(self, name: str) -> Path:
+        return self.runs / name
+
+    def ensure_writable(self) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            probe = self.root / f".write-test-{os.getpid()}"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as e:
+            raise PebenchError(f"results folder {self.root} is not writable: {e.strerror or e}")
+
+    # runs
+    def run_names(self) -> list[str]:
+        if not self.runs.is_dir():
+            return []
+        return sorted(p.name for p in self.runs.iterdir() if (p / "config.yaml").exists())
+
+    def status(self, name: str) -> dict:
+        p = self.run_dir(name) / "status.json"
+        if not p.exists():
+            return {"state": "missing"}
+        try:
+            return json.loads(p.read_text())
+        except ValueError:
+            return {"state": "unknown"}
+
+    def set_status(self, name: str, **fields) -> None:
+        atomic_write_json(self.run_dir(name) / "status.json", {**fields, "updated": now()})
+
+    def run_config(self, name: str):
+        from .config import config_from_dict
+
+        p = self.run_dir(name) / "config.yaml"
+        if not p.exists():
+            raise UsageError(f"no run named {name!r} in {self.runs}; runs: {', '.join(self.run_names()) or 'none'}")
+        data = yaml.safe_load(p.read_text())
+        meta = data.pop("run", {})
+        return config_from_dict(data, name=data.get("name", "custom")), meta
+
+    # records
+    def record_path(self, rec: dict) -> Path:
+        label = rec["label"].replace(" ", "_").replace("+", "-")
+        return self.records / rec["run"] / f"{label}__{protocol_key(rec)}__L{rec['length']}.json"
+
+    def write_record(self, rec: dict) -> Path:
+        path = self.record_path(rec)
+        atomic_write_json(path, rec)
+        return path
+
+    def iter_records(self) -> Iterator[dict]:
+        if not self.records.is_dir():
+            return
+        for p in sorted(self.records.rglob("*.json")):
+            try:
+                rec = json.loads(p.read_text())
+            except (OSError, ValueError):
+                continue  # an unreadable file is skipped, never fatal for a report
+            if isinstance(rec, dict) and rec.get("schema") == SCHEMA_VERSION:
+                yield rec
+
+
+def protocol_key(rec: dict) -> str:
+    params = rec.get("protocol_params") or {}
+    if rec["protocol"] == "sliding":
+        return f"sliding-s{params['stride']}"
+    if rec["protocol"] == "fixed":
+        return f"fixed-k{params['targets']}"
+    return rec["protocol"]

@@ -1,0 +1,274 @@
+"""Training: AdamW, warmup + cosine, gradient clipping, atomic checkpoints, exact resume."""
+from __future__ import annotations
+
+import contextlib
+import math
+import shutil
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Optional
+
+import torch
+import yaml
+
+from .config import Config
+from .data import prepare_corpus, sample_batch
+from .errors import PebenchError, UsageError
+from .fsutil import RunLock, append_line, atomic_save, atomic_write_text
+from .model import DecoderLM
+from .results import ResultsDir, environment, now
+
+CHECKPOINT = "checkpoint.pt"
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise UsageError(f"unknown device {device!r}; valid: auto, cpu, cuda")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError("--device cuda was asked for but no CUDA GPU is available")
+    return torch.device(device)
+
+
+def lr_at(step: int, cfg) -> float:
+    """Linear warmup to lr, then cosine decay to min_lr_ratio * lr at the last step."""
+    if cfg.warmup and step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    span = max(1, cfg.steps - cfg.warmup)
+    progress = min(1.0, (step - cfg.warmup) / span)
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def make_optimizer(model: torch.nn.Module, cfg, device: torch.device) -> torch.optim.Optimizer:
+    # No weight decay on norms, biases and the (scalar) position-bias tables.
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and not n.startswith("pe.table")]
+    no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and not n.startswith("pe.table"))]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device.type == "cuda")
+
+
+def load_checkpoint(path: Path) -> dict:
+    """Load with weights_only=True: a pickle that tries to run code is refused, never executed."""
+    path = Path(path)
+    if not path.exists():
+        raise PebenchError(f"checkpoint not found: {path}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - torch raises several types for bad files
+        msg = str(e)
+        if "weights_only" in msg or "Unsupported global" in msg or "Unsupported operand" in msg:
+            raise PebenchError(f"refusing to load {path}: it contains code or objects that are not plain "
+                               "tensors (loaded with weights_only=True)")
+        raise PebenchError(f"checkpoint {path} is truncated or corrupted: {msg.splitlines()[0][:160]}")
+    if not isinstance(ckpt, dict) or "model" not in ckpt or "config" not in ckpt:
+        raise PebenchError(f"checkpoint {path} is not a pebench checkpoint")
+    return ckpt
+
+
+def check_compatible(saved: dict, cfg: Config, path: Path) -> None:
+    mine = cfg.to_dict()
+    for section in ("model",):
+        for key, value in saved.get(section, {}).items():
+            if mine[section].get(key) != value:
+                raise PebenchError(f"checkpoint {path} was trained with {section}.{key}={value!r}, "
+                                   f"this run has {mine[section].get(key)!r}")
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """After a resume from ``step``, drop log lines of steps that will be trained again."""
+    if not path.exists():
+        return
+    import json
+
+    keep = []
+    for line in path.read_text().splitlines():
+        try:
+            if json.loads(line)["step"] <= step:
+                keep.append(line)
+        except (ValueError, KeyError):
+            continue  # a line cut short by a kill
+    atomic_write_text(path, "".join(x + "\n" for x in keep))
+
+
+@dataclass
+class TrainResult:
+    name: str
+    folder: Path
+    steps: int
+    final_loss: float
+    wall_s: float
+    skipped: bool = False
+
+
+def _rng_state(device: torch.device) -> dict:
+    state = {"torch": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def _autocast(device: torch.device):
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def train(cfg: Config, results: ResultsDir, name: str, device: str = "auto", resume: bool = False,
+          overwrite: bool = False, init_from: Optional[str] = None, parent_meta: Optional[dict] = None,
+          progress: Optional[Callable[[int, int, float, float], None]] = None,
+          rank: int = 0, world: int = 1, process_group=None) -> TrainResult:
+    """Train one run into ``results/runs/name``. Resumable; refuses to clobber finished runs."""
+    dev = resolve_device(device)
+    tc = cfg.train
+    folder = results.run_dir(name)
+    is_main = rank == 0
+    lock = RunLock(folder / ".lock") if is_main else None
+    if is_main:
+        results.ensure_writable()
+    # Read (or build) the corpus first: a bad corpus spec must not leave an empty run folder behind.
+    corpus = prepare_corpus(tc.data, results.cache, tc.text_field)
+    if is_main:
+        state = results.status(name)["state"]
+        if state == "finished" and not overwrite:
+            if resume:
+                return TrainResult(name, folder, tc.steps, float("nan"), 0.0, skipped=True)
+            raise UsageError(f"run {name!r} is already finished; pass --overwrite to train it again")
+        if state in ("running", "failed") and not (resume or overwrite):
+            raise UsageError(f"run {name!r} exists ({state}); pass --resume to continue it or --overwrite")
+        lock.acquire()
+    try:
+        if is_main and overwrite and folder.exists():
+            for p in folder.iterdir():
+                if p.name != ".lock":
+                    shutil.rmtree(p) if p.is_dir() else p.unlink()
+            shutil.rmtree(results.records / name, ignore_errors=True)  # stale measurements of the old run
+        if world > 1:
+            torch.distributed.barrier(process_group)
+        return _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_meta, progress, rank,
+                             world, process_group)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_meta, progress, rank, world, pg):
+    tc = cfg.train
+    folder = results.run_dir(name)
+    is_main = rank == 0
+    train_tokens = corpus.tokens("train")
+    if tc.batch_size % (world * tc.grad_accum):
+        raise UsageError(f"train.batch_size {tc.batch_size} must be divisible by ranks x grad_accum "
+                         f"({world} x {tc.grad_accum})")
+
+    torch.manual_seed(tc.seed)
+    model = DecoderLM(cfg.model).to(dev)
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    opt = make_optimizer(model, tc, dev)
+    start_step = 0
+    ckpt_path = folder / CHECKPOINT
+    if resume and ckpt_path.exists():
+        ckpt = load_checkpoint(ckpt_path)
+        check_compatible(ckpt["config"], cfg, ckpt_path)
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["optimizer"])
+        start_step = int(ckpt["step"])
+        _truncate_metrics(folder / "metrics.jsonl", start_step)
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        if dev.type == "cuda" and "cuda" in ckpt["rng"]:
+            torch.cuda.set_rng_state(ckpt["rng"]["cuda"], dev)
+    elif init_from is not None:
+        parent = load_checkpoint(results.run_dir(init_from) / CHECKPOINT)
+        try:
+            model.load_state_dict(parent["model"])
+        except RuntimeError as e:
+            raise PebenchError(f"cannot initialise from {init_from!r}: {str(e).splitlines()[0][:200]}")
+
+    if is_main:
+        run_meta = {"name": name, "created": now(), "parent": init_from, **(parent_meta or {}),
+                    "corpus": corpus.spec, "corpus_fingerprint": corpus.fingerprint,
+                    "config_hash": cfg.hash(), "params": model.num_params(), "world_size": world}
+        if not (folder / "config.yaml").exists() or not resume:
+            atomic_write_text(folder / "config.yaml", yaml.safe_dump({**cfg.to_dict(), "run": run_meta},
+                                                                     sort_keys=False))
+        results.set_status(name, state="running", step=start_step, steps=tc.steps)
+
+    net = model
+    if world > 1:
+        net = torch.nn.parallel.DistributedDataParallel(model, process_group=pg)
+    fwd = torch.compile(net) if tc.compile else net
+
+    def save(step: int) -> None:
+        if not is_main:
+            return
+        ckpt = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
+                "config": cfg.to_dict(), "rng": _rng_state(dev)}
+        atomic_save(folder / CHECKPOINT, lambda p: torch.save(ckpt, p))
+
+    t0 = time.time()
+    tokens_per_step = tc.batch_size * cfg.model.context
+    window_t, window_tokens = time.time(), 0
+    loss_val = float("nan")
+    model.train()
+    for step in range(start_step, tc.steps):
+        lr = lr_at(step, tc)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        x, y = sample_batch(train_tokens, tc.seed, step, tc.batch_size, cfg.model.context, rank, world)
+        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+        opt.zero_grad(set_to_none=True)
+        total = torch.zeros((), device=dev)
+        micro = x.shape[0] // tc.grad_accum
+        for m in range(tc.grad_accum):
+            last = m == tc.grad_accum - 1
+            sync = contextlib.nullcontext() if (world == 1 or last) else net.no_sync()  # one all-reduce per step
+            with sync, _autocast(dev):
+                _, loss = fwd(x[m * micro:(m + 1) * micro], y[m * micro:(m + 1) * micro])
+                (loss / tc.grad_accum).backward()
+            total += loss.detach() / tc.grad_accum
+        if world > 1:  # log and check the global mean loss, identical on every rank
+            torch.distributed.all_reduce(total, group=pg)
+            total /= world
+        torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+        loss_val = float(total)
+        if not math.isfinite(loss_val):
+            if is_main:
+                results.set_status(name, state="failed", step=step, reason=f"loss {loss_val} at step {step}")
+            raise PebenchError(f"training diverged: loss is {loss_val} at step {step}; the last good checkpoint "
+                               f"is kept in {folder}; lower train.lr and rerun with --overwrite")
+        opt.step()
+        window_tokens += tokens_per_step
+        done = step + 1
+        if is_main and (done % tc.log_every == 0 or done == tc.steps):
+            el = time.time() - window_t
+            tps = window_tokens / el if el > 0 else 0.0
+            append_line(folder / "metrics.jsonl",
+                        f'{{"step": {done}, "loss": {loss_val:.6f}, "lr": {lr:.6g}, "tokens_per_s": {tps:.1f}}}')
+            window_t, window_tokens = time.time(), 0
+            if progress:
+                progress(done, tc.steps, loss_val, tps)
+        if done % tc.checkpoint_every == 0 or done == tc.steps:
+            save(done)
+            if is_main and done < tc.steps:
+                results.set_status(name, state="running", step=done, steps=tc.steps)
+    wall = time.time() - t0
+    if is_main:
+        results.set_status(name, state="finished", step=tc.steps, steps=tc.steps, final_loss=loss_val,
+                           wall_s=round(wall, 2), env=environment(str(dev)))
+    return TrainResult(name, folder, tc.steps, loss_val, wall)
+
+
+def finetune_config(parent: Config, context: int, scaling: str, factor: Optional[float], steps: int) -> Config:
+    """The parent's config at a longer context with the RoPE scaling baked in (PI / YaRN fine-tuning)."""
+    pe_options = {k: dict(v) for k, v in parent.model.pe_options.items()}
+    opts = pe_options.setdefault(parent.model.pe, {})
+    opts.update(scaling=scaling, factor=float(factor or context / parent.model.context),
+                original_context=parent.model.context)
+    model = replace(parent.model, context=context, pe_options=pe_options)
+    warm = min(parent.train.warmup, max(1, steps // 10))
+    batch = max(1, parent.train.batch_size * parent.model.context // context)  # same tokens per step
+    return replace(parent, model=model,
+                   train=replace(parent.train, steps=steps, warmup=warm, batch_size=batch)).validate()

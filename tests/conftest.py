@@ -1,0 +1,23 @@
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from pebench.config import ModelConfig  # noqa: E402
+
+SCHEMES = ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"]
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def tiny_model_config(pe: str, **kw) -> ModelConfig:
+    base = dict(vocab_size=256, d_model=32, n_layers=2, n_heads=4, d_mlp=64, context=16, pe=pe,
+                pe_options={"shaw": {"k_max": 4}, "t5": {"num_buckets": 8, "max_distance": 16}})
+    base.update(kw)
+    return ModelConfig(**base)

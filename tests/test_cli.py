@@ -1,0 +1,159 @@
+"""End to end through the CLI on a very small config, and every bad input gets one line."""
+import json
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from pebench.cli import app
+
+runner = CliRunner()
+
+MICRO = {
+    "name": "micro",
+    "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_mlp": 64, "context": 16},
+    "train": {"steps": 4, "batch_size": 4, "lr": 0.003, "warmup": 1, "log_every": 2, "checkpoint_every": 2,
+              "data": "sotu"},
+    "eval": {"multiples": [1, 2], "max_tokens": 600, "batch_tokens": 256},
+}
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def micro_config(tmp_path_factory):
+    p = tmp_path_factory.mktemp("cfg") / "micro.yaml"
+    p.write_text(yaml.safe_dump(MICRO))
+    return p
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, micro_config):
+    """Two schemes trained for a few steps, evaluated at two lengths, reported."""
+    res = tmp_path_factory.mktemp("results")
+    r = invoke("train", "--pe", "alibi,learned", "--config", micro_config, "--results", res)
+    assert r.exit_code == 0, r.output
+    r = invoke("eval", "--lengths", "16,64", "--results", res)
+    assert r.exit_code == 0, r.output
+    return res
+
+
+def test_train_writes_run_folder(trained):
+    run = trained / "runs" / "alibi-micro-s0"
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    assert cfg["model"]["pe"] == "alibi" and cfg["run"]["corpus"] == "sotu"
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == [2, 4]
+    assert set(lines[0]) == {"step", "loss", "lr", "tokens_per_s"}
+    assert (run / "checkpoint.pt").exists()
+    assert json.loads((run / "status.json").read_text())["state"] == "finished"
+
+
+def test_eval_records_with_provenance_and_undefined(trained):
+    recs = [json.loads(p.read_text()) for p in (trained / "records").rglob("*.json")]
+    assert len(recs) == 4
+    by = {(r["scheme"], r["length"]): r for r in recs}
+    ok = by[("alibi", 64)]
+    assert ok["status"] == "ok" and ok["ppl"] > 1 and ok["tokens_scored"] == 599
+    for key in ("pebench_version", "torch_version", "device", "seed", "steps", "params", "corpus",
+                "corpus_fingerprint", "config_hash", "wall_s", "git_commit"):
+        assert key in ok["provenance"], key
+    und = by[("learned", 64)]
+    assert und["status"] == "undefined" and und["ppl"] is None
+    assert by[("learned", 16)]["status"] == "ok"
+
+
+def test_report_table_md_csv(trained):
+    r = invoke("report", "--format", "md", "--results", trained)
+    assert r.exit_code == 0, r.output
+    assert "| alibi |" in r.output and "n/a" in r.output and "16 (1x)" in r.output and "64 (4x)" in r.output
+    md = (trained / "report.md").read_text()
+    assert "| learned |" in md
+    df = pd.read_csv(trained / "report.csv")
+    assert set(df["label"]) == {"alibi", "learned"}
+    row = df[(df["label"] == "learned") & (df["length"] == 64)]
+    assert row["value"].isna().all()
+    r = invoke("report", "--results", trained)
+    assert r.exit_code == 0 and "alibi" in r.output
+
+
+def test_list_shows_runs(trained):
+    r = invoke("list", "--results", trained)
+    assert r.exit_code == 0 and "alibi-micro-s0" in r.output and "finished" in r.output
+
+
+def test_refuses_to_overwrite_a_finished_run(trained, micro_config):
+    r = invoke("train", "--pe", "alibi", "--config", micro_config, "--results", trained)
+    assert r.exit_code == 2 and "--overwrite" in r.output
+
+
+def _assert_one_line_error(r, code, fragment):
+    assert r.exit_code == code, (r.exit_code, r.output)
+    lines = [x for x in r.output.strip().splitlines() if x.strip()]
+    assert len(lines) == 1, r.output
+    assert "Traceback" not in r.output
+    assert fragment in r.output, r.output
+
+
+def _bad_configs(tmp_path):
+    (tmp_path / "unknown.yaml").write_text("model:\n  widthh: 3\n")
+    (tmp_path / "typed.yaml").write_text("train:\n  steps: many\n")
+    (tmp_path / "broken.yaml").write_text("model: [1, 2\n")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "a.txt").write_text("")
+
+
+BAD = [
+    (["train", "--pe", "alibl"], 2, "did you mean 'alibi'"),
+    (["train", "--pe", "rope", "--steps", "0"], 2, "--steps must be >= 1"),
+    (["train", "--config", "{tmp}/unknown.yaml"], 2, "'model.widthh'"),
+    (["train", "--config", "{tmp}/typed.yaml"], 2, "'train.steps' must be int"),
+    (["train", "--config", "{tmp}/broken.yaml"], 2, "not valid YAML"),
+    (["train", "--config", "{tmp}/missing.yaml"], 2, "config file not found"),
+    (["train", "--config", "tinyy"], 2, "did you mean 'tiny'"),
+    (["train", "--data", "wikipedia", "--steps", "1"], 2, "unknown corpus spec"),
+    (["train", "--data", "local:{tmp}/nothing/*.txt", "--steps", "1"], 2, "no file matches"),
+    (["train", "--data", "local:{tmp}/empty", "--steps", "1"], 1, "is empty"),
+    (["train", "--data", "hf:pebench-no-such/x", "--steps", "1"], 1, "offline"),
+    (["eval", "--lengths", ""], 2, "--lengths must be"),
+    (["eval", "--lengths", "12,abc"], 2, "--lengths must be integers"),
+    (["eval", "--lengths", "0,16"], 2, ">= 2"),
+    (["eval", "--lengths", "-16"], 2, ">= 2"),
+    (["eval", "--lengths", "16,16"], 2, "duplicates"),
+    (["eval", "--protocol", "sliding"], 2, "needs --stride"),
+    (["eval", "--protocol", "fixd"], 2, "did you mean 'fixed'"),
+    (["eval", "--rope-scaling", "yarm"], 2, "did you mean 'yarn'"),
+    (["eval"], 2, "no finished runs"),
+    (["report", "--format", "xml"], 2, "unknown format"),
+    (["report"], 1, "no records"),
+]
+
+
+@pytest.mark.parametrize("args,code,fragment", BAD, ids=[" ".join(b[0]) for b in BAD])
+def test_bad_invocations(tmp_path, args, code, fragment):
+    _bad_configs(tmp_path)
+    res = tmp_path / "res"
+    r = invoke(*[a.replace("{tmp}", str(tmp_path)) for a in args], "--results", res)
+    _assert_one_line_error(r, code, fragment)
+    assert not (res / "runs").exists() or not any((res / "runs").iterdir())
+
+
+def test_eval_length_longer_than_stream(trained):
+    r = invoke("eval", "--lengths", "16,100000", "--results", trained)
+    _assert_one_line_error(r, 2, "longer than the evaluation stream")
+
+
+def test_unwritable_results_dir(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = invoke("train", "--pe", "rope", "--steps", "1", "--results", blocker / "sub")
+    _assert_one_line_error(r, 1, "not writable")
+
+
+def test_help_for_every_command():
+    for cmd in ("train", "eval", "report", "run", "list"):
+        r = invoke(cmd, "--help")
+        assert r.exit_code == 0 and "--results" in r.output

