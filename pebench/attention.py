@@ -48,26 +48,29 @@ def _grid(q: torch.Tensor, q_offset: int, n_q: int, n_k: int):
     return b, h, qi, ki
 
 
-def _causal_scores(q, k, mod: Optional[ScoreMod], scale: float, q_offset: int = 0):
-    """Scores for queries q_offset .. q_offset + len(q) against all keys, with mod and causal mask."""
+def _causal_scores(q, k, mod: Optional[ScoreMod], scale: float, q_offset: int = 0, materialize: bool = False):
+    """Scores for queries q_offset .. q_offset + len(q) against the keys, with the logit term and the mask.
+
+    ``materialize=False`` applies the scheme's score modification to the scores (the reference);
+    ``True`` adds its materialized bias (the fast equivalent the chunked and sdpa paths use)."""
     b, h, qi, ki = _grid(q, q_offset, q.shape[2], k.shape[2])
     s = (q @ k.transpose(-1, -2)) * scale
     if mod is not None:
-        s = mod(s, b, h, qi, ki)
+        s = s + mod.bias(b, h, qi, ki) if materialize else mod(s, b, h, qi, ki)
     return s.masked_fill(ki > qi, float("-inf"))
 
 
 def attention_math(q, k, v, mod: Optional[ScoreMod], scale: float, chunk: Optional[int] = None):
-    """Reference attention (and its chunked form). Returns (out, lse)."""
+    """Reference attention (unchunked), or the exact chunked path: one block of queries at a time
+    against the keys up to the block's end. Returns (out, lse)."""
     T = q.shape[2]
-    chunk = chunk or T
+    step = chunk or T
     outs, lses = [], []
-    for start in range(0, T, chunk):
-        stop = min(T, start + chunk)
-        s = _causal_scores(q[:, :, start:stop], k[:, :, :stop], mod, scale, q_offset=start)
+    for start in range(0, T, step):
+        stop = min(T, start + step)
+        s = _causal_scores(q[:, :, start:stop], k[:, :, :stop], mod, scale, start, materialize=chunk is not None)
         lse = torch.logsumexp(s, dim=-1)
-        p = torch.exp(s - lse.unsqueeze(-1))
-        outs.append(p @ v[:, :, :stop])
+        outs.append(torch.exp(s - lse.unsqueeze(-1)) @ v[:, :, :stop])
         lses.append(lse)
     return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
 
@@ -75,15 +78,12 @@ def attention_math(q, k, v, mod: Optional[ScoreMod], scale: float, chunk: Option
 def attention_sdpa(q, k, v, mod: Optional[ScoreMod], scale: float):
     if mod is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale), None
+    if mod.needs_lse:  # the log-sum-exp is needed anyway: one explicit softmax beats SDPA + a second q.k
+        return attention_math(q, k, v, mod, scale, chunk=q.shape[2])
     T = q.shape[2]
     b, h, qi, ki = _grid(q, 0, T, T)
-    zero = torch.zeros((), dtype=q.dtype, device=q.device)
-    bias = mod(zero, b, h, qi, ki).masked_fill(ki > qi, float("-inf"))
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
-    lse = None
-    if mod.needs_lse:
-        lse = torch.logsumexp((q @ k.transpose(-1, -2)) * scale + bias, dim=-1)
-    return out, lse
+    bias = mod.bias(b, h, qi, ki).masked_fill(ki > qi, float("-inf"))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale), None
 
 
 @functools.lru_cache(maxsize=32)

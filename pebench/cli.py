@@ -423,6 +423,50 @@ def run(
     typer.echo("wrote " + ", ".join(str(p) for p in paths))
 
 
+@app.command()
+@handle_errors
+def bench(
+    config: str = typer.Option("tiny", "--config"),
+    pe: str = typer.Option("all", "--pe"),
+    multiples: str = typer.Option("1,4,16", "--multiples", help="evaluation lengths as multiples of the context"),
+    repeats: int = typer.Option(3, "--repeats", help="timed repeats after warm-up (median reported)"),
+    device: str = DeviceOpt,
+    compile_: bool = typer.Option(True, "--compile/--no-compile", help="also measure torch.compile training"),
+    reference: bool = typer.Option(True, "--reference/--no-reference", help="also measure the eager reference"),
+    results: Path = ResultsOpt,
+):
+    """Training and evaluation tokens/s, peak memory and MFU: fast path vs eager reference."""
+    from . import bench as bm
+    from .config import load_config
+    from .fsutil import atomic_path, atomic_write_text
+    from .results import ResultsDir
+    from .train import resolve_device
+
+    cfg = load_config(config)
+    try:
+        mults = [int(m) for m in _csv(multiples, "--multiples")]
+    except ValueError:
+        raise UsageError(f"--multiples must be integers, got {multiples!r}")
+    if any(m < 1 for m in mults) or repeats < 1:
+        raise UsageError("--multiples must be >= 1 and --repeats >= 1")
+    dev = str(resolve_device(device))
+    rd = ResultsDir(results)
+    rd.ensure_writable()
+
+    def row(m):
+        mfu = "" if m.mfu is None else f"  MFU {100 * m.mfu:.0f}%"
+        typer.echo(f"{m.scheme:<10} {m.phase:<5} {m.path:<12} L={m.length:<6} {m.tokens_per_s:>10,.0f} tok/s "
+                   f"{m.step_ms:>9.1f} ms  peak {m.peak_mem_mb:>7,.0f} MB{mfu}")
+
+    rows, peak = bm.run_bench(cfg, _schemes(pe), mults, dev, repeats, compile_, reference, on_row=row)
+    md = bm.summary_markdown(rows, peak, dev)
+    atomic_write_text(rd.root / "bench.md", md)
+    with atomic_path(rd.root / "bench.csv") as tmp:
+        bm.to_frame(rows).to_csv(tmp, index=False)
+    typer.echo(md)
+    typer.echo(f"wrote {rd.root / 'bench.md'}, {rd.root / 'bench.csv'}")
+
+
 @app.command("list")
 @handle_errors
 def list_cmd(results: Path = ResultsOpt):

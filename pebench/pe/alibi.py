@@ -39,4 +39,4 @@ class ALiBi(PositionalEncoding):
         def fn(score, b, h, q_idx, kv_idx):
             return score - slopes[h] * (q_idx - kv_idx)
 
-        return ScoreMod(fn)
+        return ScoreMod(fn, q.dtype)

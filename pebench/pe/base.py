@@ -46,11 +46,19 @@ class ScoreMod:
 
     needs_lse: bool = False
 
-    def __init__(self, fn: Callable[..., torch.Tensor]):
+    def __init__(self, fn: Callable[..., torch.Tensor], dtype: torch.dtype = torch.float32):
         self.fn = fn
+        self.dtype = dtype
 
     def __call__(self, score, b, h, q_idx, kv_idx):
         return self.fn(score, b, h, q_idx, kv_idx)
+
+    def bias(self, b, h, q_idx, kv_idx) -> torch.Tensor:
+        """The logit term alone on a broadcast index grid (the materialized paths add it to q.k).
+        A scheme may override this with a faster equivalent; tests pin it to ``fn``."""
+        return self.fn(torch.zeros((), dtype=self.dtype), b, h, q_idx, kv_idx)
+
+    dtype = torch.float32
 
     def value_term(self, q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, scale: float) -> torch.Tensor:
         raise NotImplementedError

@@ -38,7 +38,13 @@ class ShawScoreMod(ScoreMod):
         def fn(score, b, h, q_idx, kv_idx):
             return score + qa[b, h, q_idx, (q_idx - kv_idx).clamp(0, k_max)]
 
-        super().__init__(fn)
+        super().__init__(fn, qa.dtype)
+
+    def bias(self, b, h, q_idx, kv_idx):
+        # Same term as ``fn``, as one gather along the distance axis: [B, H, Tq, Tk] from [B, H, T, k_max+1].
+        qa = self.qa[:, :, q_idx.flatten()]
+        dist = (q_idx - kv_idx).clamp(0, self.k_max).reshape(q_idx.shape[-2], kv_idx.shape[-1])
+        return qa.gather(-1, dist.expand(*qa.shape[:2], *dist.shape))
 
     def value_term(self, q, k, lse, scale):
         T = q.shape[2]

@@ -50,4 +50,4 @@ class T5Bias(PositionalEncoding):
         def fn(score, b, h, q_idx, kv_idx):
             return score + table[h, t5_bucket(q_idx - kv_idx, nb, md)]
 
-        return ScoreMod(fn)
+        return ScoreMod(fn, q.dtype)

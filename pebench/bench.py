@@ -1,0 +1,186 @@
+"""`pebench bench`: training and evaluation speed, peak memory and MFU, fast path vs reference.
+
+Every figure is a median over repeats after a warm-up. On CPU each measurement runs in a fresh
+subprocess so that its peak resident memory (ru_maxrss) is its own; on CUDA the allocator's peak is
+reset between measurements instead.
+"""
+from __future__ import annotations
+
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from .config import Config, ModelConfig
+from .model import DecoderLM
+
+
+@dataclass
+class Measurement:
+    scheme: str
+    phase: str  # train | eval
+    path: str  # fast | fast+compile | reference
+    length: int
+    tokens_per_s: float
+    step_ms: float
+    peak_mem_mb: float
+    mfu: Optional[float] = None
+    backend: str = ""
+
+
+def _sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def matmul_peak(device: str = "cpu", n: int = 2048, repeats: int = 5) -> float:
+    """Measured FLOP/s of a large square matmul (fp32 on CPU, bf16 on CUDA): the MFU denominator."""
+    dev = torch.device(device)
+    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    n = 8192 if dev.type == "cuda" else n
+    a, b = torch.randn(n, n, device=dev, dtype=dtype), torch.randn(n, n, device=dev, dtype=dtype)
+    times = []
+    for i in range(repeats + 1):
+        _sync(dev)
+        t = time.perf_counter()
+        a @ b
+        _sync(dev)
+        if i:
+            times.append(time.perf_counter() - t)
+    return 2 * n ** 3 / statistics.median(times)
+
+
+def _peak_mb(dev: torch.device) -> float:
+    if dev.type == "cuda":
+        return torch.cuda.max_memory_allocated(dev) / 2 ** 20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def measure(model_cfg: dict, phase: str, path: str, length: int, batch: int, repeats: int, device: str) -> dict:
+    """One measurement (run in-process on CUDA, in a subprocess on CPU)."""
+    dev = torch.device(device)
+    cfg = ModelConfig(**model_cfg)
+    torch.manual_seed(0)
+    model = DecoderLM(cfg).to(dev)
+    backend = "math" if path == "reference" else "auto"
+    model.set_attention_backend(backend)
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.cuda.reset_peak_memory_stats(dev)
+    fwd = torch.compile(model) if path == "fast+compile" else model
+    x = torch.randint(0, cfg.vocab_size, (batch, length), device=dev)
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda" else _Null()
+    times = []
+    if phase == "train":
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=dev.type == "cuda")
+        for i in range(repeats + 2):  # two warm-up steps (compilation happens there)
+            _sync(dev)
+            t = time.perf_counter()
+            with amp:
+                _, loss = fwd(x, x)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            _sync(dev)
+            if i >= 2:
+                times.append(time.perf_counter() - t)
+    else:
+        model.eval()
+        with torch.inference_mode():
+            for i in range(repeats + 1):
+                _sync(dev)
+                t = time.perf_counter()
+                with amp:
+                    fwd(x)
+                _sync(dev)
+                if i >= 1:
+                    times.append(time.perf_counter() - t)
+    step = statistics.median(times)
+    tps = batch * length / step
+    mfu_flops = model.flops_per_token(length) * tps if phase == "train" else None
+    return {"tokens_per_s": tps, "step_ms": step * 1e3, "peak_mem_mb": _peak_mb(dev), "flops": mfu_flops}
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def _isolated(model_cfg: dict, phase: str, path: str, length: int, batch: int, repeats: int, device: str) -> dict:
+    if device.startswith("cuda"):
+        return measure(model_cfg, phase, path, length, batch, repeats, device)
+    args = json.dumps(dict(model_cfg=model_cfg, phase=phase, path=path, length=length, batch=batch,
+                           repeats=repeats, device=device))
+    p = subprocess.run([sys.executable, "-m", "pebench.bench", args], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "benchmark worker failed")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def run_bench(cfg: Config, schemes: list[str], multiples: list[int], device: str = "cpu", repeats: int = 3,
+              compile_: bool = True, reference: bool = True, on_row=None) -> tuple[list[Measurement], float]:
+    peak = matmul_peak(device)
+    T = cfg.model.context
+    rows = []
+
+    def add(scheme, phase, path, length, batch):
+        mc = asdict(replace(cfg.model, pe=scheme))
+        r = _isolated(mc, phase, path, length, batch, repeats, device)
+        m = Measurement(scheme, phase, path, length, r["tokens_per_s"], r["step_ms"], r["peak_mem_mb"],
+                        (r["flops"] / peak) if r["flops"] else None)
+        rows.append(m)
+        if on_row:
+            on_row(m)
+
+    for s in schemes:
+        paths = ["fast"] + (["fast+compile"] if compile_ else []) + (["reference"] if reference else [])
+        for path in paths:
+            add(s, "train", path, T, cfg.train.batch_size)
+        for mult in multiples:
+            L = T * mult
+            batch = max(1, cfg.eval.batch_tokens // L)
+            for path in ["fast"] + (["reference"] if reference else []):
+                add(s, "eval", path, L, batch)
+    return rows, peak
+
+
+def to_frame(rows: list[Measurement]):
+    import pandas as pd
+
+    return pd.DataFrame([asdict(r) for r in rows])
+
+
+def summary_markdown(rows: list[Measurement], peak: float, device: str) -> str:
+    df = to_frame(rows)
+    out = [f"Device: {device}; matmul peak {peak / 1e9:.0f} GFLOP/s (MFU denominator). Medians after warm-up.", "",
+           "| scheme | phase | path | length | tokens/s | ms/step | peak MB | MFU |", "|---|---|---|---|---|---|---|---|"]
+    for r in df.itertuples():
+        mfu = "" if r.mfu is None or r.mfu != r.mfu else f"{100 * r.mfu:.0f}%"
+        out.append(f"| {r.scheme} | {r.phase} | {r.path} | {r.length} | {r.tokens_per_s:,.0f} | {r.step_ms:.1f} | "
+                   f"{r.peak_mem_mb:,.0f} | {mfu} |")
+    # ratios measured side by side
+    out += ["", "| scheme | train step vs rope | eval speedup fast/reference at longest length |", "|---|---|---|"]
+    tr = df[(df.phase == "train") & (df.path == "fast")].set_index("scheme")["step_ms"]
+    ev = df[df.phase == "eval"]
+    Lmax = ev["length"].max() if len(ev) else None
+    for s in df["scheme"].unique():
+        ratio = f"{tr[s] / tr['rope']:.2f}x" if "rope" in tr and s in tr else ""
+        e = ev[(ev.scheme == s) & (ev.length == Lmax)].set_index("path")["tokens_per_s"]
+        sp = f"{e['fast'] / e['reference']:.1f}x" if "reference" in e and "fast" in e else ""
+        out.append(f"| {s} | {ratio} | {sp} |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":  # worker entry: one isolated measurement, JSON on the last stdout line
+    kw = json.loads(sys.argv[1])
+    print(json.dumps(measure(**kw)))
