@@ -11,9 +11,9 @@
              any device, provides the log-sum-exp.
 - ``math``:  the plain reference: the whole score matrix, written for readability (tests).
 
-``auto`` picks: sdpa without a logit term; with one, flex on CUDA; on CPU sdpa while training (short
-sequences, needs gradients) and for inference up to 2048 tokens (measured fastest there), flex beyond,
-chunked where the log-sum-exp is needed.
+``auto`` picks: sdpa without a logit term; with one, sdpa while training (short sequences, gradients
+to the bias), flex for inference on CUDA; on CPU sdpa for inference up to 2048 tokens (measured
+fastest there), flex beyond, chunked where the log-sum-exp is needed.
 """
 from __future__ import annotations
 
@@ -112,23 +112,24 @@ def attention_flex(q, k, v, mod: Optional[ScoreMod], scale: float):
     return fn(q, k, v, **kwargs), None
 
 
-def choose_backend(q: torch.Tensor, mod: Optional[ScoreMod], training: bool) -> str:
+def choose_backend(device_type: str, seq_len: int, mod: Optional[ScoreMod], training: bool) -> str:
+    """The fastest exact backend for this call (measured by `pebench bench`)."""
     if mod is None:
         return "sdpa"
-    if q.device.type == "cuda":
-        return "flex"
-    if training:
-        return "sdpa"
+    if training:  # short training contexts: a materialized bias is cheap and differentiable everywhere
+        return "sdpa" if seq_len <= MATERIALIZE_MAX_LEN else "chunked"
+    if device_type == "cuda":
+        return "flex"  # returns the log-sum-exp on CUDA too, so Shaw uses it as well
     if mod.needs_lse:  # compiled flex on CPU cannot return the log-sum-exp
         return "chunked"
-    return "sdpa" if q.shape[2] <= MATERIALIZE_MAX_LEN else "flex"
+    return "sdpa" if seq_len <= MATERIALIZE_MAX_LEN else "flex"
 
 
 def attend(q, k, v, mod: Optional[ScoreMod] = None, backend: str = "auto") -> torch.Tensor:
     """Causal attention of q, k, v ([B, H, T, d_h]) with an optional logit term."""
     scale = q.shape[-1] ** -0.5
     if backend == "auto":
-        backend = choose_backend(q, mod, torch.is_grad_enabled() and q.requires_grad)
+        backend = choose_backend(q.device.type, q.shape[2], mod, torch.is_grad_enabled() and q.requires_grad)
     if backend == "sdpa":
         out, lse = attention_sdpa(q, k, v, mod, scale)
     elif backend == "flex":

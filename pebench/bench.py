@@ -20,6 +20,7 @@ import torch
 
 from .config import Config, ModelConfig
 from .model import DecoderLM
+from .train import autocast_for
 
 
 @dataclass
@@ -76,7 +77,7 @@ def measure(model_cfg: dict, phase: str, path: str, length: int, batch: int, rep
         torch.cuda.reset_peak_memory_stats(dev)
     fwd = torch.compile(model) if path == "fast+compile" else model
     x = torch.randint(0, cfg.vocab_size, (batch, length), device=dev)
-    amp = torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda" else _Null()
+    amp = autocast_for(dev)
     times = []
     if phase == "train":
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=dev.type == "cuda")
@@ -106,14 +107,6 @@ def measure(model_cfg: dict, phase: str, path: str, length: int, batch: int, rep
     tps = batch * length / step
     mfu_flops = model.flops_per_token(length) * tps if phase == "train" else None
     return {"tokens_per_s": tps, "step_ms": step * 1e3, "peak_mem_mb": _peak_mb(dev), "flops": mfu_flops}
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 def _isolated(model_cfg: dict, phase: str, path: str, length: int, batch: int, repeats: int, device: str) -> dict:
@@ -146,8 +139,11 @@ def run_bench(cfg: Config, schemes: list[str], multiples: list[int], device: str
         paths = ["fast"] + (["fast+compile"] if compile_ else []) + (["reference"] if reference else [])
         for path in paths:
             add(s, "train", path, T, cfg.train.batch_size)
+        limit = DecoderLM(replace(cfg.model, pe=s)).pe.max_positions()
         for mult in multiples:
             L = T * mult
+            if limit is not None and L > limit:
+                continue  # the scheme cannot represent this length (learned beyond its table)
             batch = max(1, cfg.eval.batch_tokens // L)
             for path in ["fast"] + (["reference"] if reference else []):
                 add(s, "eval", path, L, batch)

@@ -320,7 +320,7 @@ def report(
         typer.echo(f"note: run {r!r} failed during training and is left out", err=True)
     t = rp.build_table(df, metric, protocol, schemes)
     rd.ensure_writable()
-    paths = rp.write_reports(rd, t, df)
+    paths = rp.write_reports(rd, t, df, schemes)
     if format == "table":
         from rich.console import Console
 

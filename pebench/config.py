@@ -106,6 +106,15 @@ class Config:
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def type_matches(value: Any, default: Any) -> bool:
+    """Whether a user-given value fits the type of a field's default (ints are accepted for floats,
+    bools are never taken for numbers)."""
+    expected = type(default)
+    if isinstance(value, bool) and expected is not bool:
+        return False
+    return isinstance(value, expected) or (expected is float and isinstance(value, int))
+
+
 def _build(cls, data: Any, where: str):
     if not isinstance(data, dict):
         raise UsageError(f"config section {where or 'top level'} must be a mapping, got {type(data).__name__}")
@@ -120,12 +129,9 @@ def _build(cls, data: Any, where: str):
         if dataclasses.is_dataclass(default):
             kwargs[key] = _build(type(default), value, path)
             continue
-        expected = type(default)
-        ok = isinstance(value, expected) and not (expected is not bool and isinstance(value, bool))
-        ok = ok or (expected is float and isinstance(value, int) and not isinstance(value, bool))
-        if not ok:
-            raise UsageError(f"config key {path!r} must be {expected.__name__}, got {value!r}")
-        kwargs[key] = float(value) if expected is float else value
+        if not type_matches(value, default):
+            raise UsageError(f"config key {path!r} must be {type(default).__name__}, got {value!r}")
+        kwargs[key] = float(value) if isinstance(default, float) else value
     return cls(**kwargs)
 
 

@@ -27,7 +27,7 @@ from .data import prepare_corpus
 from .errors import PebenchError, PositionOutOfRange, UsageError
 from .model import DecoderLM
 from .results import SCHEMA_VERSION, ResultsDir, environment, now
-from .train import CHECKPOINT, check_compatible, load_checkpoint, resolve_device
+from .train import CHECKPOINT, autocast_for, check_compatible, load_checkpoint, resolve_device
 
 PROTOCOLS = ("nonoverlap", "sliding", "fixed")
 
@@ -120,7 +120,7 @@ def score_stream(model: DecoderLM, stream: np.ndarray, length: int, protocol: Pr
         for i in range(0, len(starts), per_batch):
             s, f = starts[i:i + per_batch], first[i:i + per_batch]
             chunk = torch.from_numpy(np.asarray(stream[s[:, None] + offsets[None, :]]).astype(np.int64)).to(device)
-            with (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else _null()):
+            with autocast_for(device):
                 logits = model(chunk)
             tok_loss = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]),
                                        chunk[:, 1:].reshape(-1), reduction="none").view(len(s), length - 1)
@@ -137,14 +137,6 @@ def score_stream(model: DecoderLM, stream: np.ndarray, length: int, protocol: Pr
         for b in range(n_b)
     ]
     return {"loss": total / n, "tokens_scored": n, "windows": len(starts), "position_buckets": buckets}
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 def load_run_model(results: ResultsDir, run: str, device: torch.device):

@@ -197,21 +197,30 @@ def compare_tables(a: Table, b: Table) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def write_reports(results: ResultsDir, t: Table, df: pd.DataFrame) -> list[Path]:
+def report_suffix(t: Table, schemes: Optional[list[str]] = None) -> str:
+    """'' for the default view; otherwise e.g. '-sliding-s64-ratio', so a filtered report never
+    replaces the main one."""
+    parts = [p for p in (t.protocol if t.protocol != "nonoverlap" else "", t.metric if t.metric != "ppl" else "",
+                         "+".join(schemes) if schemes else "") if p]
+    return ("-" + "-".join(parts)).replace(" ", "_") if parts else ""
+
+
+def write_reports(results: ResultsDir, t: Table, df: pd.DataFrame, schemes: Optional[list[str]] = None) -> list[Path]:
     """report.md, report.csv (+ .tex/.json) and the PNG plots next to them, all written atomically."""
     root = results.root
+    sfx = report_suffix(t, schemes)
     written = []
-    for name, text in (("report.md", to_markdown(t)), ("report.tex", to_latex(t)), ("report.json", to_json(t))):
-        atomic_write_text(root / name, text)
-        written.append(root / name)
-    with atomic_path(root / "report.csv") as tmp:
+    for ext, text in (("md", to_markdown(t)), ("tex", to_latex(t)), ("json", to_json(t))):
+        atomic_write_text(root / f"report{sfx}.{ext}", text)
+        written.append(root / f"report{sfx}.{ext}")
+    with atomic_path(root / f"report{sfx}.csv") as tmp:
         to_frame(t).to_csv(tmp, index=False)
-    written.append(root / "report.csv")
-    written += write_plots(results, t, df)
+    written.append(root / f"report{sfx}.csv")
+    written += write_plots(results, t, df, sfx)
     return written
 
 
-def write_plots(results: ResultsDir, t: Table, df: pd.DataFrame) -> list[Path]:
+def write_plots(results: ResultsDir, t: Table, df: pd.DataFrame, sfx: str = "") -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -219,13 +228,17 @@ def write_plots(results: ResultsDir, t: Table, df: pd.DataFrame) -> list[Path]:
 
     root = results.root
     paths = []
+    from matplotlib.ticker import ScalarFormatter
+
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for lab in t.rows:
+    colors = plt.cm.tab20.colors
+    for n, lab in enumerate(t.rows):
         pts = [(L, *t.cells[(lab, L)][:2]) for L in t.lengths if t.cells.get((lab, L), (None,))[0] is not None]
         if not pts:
             continue
         xs, ys, cis = zip(*pts)
-        (line,) = ax.plot(xs, ys, marker="o", label=lab)
+        style = "--" if "+" in lab else "-"  # RoPE variants dashed next to their base scheme
+        (line,) = ax.plot(xs, ys, style, marker="o", label=lab, color=colors[(2 * n) % 20 if n < 10 else (2 * n + 1) % 20])
         if any(c > 0 for c in cis):
             ax.fill_between(xs, [y - c for y, c in zip(ys, cis)], [y + c for y, c in zip(ys, cis)],
                             color=line.get_color(), alpha=0.2)
@@ -234,15 +247,17 @@ def write_plots(results: ResultsDir, t: Table, df: pd.DataFrame) -> list[Path]:
         ax.axvline(ctx, color="gray", linestyle="--", linewidth=1, label="training context")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_minor_formatter(ScalarFormatter())
     ax.set_xlabel("evaluation length (tokens)")
     ax.set_ylabel(t.metric)
     ax.set_title(f"{t.metric} vs evaluation length ({t.protocol})")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    with atomic_path(root / "plot_length.png") as tmp:
+    with atomic_path(root / f"plot_length{sfx}.png") as tmp:
         fig.savefig(tmp, format="png", dpi=110)
     plt.close(fig)
-    paths.append(root / "plot_length.png")
+    paths.append(root / f"plot_length{sfx}.png")
 
     # Per-position loss at the longest length: where does each scheme break?
     recs = [r for r in results.iter_records() if protocol_key(r) == t.protocol and r["status"] == "ok"
@@ -250,12 +265,14 @@ def write_plots(results: ResultsDir, t: Table, df: pd.DataFrame) -> list[Path]:
     if recs:
         fig, ax = plt.subplots(figsize=(7, 4.5))
         seen = set()
-        for r in sorted(recs, key=lambda r: r["label"]):
+        for r in sorted(recs, key=lambda r: t.rows.index(r["label"])):
             if r["label"] in seen:
                 continue
             seen.add(r["label"])
+            n = t.rows.index(r["label"])
             b = [x for x in r["position_buckets"] if x["tokens"]]
-            ax.plot([x["hi"] for x in b], [x["loss"] for x in b], marker=".", label=r["label"])
+            ax.plot([x["hi"] for x in b], [x["loss"] for x in b], "--" if "+" in r["label"] else "-", marker=".",
+                    label=r["label"], color=colors[(2 * n) % 20 if n < 10 else (2 * n + 1) % 20])
         ax.axvline(r["train_context"], color="gray", linestyle="--", linewidth=1, label="training context")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("context length of the scored token (bucket end)")
@@ -263,8 +280,8 @@ def write_plots(results: ResultsDir, t: Table, df: pd.DataFrame) -> list[Path]:
         ax.set_title(f"per-position loss at length {t.lengths[-1]} ({t.protocol})")
         ax.legend(fontsize=7)
         fig.tight_layout()
-        with atomic_path(root / "plot_position.png") as tmp:
+        with atomic_path(root / f"plot_position{sfx}.png") as tmp:
             fig.savefig(tmp, format="png", dpi=110)
         plt.close(fig)
-        paths.append(root / "plot_position.png")
+        paths.append(root / f"plot_position{sfx}.png")
     return paths

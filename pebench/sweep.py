@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import queue
+from contextlib import nullcontext
 import subprocess
 import sys
 import threading
@@ -114,7 +115,7 @@ def run_sweep(jobs: list[Job], devices: list[str], results: ResultsDir, show: bo
                       f"{st.get('step', 0)}/{st.get('steps', '?')}")
         return t
 
-    with Live(view(), refresh_per_second=2, transient=False, redirect_stdout=False) if show else _Null() as live:
+    with Live(view(), refresh_per_second=2, transient=False, redirect_stdout=False) if show else nullcontext() as live:
         while any(t.is_alive() for t in threads):
             time.sleep(0.5)
             if show:
@@ -122,11 +123,3 @@ def run_sweep(jobs: list[Job], devices: list[str], results: ResultsDir, show: bo
         if show:
             live.update(view())
     return jobs
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False

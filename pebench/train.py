@@ -109,7 +109,8 @@ def _rng_state(device: torch.device) -> dict:
     return state
 
 
-def _autocast(device: torch.device):
+def autocast_for(device: torch.device):
+    """bf16 autocast on CUDA, nothing elsewhere (CPU runs in fp32)."""
     if device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()
@@ -225,7 +226,7 @@ def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_met
         for m in range(tc.grad_accum):
             last = m == tc.grad_accum - 1
             sync = contextlib.nullcontext() if (world == 1 or last) else net.no_sync()  # one all-reduce per step
-            with sync, _autocast(dev):
+            with sync, autocast_for(dev):
                 _, loss = fwd(x[m * micro:(m + 1) * micro], y[m * micro:(m + 1) * micro])
                 (loss / tc.grad_accum).backward()
             total += loss.detach() / tc.grad_accum

@@ -83,13 +83,19 @@ def test_model_backends_agree(pe):
 
 def test_auto_backend_choice():
     q = torch.zeros(1, 1, 4096, 8)
-    assert attention.choose_backend(q, None, training=False) == "sdpa"
-    pe = _pe("alibi")
-    mod = pe.score_mod(q, 0)
-    assert attention.choose_backend(q, mod, training=True) == "sdpa"
-    assert attention.choose_backend(q, mod, training=False) == "flex"
-    assert attention.choose_backend(q[:, :, :128], mod, training=False) == "sdpa"
-    assert attention.choose_backend(q, _pe("shaw").score_mod(q.double(), 0), training=False) == "chunked"
+    alibi = _pe("alibi").score_mod(q, 0)
+    shaw = _pe("shaw").score_mod(q.double(), 0)
+    choose = attention.choose_backend
+    assert choose("cpu", 4096, None, training=False) == "sdpa"
+    assert choose("cuda", 4096, None, training=True) == "sdpa"
+    assert choose("cpu", 128, alibi, training=True) == "sdpa"
+    assert choose("cuda", 512, shaw, training=True) == "sdpa"
+    assert choose("cpu", 8192, alibi, training=True) == "chunked"
+    assert choose("cpu", 4096, alibi, training=False) == "flex"
+    assert choose("cpu", 128, alibi, training=False) == "sdpa"
+    assert choose("cpu", 4096, shaw, training=False) == "chunked"
+    assert choose("cuda", 32768, shaw, training=False) == "flex"
+    assert choose("cuda", 128, alibi, training=False) == "flex"
 
 
 @pytest.mark.parametrize("pe", ["none", "sinusoidal", "shaw", "t5", "rope", "alibi"])
@@ -103,3 +109,12 @@ def test_long_sequence_evaluation_on_cpu(pe):
         ref = m(x)
     assert torch.isfinite(out).all()
     assert torch.allclose(out, ref, atol=1e-4)
+
+
+def test_compiled_model_gives_the_same_loss_as_eager():
+    m = DecoderLM(tiny_model_config("alibi", n_layers=1))
+    x = torch.randint(0, 256, (2, 16))
+    with torch.no_grad():
+        _, eager = m(x, x)
+        _, compiled = torch.compile(m)(x, x)
+    assert abs(float(eager) - float(compiled)) < 1e-5

@@ -8,6 +8,8 @@ A scheme can contribute in three places, and the model calls all three for every
 3. ``score_mod(q, layer)``       return a :class:`ScoreMod`, a term added to the attention logits as a
                                  function of (batch, head, query index, key index) (ALiBi, T5, Shaw).
 
+``positions`` is always the LongTensor 0 .. T-1; schemes may rely on that (and read T from its shape).
+
 A ``ScoreMod`` is written with broadcasting torch ops only, so the *same* definition runs inside
 FlexAttention (scalar index tensors) and on a materialized index grid (the reference path).
 """
@@ -19,6 +21,7 @@ from typing import Any, Callable, ClassVar, Optional
 import torch
 from torch import nn
 
+from ..config import type_matches
 from ..errors import UsageError
 
 
@@ -90,12 +93,9 @@ class PositionalEncoding(nn.Module):
                     f"unknown option {key!r} for scheme {cls.name!r}; allowed: {', '.join(allowed)}"
                 )
             default = allowed[key].default
-            expected = type(default)
-            ok = isinstance(value, expected) and not (expected is not bool and isinstance(value, bool))
-            ok = ok or (expected is float and isinstance(value, int) and not isinstance(value, bool))
-            if not ok:
+            if not type_matches(value, default):
                 raise UsageError(
-                    f"option {key!r} of scheme {cls.name!r} must be {expected.__name__}, got {value!r}"
+                    f"option {key!r} of scheme {cls.name!r} must be {type(default).__name__}, got {value!r}"
                 )
         opts = cls.Options(**options)
         validate = getattr(opts, "validate", None)

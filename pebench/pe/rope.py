@@ -189,8 +189,8 @@ class RoPE(PositionalEncoding):
         return inv, att, factor
 
     def _cos_sin(self, positions: torch.Tensor, dtype: torch.dtype):
-        seq_len = int(positions[-1]) + 1
-        key = (seq_len, positions.shape[0], positions.device, dtype)
+        seq_len = positions.shape[0]  # positions are 0 .. T-1 (a Python int keeps torch.compile graphs whole)
+        key = (seq_len, positions.device, dtype)
         if key not in self._cache:  # computed once per forward length, reused by every layer
             inv, att, _ = self.resolved(seq_len)
             angles = positions.to(torch.float64)[:, None] * inv.to(positions.device)[None, :]

@@ -56,7 +56,7 @@ class ShawScoreMod(ScoreMod):
         far = (1.0 - p.sum(-1, keepdim=True)).clamp(min=0.0)  # mass at distances >= k_max
         p = F.pad(p, (0, kmax - band))  # short sequences never reach distance k_max
         mass = torch.cat([p, far], dim=-1)  # [B, H, T, k_max + 1]
-        return mass @ self.a_v.to(q.dtype)
+        return mass.to(q.dtype) @ self.a_v.to(q.dtype)
 
 
 def band_scores(q: torch.Tensor, k: torch.Tensor, band: int) -> torch.Tensor:
