@@ -9,6 +9,9 @@
              return the log-sum-exp, so a scheme with a value term (Shaw) uses ``chunked`` there.
 - ``chunked``: exact attention one block of queries at a time: O(block x T) memory, differentiable,
              any device, provides the log-sum-exp.
+- ``banded``: for a logit term that is constant beyond a band of distances (Shaw beyond k_max): a fused
+             causal attention over the far keys merged with an explicit narrow band, by log-sum-exp;
+             O(T x band) memory, exact, CPU inference.
 - ``math``:  the plain reference: the whole score matrix, written for readability (tests).
 
 ``auto`` picks: sdpa without a logit term; with one, sdpa while training (short sequences, gradients
@@ -26,7 +29,7 @@ import torch.nn.functional as F
 from .errors import UsageError
 from .pe.base import ScoreMod
 
-BACKENDS = ("auto", "sdpa", "flex", "chunked", "math")
+BACKENDS = ("auto", "sdpa", "flex", "chunked", "banded", "math")
 MATERIALIZE_MAX_LEN = 2048  # CPU inference: up to here a materialized bias + fused SDPA is fastest
 CHUNK = 256
 
@@ -86,6 +89,39 @@ def attention_sdpa(q, k, v, mod: Optional[ScoreMod], scale: float):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale), None
 
 
+def attention_banded(q, k, v, mod: ScoreMod, scale: float):
+    """Exact attention for a logit term that is constant (per query) beyond ``mod.band`` keys back.
+
+    Keys at distance >= W form a plain causal attention of queries W.. over keys ..T-W (fused flash
+    kernel, O(T) memory, with its log-sum-exp); the W nearest keys are scored explicitly; the two
+    parts are merged by their log-sum-exps. Inference only (the fused kernel gives no gradient
+    through its log-sum-exp). Returns (out, lse).
+    """
+    from .pe.shaw import band_scores, band_values
+
+    B, H, T, D = q.shape
+    W = min(mod.band, T)
+    b, h = _grid(q, 0, 1, 1)[:2]
+    i = torch.arange(T, device=q.device).view(1, 1, T, 1)
+    d = torch.arange(W, device=q.device).view(1, 1, 1, W)
+    zero = torch.zeros((), dtype=q.dtype, device=q.device)
+    s_band = band_scores(q, k, W) * scale + mod(zero, b, h, i, i - d)
+    s_band = s_band.masked_fill(d > i, float("-inf"))
+    lse_band = torch.logsumexp(s_band, dim=-1)
+    if T > W:
+        out_far, lse_far = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q[:, :, W:], k[:, :, :T - W], v[:, :, :T - W], 0.0, True, scale=scale)[:2]
+        far_term = mod(zero, b, h, i[:, :, W:], i[:, :, W:] - W).squeeze(-1)  # same for every far key
+        lse_far = F.pad(lse_far + far_term, (W, 0), value=float("-inf"))
+        out_far = F.pad(out_far, (0, 0, W, 0))
+        lse = torch.logaddexp(lse_band, lse_far)
+        far_weight = torch.exp(lse_far - lse).unsqueeze(-1)
+    else:
+        lse, far_weight, out_far = lse_band, 0.0, 0.0
+    p_band = torch.exp(s_band - lse.unsqueeze(-1))
+    return band_values(p_band, v) + out_far * far_weight, lse
+
+
 @functools.lru_cache(maxsize=32)
 def _block_mask(T: int, device: str):
     from torch.nn.attention.flex_attention import create_block_mask
@@ -121,7 +157,7 @@ def choose_backend(device_type: str, seq_len: int, mod: Optional[ScoreMod], trai
     if device_type == "cuda":
         return "flex"  # returns the log-sum-exp on CUDA too, so Shaw uses it as well
     if mod.needs_lse:  # compiled flex on CPU cannot return the log-sum-exp
-        return "chunked"
+        return "banded" if mod.band is not None else "chunked"
     return "sdpa" if seq_len <= MATERIALIZE_MAX_LEN else "flex"
 
 
@@ -138,6 +174,10 @@ def attend(q, k, v, mod: Optional[ScoreMod] = None, backend: str = "auto") -> to
         else:
             out, lse = attention_flex(q, k, v, mod, scale)
     elif backend == "chunked":
+        out, lse = attention_math(q, k, v, mod, scale, chunk=CHUNK)
+    elif backend == "banded" and mod is not None and mod.band is not None and q.device.type == "cpu":
+        out, lse = attention_banded(q, k, v, mod, scale)
+    elif backend == "banded":  # nothing banded to exploit here: the exact chunked path
         out, lse = attention_math(q, k, v, mod, scale, chunk=CHUNK)
     elif backend == "math":
         out, lse = attention_math(q, k, v, mod, scale)

@@ -58,6 +58,34 @@ def matmul_peak(device: str = "cpu", n: int = 2048, repeats: int = 5) -> float:
     return 2 * n ** 3 / statistics.median(times)
 
 
+class _XTLoss(torch.nn.Module):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, y=None):
+        logits = self.net(x)
+        if y is None:
+            return logits
+        return logits, torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def _x_transformers(cfg: ModelConfig) -> torch.nn.Module:
+    """x-transformers' decoder with rotary embeddings at the shape of ``cfg`` (for comparison only)."""
+    from x_transformers import Decoder, TransformerWrapper
+
+    net = TransformerWrapper(num_tokens=cfg.vocab_size, max_seq_len=cfg.context, use_abs_pos_emb=False,
+                             attn_layers=Decoder(dim=cfg.d_model, depth=cfg.n_layers, heads=cfg.n_heads,
+                                                 ff_mult=cfg.d_mlp // cfg.d_model, rotary_pos_emb=True))
+    return _XTLoss(net)
+
+
+def x_transformers_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("x_transformers") is not None
+
+
 def _peak_mb(dev: torch.device) -> float:
     if dev.type == "cuda":
         return torch.cuda.max_memory_allocated(dev) / 2 ** 20
@@ -76,11 +104,16 @@ def measure(model_cfg: dict, phase: str, path: str, length: int, batch: int, rep
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.cuda.reset_peak_memory_stats(dev)
     fwd = torch.compile(model) if path == "fast+compile" else model
+    if path == "x-transformers":  # the peer baseline at the same shape (optional dependency)
+        fwd = _x_transformers(cfg).to(dev)
+        model_params = fwd.parameters
+    else:
+        model_params = model.parameters
     x = torch.randint(0, cfg.vocab_size, (batch, length), device=dev)
     amp = autocast_for(dev)
     times = []
     if phase == "train":
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=dev.type == "cuda")
+        opt = torch.optim.AdamW(model_params(), lr=1e-4, fused=dev.type == "cuda")
         for i in range(repeats + 2):  # two warm-up steps (compilation happens there)
             _sync(dev)
             t = time.perf_counter()
@@ -121,7 +154,8 @@ def _isolated(model_cfg: dict, phase: str, path: str, length: int, batch: int, r
 
 
 def run_bench(cfg: Config, schemes: list[str], multiples: list[int], device: str = "cpu", repeats: int = 3,
-              compile_: bool = True, reference: bool = True, on_row=None) -> tuple[list[Measurement], float]:
+              compile_: bool = True, reference: bool = True, on_row=None,
+              baseline: bool = True) -> tuple[list[Measurement], float]:
     peak = matmul_peak(device)
     T = cfg.model.context
     rows = []
@@ -137,6 +171,8 @@ def run_bench(cfg: Config, schemes: list[str], multiples: list[int], device: str
 
     for s in schemes:
         paths = ["fast"] + (["fast+compile"] if compile_ else []) + (["reference"] if reference else [])
+        if s == "rope" and baseline and x_transformers_available():
+            paths.append("x-transformers")
         for path in paths:
             add(s, "train", path, T, cfg.train.batch_size)
         limit = DecoderLM(replace(cfg.model, pe=s)).pe.max_positions()
@@ -166,6 +202,13 @@ def summary_markdown(rows: list[Measurement], peak: float, device: str) -> str:
                    f"{r.peak_mem_mb:,.0f} | {mfu} |")
     # ratios measured side by side
     out += ["", "| scheme | train step vs rope | eval speedup fast/reference at longest length |", "|---|---|---|"]
+    xt = df[df.path == "x-transformers"]
+    if len(xt):
+        ours = df[(df.scheme == "rope") & (df.phase == "train") & (df.path != "x-transformers")]
+        best = ours.loc[ours["tokens_per_s"].idxmax()]
+        out.append("")
+        out.append(f"rope training vs x-transformers at the same shape: {best.tokens_per_s:,.0f} tok/s ({best.path}) "
+                   f"vs {xt.iloc[0].tokens_per_s:,.0f} tok/s = {best.tokens_per_s / xt.iloc[0].tokens_per_s:.2f}x")
     tr = df[(df.phase == "train") & (df.path == "fast")].set_index("scheme")["step_ms"]
     ev = df[df.phase == "eval"]
     Lmax = ev["length"].max() if len(ev) else None

@@ -433,6 +433,8 @@ def bench(
     device: str = DeviceOpt,
     compile_: bool = typer.Option(True, "--compile/--no-compile", help="also measure torch.compile training"),
     reference: bool = typer.Option(True, "--reference/--no-reference", help="also measure the eager reference"),
+    baseline: bool = typer.Option(True, "--baseline/--no-baseline",
+                                  help="also time x-transformers' rope decoder when it is installed"),
     results: Path = ResultsOpt,
 ):
     """Training and evaluation tokens/s, peak memory and MFU: fast path vs eager reference."""
@@ -458,7 +460,8 @@ def bench(
         typer.echo(f"{m.scheme:<10} {m.phase:<5} {m.path:<12} L={m.length:<6} {m.tokens_per_s:>10,.0f} tok/s "
                    f"{m.step_ms:>9.1f} ms  peak {m.peak_mem_mb:>7,.0f} MB{mfu}")
 
-    rows, peak = bm.run_bench(cfg, _schemes(pe), mults, dev, repeats, compile_, reference, on_row=row)
+    rows, peak = bm.run_bench(cfg, _schemes(pe), mults, dev, repeats, compile_, reference, on_row=row,
+                              baseline=baseline)
     md = bm.summary_markdown(rows, peak, dev)
     atomic_write_text(rd.root / "bench.md", md)
     with atomic_path(rd.root / "bench.csv") as tmp:

@@ -61,6 +61,18 @@ def test_compiled_flex_matches_reference_on_cpu():
     assert torch.allclose(out, ref, atol=1e-5)
 
 
+@pytest.mark.parametrize("T", [3, 5, 6, 40, 97])
+def test_banded_attention_is_exact(T):
+    """Shaw's band split (fused causal far part + explicit band) equals the reference, at lengths
+    below, at and beyond the band."""
+    pe = _pe("shaw")
+    q, k, v = (t.detach() for t in _qkv(T=T))
+    with torch.no_grad():
+        ref = attend(q, k, v, pe.score_mod(q, 0), "math")
+        out = attend(q, k, v, pe.score_mod(q, 0), "banded")
+    assert torch.allclose(out, ref, atol=1e-10)
+
+
 @pytest.mark.parametrize("pe", SCHEMES)
 def test_model_backends_agree(pe):
     m = DecoderLM(tiny_model_config(pe)).double()
@@ -74,7 +86,7 @@ def test_model_backends_agree(pe):
         m.zero_grad()
         _, loss = m(x, x)
         loss.backward()
-        losses[backend] = (float(loss), [p.grad.clone() for p in m.parameters()])
+        losses[backend] = (loss.item(), [p.grad.clone() for p in m.parameters()])
     for b in ("sdpa", "chunked"):
         assert abs(losses[b][0] - losses["math"][0]) < 1e-9
         for g1, g2 in zip(losses[b][1], losses["math"][1]):
@@ -93,7 +105,8 @@ def test_auto_backend_choice():
     assert choose("cpu", 8192, alibi, training=True) == "chunked"
     assert choose("cpu", 4096, alibi, training=False) == "flex"
     assert choose("cpu", 128, alibi, training=False) == "sdpa"
-    assert choose("cpu", 4096, shaw, training=False) == "chunked"
+    assert choose("cpu", 4096, shaw, training=False) == "banded"
+    assert choose("cpu", 4096, _pe("t5").score_mod(q.double(), 0), training=False) == "flex"
     assert choose("cuda", 32768, shaw, training=False) == "flex"
     assert choose("cuda", 128, alibi, training=False) == "flex"
 

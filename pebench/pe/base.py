@@ -48,6 +48,9 @@ class ScoreMod:
     """
 
     needs_lse: bool = False
+    # If set: the term is the same for every key at distance >= band from the query (Shaw beyond k_max),
+    # which lets the "banded" backend split attention into a plain causal part and a narrow band.
+    band: Optional[int] = None
 
     def __init__(self, fn: Callable[..., torch.Tensor], dtype: torch.dtype = torch.float32):
         self.fn = fn

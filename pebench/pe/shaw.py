@@ -34,6 +34,7 @@ class ShawScoreMod(ScoreMod):
 
     def __init__(self, qa: torch.Tensor, a_k: torch.Tensor, a_v: torch.Tensor, k_max: int):
         self.qa, self.a_k, self.a_v, self.k_max = qa, a_k, a_v, k_max
+        self.band = k_max
 
         def fn(score, b, h, q_idx, kv_idx):
             return score + qa[b, h, q_idx, (q_idx - kv_idx).clamp(0, k_max)]
@@ -76,6 +77,19 @@ def band_scores(q: torch.Tensor, k: torch.Tensor, band: int) -> torch.Tensor:
     idx = torch.arange(C, device=q.device)[:, None] + C - torch.arange(band, device=q.device)[None, :]
     s = s.gather(-1, idx.expand(B, H, nb, C, band))
     return s.reshape(B, H, nb * C, band)[:, :, :T]
+
+
+def band_values(p: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """out[b, h, i] = sum_d p[b, h, i, d] v_{i-d} (p must be 0 where i - d < 0), blockwise like band_scores."""
+    B, H, T, D = v.shape
+    C = p.shape[-1]
+    nb = -(-T // C)
+    pad = nb * C - T
+    pb = F.pad(p, (0, 0, 0, pad)).view(B, H, nb, C, C)
+    idx = torch.arange(C, device=v.device)[:, None] + C - torch.arange(C, device=v.device)[None, :]
+    win = torch.zeros(B, H, nb, C, 2 * C, dtype=p.dtype, device=v.device).scatter_(-1, idx.expand(B, H, nb, C, C), pb)
+    vw = F.pad(v, (0, 0, C, pad)).unfold(2, 2 * C, C)  # [B, H, nb, D, 2C]
+    return (win @ vw.transpose(-1, -2)).reshape(B, H, nb * C, D)[:, :, :T]
 
 
 @SCHEMES.register("shaw")
