@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Optional
 
 import torch

@@ -96,6 +96,27 @@ def _schemes(pe: str) -> list[str]:
     return names
 
 
+def _supports_scaling(scheme: str) -> bool:
+    from .pe import SCHEMES
+
+    return hasattr(SCHEMES.get(scheme), "with_scaling")
+
+
+def _sweep(base, schemes: list[str], seeds: list[int]):
+    """(run name, config) for every scheme x seed; scheme options are validated before anything runs."""
+    from dataclasses import replace
+
+    from .model import DecoderLM
+
+    out = []
+    for s in schemes:
+        for sd in seeds:
+            cfg = replace(base, model=replace(base.model, pe=s), train=replace(base.train, seed=sd)).validate()
+            DecoderLM(cfg.model)
+            out.append((f"{s}-{cfg.name}-s{sd}", cfg))
+    return out
+
+
 def _load_cfg(config: str, steps, data, text_field, compile_):
     from dataclasses import replace
 
@@ -185,6 +206,10 @@ def train(
         from dataclasses import replace
 
         parent_cfg, _ = rd.run_config(init_from)
+        if rd.status(init_from).get("state") != "finished":
+            raise UsageError(f"--init-from {init_from!r}: that run is not finished")
+        if steps is not None and steps < 1:
+            raise UsageError(f"--steps must be >= 1, got {steps}")
         if context is None:
             raise UsageError("--init-from needs --context (N or Kx)")
         ctx = _parse_context(context, parent_cfg.model.context)
@@ -192,7 +217,7 @@ def train(
         from .evaluate import parse_scalings
 
         parse_scalings(scaling)
-        if not hasattr(__import__("pebench.pe", fromlist=["SCHEMES"]).SCHEMES.get(parent_cfg.model.pe), "with_scaling"):
+        if not _supports_scaling(parent_cfg.model.pe):
             raise UsageError(f"--init-from with --rope-scaling needs a rope run; {init_from!r} uses {parent_cfg.model.pe!r}")
         cfg = finetune_config(parent_cfg, ctx, scaling, rope_factor, steps or max(1, parent_cfg.train.steps // 4))
         if compile_ is not None:
@@ -209,16 +234,8 @@ def train(
     seed_list = _seeds(seed, seeds, base.train.seed)
     if name and len(schemes) * len(seed_list) > 1:
         raise UsageError("--name names one run; omit it when training several schemes or seeds")
-    from dataclasses import replace
-
-    for s in schemes:
-        for sd in seed_list:
-            cfg = replace(base, model=replace(base.model, pe=s), train=replace(base.train, seed=sd)).validate()
-            from .model import DecoderLM
-
-            DecoderLM(cfg.model)  # validates scheme options before any file is written
-            _progress_train(cfg, rd, name or f"{s}-{cfg.name}-s{sd}", device=device, resume=resume,
-                            overwrite=overwrite)
+    for run_name, cfg in _sweep(base, schemes, seed_list):
+        _progress_train(cfg, rd, name or run_name, device=device, resume=resume, overwrite=overwrite)
 
 
 def _eval_runs(rd, runs: Optional[List[str]], lengths, protocol, scalings, rope_factor, max_tokens, device,
@@ -229,8 +246,7 @@ def _eval_runs(rd, runs: Optional[List[str]], lengths, protocol, scalings, rope_
     for run in runs:
         cfg, _ = rd.run_config(run)
         sc = scalings
-        if scalings and not hasattr(__import__("pebench.pe", fromlist=["SCHEMES"]).SCHEMES.get(cfg.model.pe),
-                                    "with_scaling"):
+        if scalings and not _supports_scaling(cfg.model.pe):
             if explicit:
                 typer.echo(f"error: run {run!r} uses {cfg.model.pe!r}: --rope-scaling applies to rope runs only",
                            err=True)
@@ -355,12 +371,8 @@ def run(
     results: Path = ResultsOpt,
 ):
     """Train, evaluate and report in one go (resumes what was interrupted, skips what is finished)."""
-    from dataclasses import replace
-
     from . import report as rp
     from .evaluate import Protocol, parse_lengths, parse_scalings
-    from .model import DecoderLM
-    from .pe import SCHEMES
     from .results import ResultsDir
 
     rd = ResultsDir(results)
@@ -370,32 +382,30 @@ def run(
     lens = parse_lengths(lengths)
     scalings = parse_scalings(rope_scaling) if rope_scaling else []
     rd.ensure_writable()
-    names = []
+    plan = _sweep(base, schemes, seed_list)
+    names = [n for n, _ in plan]
     jobs = []
-    for s in schemes:
-        for sd in seed_list:
-            cfg = replace(base, model=replace(base.model, pe=s), train=replace(base.train, seed=sd)).validate()
-            DecoderLM(cfg.model)
-            names.append(f"{s}-{cfg.name}-s{sd}")
-            if devices is not None:
-                from .sweep import Job
+    if devices is not None:
+        from .sweep import Job
 
-                common = ["--results", str(results)]
-                targs = ["train", "--pe", s, "--seed", str(sd), "--config", config, *common,
-                         "--overwrite" if overwrite else "--resume"]
-                for flag, val in (("--steps", steps), ("--data", data), ("--text-field", text_field)):
-                    if val is not None:
-                        targs += [flag, str(val)]
-                if compile_ is not None:
-                    targs.append("--compile" if compile_ else "--no-compile")
-                eargs = ["eval", "--run", names[-1], *common]
-                if lengths:
-                    eargs += ["--lengths", lengths]
-                if max_tokens:
-                    eargs += ["--max-tokens", str(max_tokens)]
-                if scalings and hasattr(SCHEMES.get(s), "with_scaling"):
-                    eargs += ["--rope-scaling", ",".join(scalings)]
-                jobs.append(Job(names[-1], s, sd, targs, eargs))
+        common = ["--results", str(results)]
+        for name, cfg in plan:
+            s, sd = cfg.model.pe, cfg.train.seed
+            targs = ["train", "--pe", s, "--seed", str(sd), "--config", config, *common,
+                     "--overwrite" if overwrite else "--resume"]
+            for flag, val in (("--steps", steps), ("--data", data), ("--text-field", text_field)):
+                if val is not None:
+                    targs += [flag, str(val)]
+            if compile_ is not None:
+                targs.append("--compile" if compile_ else "--no-compile")
+            eargs = ["eval", "--run", name, *common]
+            if lengths:
+                eargs += ["--lengths", lengths]
+            if max_tokens:
+                eargs += ["--max-tokens", str(max_tokens)]
+            if scalings and _supports_scaling(s):
+                eargs += ["--rope-scaling", ",".join(scalings)]
+            jobs.append(Job(name, s, sd, targs, eargs))
     if devices is not None:
         from .sweep import parse_devices, run_sweep
 
@@ -406,9 +416,7 @@ def run(
         if failed:
             raise typer.Exit(1)
     else:
-        for s, name in zip([s for s in schemes for _ in seed_list], names):
-            cfg = replace(base, model=replace(base.model, pe=s),
-                          train=replace(base.train, seed=int(name.rsplit("-s", 1)[1]))).validate()
+        for name, cfg in plan:
             _progress_train(cfg, rd, name, device=device, resume=not overwrite, overwrite=overwrite)
         if _eval_runs(rd, names, lens, Protocol(), scalings, None, max_tokens, device, "auto", False,
                       skip_existing=not overwrite):

@@ -14,8 +14,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Optional
 
 from .errors import UsageError
 from .results import ResultsDir

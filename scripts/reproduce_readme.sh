@@ -4,7 +4,7 @@ set -euo pipefail
 R=${RESULTS:-results}
 # RoPE long-context fine-tuning at 4x (context 512), as Position Interpolation and YaRN did.
 for s in linear yarn; do
-  pebench train --pe rope --init-from rope-tiny-s0 --context 4x --rope-scaling "$s" --steps 150 --resume --results "$R"
+  pebench train --pe rope --init-from rope-tiny-s0 --context 4x --rope-scaling "$s" --steps 125 --resume --results "$R"
   pebench eval --run "rope-tiny-s0-ft-$s-512" --lengths 128,256,512,1024,2048 --results "$R"
 done
 # The three evaluation protocols side by side (first 16384 validation tokens for sliding / fixed).
