@@ -170,7 +170,8 @@ def attend(q, k, v, mod: Optional[ScoreMod] = None, backend: str = "auto") -> to
         out, lse = attention_sdpa(q, k, v, mod, scale)
     elif backend == "flex":
         if q.device.type == "cpu" and mod is not None and mod.needs_lse and _compile_flex:
-            out, lse = attention_math(q, k, v, mod, scale, chunk=CHUNK)
+            # compiled flex on CPU cannot return the log-sum-exp: use the exact path that can
+            return attend(q, k, v, mod, "banded")
         else:
             out, lse = attention_flex(q, k, v, mod, scale)
     elif backend == "chunked":

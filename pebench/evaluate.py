@@ -14,6 +14,7 @@ Protocols (each averages per-token losses over all scored tokens, never window m
 """
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass
@@ -210,8 +211,6 @@ def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = N
                    "seed": cfg.train.seed, "protocol": protocol.name, "protocol_params": protocol.params(),
                    "length": int(L), "train_context": T, "multiple": L / T, "created": now()}
             if skip_existing and results.record_path(rec).exists():
-                import json
-
                 records.append(json.loads(results.record_path(rec).read_text()))
                 continue
             if hasattr(pe, "resolved"):

@@ -126,30 +126,31 @@ def _header(t: Table) -> list[str]:
     return ["scheme"] + [f"{L} ({t.contexts[L]})" for L in t.lengths] + [last]
 
 
+def _rows(t: Table, bold, cell=lambda s: s):
+    """(label, [cells], ratio) per row: formatted cells, the best of each column passed through ``bold``."""
+    for lab in t.rows:
+        cells = []
+        for L in t.lengths:
+            s = cell(_fmt(t.cells.get((lab, L)), t.metric))
+            cells.append(bold(s) if t.best(L) == lab else s)
+        r = t.ratio.get(lab)
+        yield lab, cells, "n/a" if r is None else f"{r:.2f}"
+
+
 def to_markdown(t: Table) -> str:
     head = _header(t)
     lines = [f"Metric: {t.metric}; protocol: {t.protocol}; best value per column in bold.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for lab in t.rows:
-        cells = []
-        for L in t.lengths:
-            s = _fmt(t.cells.get((lab, L)), t.metric)
-            cells.append(f"**{s}**" if t.best(L) == lab else s)
-        r = t.ratio.get(lab)
-        lines.append(f"| {lab} | " + " | ".join(cells) + f" | {'n/a' if r is None else f'{r:.2f}'} |")
+    for lab, cells, ratio in _rows(t, lambda s: f"**{s}**"):
+        lines.append(f"| {lab} | " + " | ".join(cells) + f" | {ratio} |")
     return "\n".join(lines) + "\n"
 
 
 def to_latex(t: Table) -> str:
     head = [h.replace("±", r"$\pm$") for h in _header(t)]
     out = [r"\begin{tabular}{l" + "r" * (len(head) - 1) + "}", r"\toprule", " & ".join(head) + r" \\", r"\midrule"]
-    for lab in t.rows:
-        cells = []
-        for L in t.lengths:
-            s = _fmt(t.cells.get((lab, L)), t.metric).replace("±", r"$\pm$")
-            cells.append(rf"\textbf{{{s}}}" if t.best(L) == lab else s)
-        r = t.ratio.get(lab)
-        out.append(" & ".join([lab.replace("_", r"\_")] + cells + ["n/a" if r is None else f"{r:.2f}"]) + r" \\")
+    for lab, cells, ratio in _rows(t, lambda s: rf"\textbf{{{s}}}", lambda s: s.replace("±", r"$\pm$")):
+        out.append(" & ".join([lab.replace("_", r"\_")] + cells + [ratio]) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(out) + "\n"
 
@@ -175,13 +176,8 @@ def to_rich(t: Table):
     rt = RichTable(title=f"{t.metric} by evaluation length ({t.protocol})")
     for h in _header(t):
         rt.add_column(h, justify="left" if h == "scheme" else "right")
-    for lab in t.rows:
-        cells = []
-        for L in t.lengths:
-            s = _fmt(t.cells.get((lab, L)), t.metric)
-            cells.append(f"[bold green]{s}[/]" if t.best(L) == lab else s)
-        r = t.ratio.get(lab)
-        rt.add_row(lab, *cells, "n/a" if r is None else f"{r:.2f}")
+    for lab, cells, ratio in _rows(t, lambda s: f"[bold green]{s}[/]"):
+        rt.add_row(lab, *cells, ratio)
     return rt
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import shutil
 import time
@@ -80,8 +81,6 @@ def _truncate_metrics(path: Path, step: int) -> None:
     """After a resume from ``step``, drop log lines of steps that will be trained again."""
     if not path.exists():
         return
-    import json
-
     keep = []
     for line in path.read_text().splitlines():
         try:

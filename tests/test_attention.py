@@ -131,3 +131,12 @@ def test_compiled_model_gives_the_same_loss_as_eager():
         _, eager = m(x, x)
         _, compiled = torch.compile(m)(x, x)
     assert abs(float(eager) - float(compiled)) < 1e-5
+
+
+def test_forced_flex_for_shaw_on_cpu_uses_an_exact_path():
+    pe = _pe("shaw").float()
+    q, k, v = (t.detach().float() for t in _qkv(T=70, B=1))
+    with torch.no_grad():
+        out = attend(q, k, v, pe.score_mod(q, 0), "flex")
+        ref = attend(q, k, v, pe.score_mod(q, 0), "math")
+    assert torch.allclose(out, ref, atol=1e-5)
