@@ -18,7 +18,7 @@ ALL_SCALINGS = "none,linear,ntk,dynamic-ntk,yarn,llama3"
 
 ResultsOpt = typer.Option("results", "--results", help="results folder")
 DeviceOpt = typer.Option("auto", "--device", help="auto | cpu | cuda")
-AttnOpt = typer.Option("auto", "--attention", help="attention backend: auto | sdpa | flex | chunked | math")
+AttnOpt = typer.Option("auto", "--attention", help="attention backend: auto | sdpa | flex | chunked | banded | relative | math")
 
 
 def _err(msg: str, code: int) -> None:

@@ -39,6 +39,18 @@ class PEContext:
         return self.d_model // self.n_heads
 
 
+@dataclass
+class RelativeVectors:
+    """Shaw-style terms that depend on the distance d = i - j only through learned vectors, clipped at
+    ``band = len(key) - 1``: logit += q_i . key[min(d, band)] * scale, output += sum_j p_ij value[min(d, band)].
+
+    A scheme that declares this structure lets the ``relative`` backend compute both terms with a few
+    small matmuls on the diagonals of the score matrix, and differentiate them by hand."""
+
+    key: torch.Tensor  # [band + 1, d_h]
+    value: torch.Tensor  # [band + 1, d_h]
+
+
 class ScoreMod:
     """A logit term ``score + f(b, h, q_idx, kv_idx)``.
 
@@ -51,6 +63,8 @@ class ScoreMod:
     # If set: the term is the same for every key at distance >= band from the query (Shaw beyond k_max),
     # which lets the "banded" backend split attention into a plain causal part and a narrow band.
     band: Optional[int] = None
+    # If set: the logit and value terms are Shaw-style relative vectors (see RelativeVectors).
+    relative: Optional[RelativeVectors] = None
 
     def __init__(self, fn: Callable[..., torch.Tensor], dtype: torch.dtype = torch.float32):
         self.fn = fn

@@ -17,7 +17,7 @@ from torch import nn
 
 from ..errors import UsageError
 from . import SCHEMES
-from .base import PositionalEncoding, ScoreMod
+from .base import PositionalEncoding, RelativeVectors, ScoreMod
 
 
 @dataclass
@@ -35,6 +35,7 @@ class ShawScoreMod(ScoreMod):
     def __init__(self, qa: torch.Tensor, a_k: torch.Tensor, a_v: torch.Tensor, k_max: int):
         self.qa, self.a_k, self.a_v, self.k_max = qa, a_k, a_v, k_max
         self.band = k_max
+        self.relative = RelativeVectors(a_k, a_v)
 
         def fn(score, b, h, q_idx, kv_idx):
             return score + qa[b, h, q_idx, (q_idx - kv_idx).clamp(0, k_max)]
