@@ -19,7 +19,7 @@
 
 ``auto`` picks: sdpa without a logit term; with one, sdpa while training (short sequences, gradients
 to the bias) or relative for relative vectors, flex for inference on CUDA; on CPU for inference:
-relative up to 4 band widths, banded beyond; sdpa up to 2048 tokens for the other logit terms (measured
+relative up to 8 band widths, banded beyond; sdpa up to 2048 tokens for the other logit terms (measured
 fastest there), flex beyond; chunked where nothing faster is exact.
 """
 from __future__ import annotations
@@ -37,8 +37,9 @@ BACKENDS = ("auto", "sdpa", "flex", "chunked", "banded", "relative", "math")
 MATERIALIZE_MAX_LEN = 2048  # CPU inference: up to here a materialized bias + fused SDPA is fastest
 CHUNK = 256
 # CPU inference with relative vectors: the explicit relative path beats the banded split up to about
-# 4 band widths (measured at k_max 64: 52 vs 125 ms at 128 tokens, equal at 512, 2.8x slower at 2048).
-RELATIVE_MAX_BANDS = 4
+# 8 band widths (measured at k_max 64, 16k-token batches: 29 vs 121 ms at 128 tokens, 98 vs 154 ms at
+# 512, 1.5x slower at 1024, 2x at 2048).
+RELATIVE_MAX_BANDS = 8
 
 _compile_flex = True
 
@@ -133,9 +134,11 @@ def _diagonals(buf: torch.Tensor, BH: int, T: int, W: int) -> torch.Tensor:
     """A [BH, T, W] view of the W diagonals of the [BH, T, T] matrices stored at ``buf[W - 1:]``:
     element (n, i, e) is entry (i, i - d) of matrix n, for distance d = W - 1 - e.
 
-    Row i starts at i * T, so stepping to row i + 1 and column + 1 is a stride of T + 1. Where d > i the
-    view points at entries above the diagonal of an earlier row (or at the uninitialised W - 1 pad), which
-    callers mask: nothing outside the causal triangle is ever read as data or written with non-zeros."""
+    Row i starts at i * T, so stepping to row i + 1 and column + 1 is a stride of T + 1. Where d > i (no
+    such key) the view points into row i - 1 above its diagonal, where scores are -inf and probabilities
+    and their gradients exactly 0, so those entries read as 0 and writes there change nothing that is
+    used. Row 0 is the exception: it points back into the last row of matrix n - 1 (or the
+    uninitialised pad), so callers zero what they write there and what they read from there."""
     return buf.as_strided((BH, T, W), (T * T, T + 1, 1))  # keeps buf's storage offset
 
 
@@ -144,33 +147,32 @@ class _RelativeAttention(torch.autograd.Function):
 
     ``rk``/``rv`` ([W, D], row e for distance d = W - 1 - e) are the relative key/value vectors minus
     the far vector: the far logit is one constant per query (softmax ignores it) and the far value
-    vector is added by the caller, because the probabilities of a row sum to one. Memory: three
-    [BH, T, T] matrices, as an explicit attention; the extra work is O(T * W * D)."""
+    vector is added by the caller, because the probabilities of a row sum to one. Memory: one [BH, T, T]
+    matrix kept for the backward and one more during it; the extra work is O(T * W * D)."""
 
     @staticmethod
     def forward(ctx, q, k, v, rk, rv, scale):
         BH, T, D = q.shape
         W = rk.shape[0]
         dev, dt = q.device, q.dtype
-        i = torch.arange(T, device=dev)
-        valid = i[:, None] >= (W - 1 - torch.arange(W, device=dev))[None, :]  # [T, W]: key i - d exists
         causal = torch.full((T, T), float("-inf"), device=dev, dtype=dt).triu_(1)
         sbuf = torch.empty(W - 1 + BH * T * T, device=dev, dtype=dt)
-        torch.baddbmm(causal, q, k.transpose(1, 2), alpha=scale, out=sbuf[W - 1:].view(BH, T, T))
-        _diagonals(sbuf, BH, T, W).add_((q @ rk.t()).mul_(scale).masked_fill_(~valid, 0.0))
-        pbuf = torch.empty_like(sbuf)
+        s = sbuf[W - 1:].view(BH, T, T)
+        torch.baddbmm(causal, q, k.transpose(1, 2), alpha=scale, out=s)
+        _diagonals(sbuf, BH, T, W).add_(_row0_zeroed((q @ rk.t()).mul_(scale)))
+        pbuf = _like_or_same(sbuf)
         p = pbuf[W - 1:].view(BH, T, T)
-        torch.ops.aten._softmax.out(sbuf[W - 1:].view(BH, T, T), -1, False, out=p)
-        del sbuf
-        p_band = _diagonals(pbuf, BH, T, W).masked_fill(~valid, 0.0)  # p[i, i - d]
+        torch.ops.aten._softmax.out(s, -1, False, out=p)
+        del sbuf, s
+        p_band = _row0_zeroed(_diagonals(pbuf, BH, T, W).clone())  # p[i, i - d], 0 where i < d
         out = torch.bmm(p, v).add_(p_band @ rv)
-        ctx.save_for_backward(q, k, v, rk, rv, pbuf, p_band, valid)
+        ctx.save_for_backward(q, k, v, rk, rv, pbuf, p_band)
         ctx.scale = scale
         return out
 
     @staticmethod
     def backward(ctx, d_out):
-        q, k, v, rk, rv, pbuf, p_band, valid = ctx.saved_tensors
+        q, k, v, rk, rv, pbuf, p_band = ctx.saved_tensors
         scale = ctx.scale
         BH, T, _ = q.shape
         W = rk.shape[0]
@@ -180,18 +182,30 @@ class _RelativeAttention(torch.autograd.Function):
         d_rv = (p_band.transpose(1, 2) @ d_out).sum(0)
         # d p = d_out . (v_j + rv[d]); then the softmax backward gives d scores.
         dpbuf = torch.empty_like(pbuf)
-        dp_all = dpbuf[W - 1:].view(BH, T, T)
-        torch.bmm(d_out, v.transpose(1, 2), out=dp_all)
-        _diagonals(dpbuf, BH, T, W).add_((d_out @ rv.t()).masked_fill_(~valid, 0.0))
-        dsbuf = torch.empty_like(pbuf)
+        dp = dpbuf[W - 1:].view(BH, T, T)
+        torch.bmm(d_out, v.transpose(1, 2), out=dp)
+        _diagonals(dpbuf, BH, T, W).add_(_row0_zeroed(d_out @ rv.t()))
+        dsbuf = _like_or_same(dpbuf)
         ds = dsbuf[W - 1:].view(BH, T, T)
-        torch.ops.aten._softmax_backward_data.out(dp_all, p, -1, p.dtype, grad_input=ds)
-        del dpbuf, dp_all
-        ds_band = _diagonals(dsbuf, BH, T, W).masked_fill(~valid, 0.0)
+        torch.ops.aten._softmax_backward_data.out(dp, p, -1, p.dtype, grad_input=ds)
+        del dpbuf, dp
+        ds_band = _row0_zeroed(_diagonals(dsbuf, BH, T, W).clone())
         d_q = torch.bmm(ds, k).add_(ds_band @ rk).mul_(scale)
         d_k = torch.bmm(ds.transpose(1, 2), q).mul_(scale)
         d_rk = (ds_band.transpose(1, 2) @ q).sum(0).mul_(scale)
         return d_q, d_k, d_v, d_rk, d_rv, None
+
+
+def _row0_zeroed(band: torch.Tensor) -> torch.Tensor:
+    """Zero row 0's entries for distances d > 0 (see ``_diagonals``), in place."""
+    band[:, 0, :-1] = 0.0
+    return band
+
+
+def _like_or_same(buf: torch.Tensor) -> torch.Tensor:
+    """Where the softmax (and its backward) may write over its input: on CPU each row is read before it
+    is written (pinned by a test), which saves a fresh T x T buffer and its page faults per call."""
+    return buf if buf.device.type == "cpu" else torch.empty_like(buf)
 
 
 def attention_relative(q, k, v, mod: ScoreMod, scale: float) -> torch.Tensor:
@@ -247,7 +261,7 @@ def choose_backend(device_type: str, seq_len: int, mod: Optional[ScoreMod], trai
     if device_type == "cuda":
         return "flex"  # returns the log-sum-exp on CUDA too, so Shaw uses it as well
     if mod.relative is not None and seq_len <= min(RELATIVE_MAX_BANDS * mod.band, MATERIALIZE_MAX_LEN):
-        return "relative"  # short: explicit scores with the band on their diagonals (2.4x banded at 128)
+        return "relative"  # short: explicit scores with the band on their diagonals (4x banded at 128)
     if mod.needs_lse:  # compiled flex on CPU cannot return the log-sum-exp
         return "banded" if mod.band is not None else "chunked"
     return "sdpa" if seq_len <= MATERIALIZE_MAX_LEN else "flex"

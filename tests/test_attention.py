@@ -132,8 +132,8 @@ def test_auto_backend_choice():
     assert choose("cuda", 512, shaw, training=True) == "relative"
     assert choose("cpu", 128, shaw, training=True) == "relative"
     assert choose("cpu", 8192, shaw, training=True) == "chunked"
-    assert choose("cpu", 20, shaw, training=False) == "relative"  # k_max 5: up to 4 band widths
-    assert choose("cpu", 21, shaw, training=False) == "banded"
+    assert choose("cpu", 40, shaw, training=False) == "relative"  # k_max 5: up to 8 band widths
+    assert choose("cpu", 41, shaw, training=False) == "banded"
     assert choose("cpu", 8192, alibi, training=True) == "chunked"
     assert choose("cpu", 4096, alibi, training=False) == "flex"
     assert choose("cpu", 128, alibi, training=False) == "sdpa"

@@ -28,3 +28,21 @@ def test_bench_cli_writes_table_and_csv(tmp_path):
     assert len(df[(df.scheme == "alibi") & (df.phase == "eval")]) == 4
     md = (tmp_path / "r" / "bench.md").read_text()
     assert "| alibi | train | fast | 16 |" in md and "MFU" in md
+
+
+def test_summary_ratios_are_side_by_side_and_the_table_is_contiguous():
+    from pebench.bench import Measurement, summary_markdown
+
+    rows = [Measurement("rope", "train", "fast", 16, 1000.0, 100.0, 10.0, 0.4),
+            Measurement("rope", "train", "fast+compile", 16, 1250.0, 80.0, 10.0, 0.5),
+            Measurement("rope", "train", "x-transformers", 16, 500.0, 200.0, 10.0, 0.2),
+            Measurement("shaw", "train", "fast", 16, 800.0, 120.0, 10.0, 0.3),
+            Measurement("shaw", "train", "fast+compile", 16, 1000.0, 100.0, 10.0, 0.4),
+            Measurement("shaw", "eval", "fast", 64, 900.0, 1.0, 10.0),
+            Measurement("shaw", "eval", "reference", 64, 100.0, 9.0, 10.0)]
+    lines = summary_markdown(rows, 1e12, "cpu").splitlines()
+    head = lines.index("| scheme | train step vs rope | compiled, vs rope compiled | eval speedup fast/reference at longest length |")
+    assert lines[head + 2] == "| rope | 1.00x | 1.00x |  |"
+    assert lines[head + 3] == "| shaw | 1.20x | 1.25x | 9.0x |"
+    assert lines[head + 4] == ""
+    assert lines[head + 5].endswith("1,250 tok/s (fast+compile) vs 500 tok/s = 2.50x")
