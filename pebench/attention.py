@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from .errors import UsageError
-from .pe.base import ScoreMod
+from .pe.base import ScoreMod, band_scores, band_values
 
 BACKENDS = ("auto", "sdpa", "flex", "chunked", "banded", "relative", "math")
 MATERIALIZE_MAX_LEN = 2048  # CPU inference: up to here a materialized bias + fused SDPA is fastest
@@ -105,8 +105,6 @@ def attention_banded(q, k, v, mod: ScoreMod, scale: float):
     parts are merged by their log-sum-exps. Inference only (the fused kernel gives no gradient
     through its log-sum-exp). Returns (out, lse).
     """
-    from .pe.shaw import band_scores, band_values
-
     B, H, T, D = q.shape
     W = min(mod.band, T)
     b, h = _grid(q, 0, 1, 1)[:2]
@@ -152,7 +150,7 @@ class _RelativeAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, rk, rv, scale):
-        BH, T, D = q.shape
+        BH, T, _ = q.shape
         W = rk.shape[0]
         dev, dt = q.device, q.dtype
         causal = torch.full((T, T), float("-inf"), device=dev, dtype=dt).triu_(1)
@@ -267,29 +265,35 @@ def choose_backend(device_type: str, seq_len: int, mod: Optional[ScoreMod], trai
     return "sdpa" if seq_len <= MATERIALIZE_MAX_LEN else "flex"
 
 
+def _runnable(backend: str, q: torch.Tensor, mod: Optional[ScoreMod]) -> str:
+    """A forced backend that cannot serve this call falls back to the exact path that can."""
+    cpu = q.device.type == "cpu"
+    if backend == "flex" and cpu and mod is not None and mod.needs_lse and _compile_flex:
+        backend = "banded"  # compiled flex on CPU cannot return the log-sum-exp
+    if backend == "banded" and (mod is None or mod.band is None or not cpu):
+        return "chunked"  # nothing banded to exploit, or no fused CPU kernel for the far part
+    if backend == "relative" and (mod is None or mod.relative is None):
+        return "sdpa"  # no relative vectors: the materialized-bias path
+    return backend
+
+
 def attend(q, k, v, mod: Optional[ScoreMod] = None, backend: str = "auto") -> torch.Tensor:
     """Causal attention of q, k, v ([B, H, T, d_h]) with an optional logit term."""
     scale = q.shape[-1] ** -0.5
     if backend == "auto":
         backend = choose_backend(q.device.type, q.shape[2], mod, torch.is_grad_enabled() and q.requires_grad)
+    else:
+        backend = _runnable(backend, q, mod)
+    if backend == "relative":
+        return attention_relative(q, k, v, mod, scale)  # value term included
     if backend == "sdpa":
         out, lse = attention_sdpa(q, k, v, mod, scale)
     elif backend == "flex":
-        if q.device.type == "cpu" and mod is not None and mod.needs_lse and _compile_flex:
-            # compiled flex on CPU cannot return the log-sum-exp: use the exact path that can
-            return attend(q, k, v, mod, "banded")
-        else:
-            out, lse = attention_flex(q, k, v, mod, scale)
+        out, lse = attention_flex(q, k, v, mod, scale)
     elif backend == "chunked":
         out, lse = attention_math(q, k, v, mod, scale, chunk=CHUNK)
-    elif backend == "banded" and mod is not None and mod.band is not None and q.device.type == "cpu":
+    elif backend == "banded":
         out, lse = attention_banded(q, k, v, mod, scale)
-    elif backend == "banded":  # nothing banded to exploit here: the exact chunked path
-        out, lse = attention_math(q, k, v, mod, scale, chunk=CHUNK)
-    elif backend == "relative" and mod is not None and mod.relative is not None:
-        return attention_relative(q, k, v, mod, scale)
-    elif backend == "relative":  # no relative vectors to exploit: the materialized-bias path
-        out, lse = attention_sdpa(q, k, v, mod, scale)
     elif backend == "math":
         out, lse = attention_math(q, k, v, mod, scale)
     else:

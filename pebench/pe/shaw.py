@@ -17,7 +17,7 @@ from torch import nn
 
 from ..errors import UsageError
 from . import SCHEMES
-from .base import PositionalEncoding, RelativeVectors, ScoreMod
+from .base import PositionalEncoding, RelativeVectors, ScoreMod, band_scores
 
 
 @dataclass
@@ -59,38 +59,6 @@ class ShawScoreMod(ScoreMod):
         p = F.pad(p, (0, kmax - band))  # short sequences never reach distance k_max
         mass = torch.cat([p, far], dim=-1)  # [B, H, T, k_max + 1]
         return mass.to(q.dtype) @ self.a_v.to(q.dtype)
-
-
-def band_scores(q: torch.Tensor, k: torch.Tensor, band: int) -> torch.Tensor:
-    """s[b, h, i, d] = q_i . k_{i-d} for d < band (garbage where i - d < 0), in O(T * band) memory.
-
-    Queries go in blocks of ``band``; each block meets the 2*band keys that can lie within ``band``
-    of it (one matmul per block), and the band's diagonals are gathered from that small product.
-    """
-    B, H, T, D = q.shape
-    C = band
-    nb = -(-T // C)
-    pad = nb * C - T
-    qb = F.pad(q, (0, 0, 0, pad)).view(B, H, nb, C, D)
-    kw = F.pad(k, (0, 0, C, pad)).unfold(2, 2 * C, C)  # [B, H, nb, D, 2C]: keys blk*C - C .. blk*C + C - 1
-    s = qb @ kw  # [B, H, nb, C, 2C]
-    # query r of a block is global i = blk*C + r; key i - d sits at window index r + C - d
-    idx = torch.arange(C, device=q.device)[:, None] + C - torch.arange(band, device=q.device)[None, :]
-    s = s.gather(-1, idx.expand(B, H, nb, C, band))
-    return s.reshape(B, H, nb * C, band)[:, :, :T]
-
-
-def band_values(p: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """out[b, h, i] = sum_d p[b, h, i, d] v_{i-d} (p must be 0 where i - d < 0), blockwise like band_scores."""
-    B, H, T, D = v.shape
-    C = p.shape[-1]
-    nb = -(-T // C)
-    pad = nb * C - T
-    pb = F.pad(p, (0, 0, 0, pad)).view(B, H, nb, C, C)
-    idx = torch.arange(C, device=v.device)[:, None] + C - torch.arange(C, device=v.device)[None, :]
-    win = torch.zeros(B, H, nb, C, 2 * C, dtype=p.dtype, device=v.device).scatter_(-1, idx.expand(B, H, nb, C, C), pb)
-    vw = F.pad(v, (0, 0, C, pad)).unfold(2, 2 * C, C)  # [B, H, nb, D, 2C]
-    return (win @ vw.transpose(-1, -2)).reshape(B, H, nb * C, D)[:, :, :T]
 
 
 @SCHEMES.register("shaw")
