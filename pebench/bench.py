@@ -31,8 +31,9 @@ class Measurement:
     tokens_per_s: float
     step_ms: float
     peak_mem_mb: float
-    mfu: Optional[float] = None
+    mfu: Optional[float] = None  # model_flops / the matmul peak, set once the peak is known
     backend: str = ""
+    model_flops: Optional[float] = None  # achieved model FLOP/s (training rows)
 
 
 def _sync(dev: torch.device) -> None:
@@ -40,21 +41,50 @@ def _sync(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
-def matmul_peak(device: str = "cpu", n: int = 2048, repeats: int = 5) -> float:
-    """Measured FLOP/s of a large square matmul (fp32 on CPU, bf16 on CUDA): the MFU denominator."""
+def matmul_peak(device: str = "cpu", n: int = 2048, runs: int = 7, seconds: float = 0.3) -> float:
+    """A ceiling for MFU: the best FLOP/s over ``runs`` timed runs, each a loop of n x n matmuls (fp32 on CPU,
+    bf16 on CUDA) lasting at least ``seconds``. The best, not the median: anything else on the machine can
+    only slow a run down, and a ceiling measured low inflates every MFU."""
     dev = torch.device(device)
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     n = 8192 if dev.type == "cuda" else n
     a, b = torch.randn(n, n, device=dev, dtype=dtype), torch.randn(n, n, device=dev, dtype=dtype)
-    times = []
-    for i in range(repeats + 1):
+    a @ b  # warm-up
+    best = 0.0
+    for _ in range(runs):
         _sync(dev)
-        t = time.perf_counter()
-        a @ b
-        _sync(dev)
-        if i:
-            times.append(time.perf_counter() - t)
-    return 2 * n ** 3 / statistics.median(times)
+        t, k = time.perf_counter(), 0
+        while True:
+            a @ b
+            k += 1
+            _sync(dev)
+            elapsed = time.perf_counter() - t
+            if elapsed >= seconds:
+                break
+        best = max(best, 2 * n ** 3 * k / elapsed)
+    return best
+
+
+@dataclass
+class Peak:
+    """The MFU denominator: the matmul peak measured alone before and after the measurements (the higher
+    is used), with the thread count the measurements ran with."""
+
+    before: float
+    after: float
+    threads: int
+
+    @property
+    def flops(self) -> float:
+        return max(self.before, self.after)
+
+    def describe(self) -> str:
+        return (f"matmul peak {self.flops / 1e9:,.0f} GFLOP/s (MFU denominator: best of 7 runs of >= 0.3 s, measured "
+                f"alone with {self.threads} threads; {self.before / 1e9:,.0f} before and {self.after / 1e9:,.0f} "
+                "after the measurements)")
+
+
+IMPLAUSIBLE_MFU = 0.75
 
 
 class _XTLoss(torch.nn.Module):
@@ -141,11 +171,18 @@ def measure(model_cfg: dict, phase: str, path: str, length: int, batch: int, rep
     return {"tokens_per_s": tps, "step_ms": step * 1e3, "peak_mem_mb": _peak_mb(dev), "flops": mfu_flops}
 
 
-def _isolated(model_cfg: dict, phase: str, path: str, length: int, batch: int, repeats: int, device: str) -> dict:
+def measure_peak(device: str, threads: Optional[int] = None, **kw) -> dict:
+    if threads:
+        torch.set_num_threads(threads)
+    return {"flops": matmul_peak(device, **kw), "threads": torch.get_num_threads()}
+
+
+def _isolated(fn: str, device: str, **kw) -> dict:
+    """Run ``measure`` or ``measure_peak`` alone in a fresh process on CPU (its own peak memory, nothing else
+    of the benchmark running), in-process on CUDA."""
     if device.startswith("cuda"):
-        return measure(model_cfg, phase, path, length, batch, repeats, device)
-    args = json.dumps(dict(model_cfg=model_cfg, phase=phase, path=path, length=length, batch=batch,
-                           repeats=repeats, device=device))
+        return globals()[fn](device=device, **kw)
+    args = json.dumps({"fn": fn, "device": device, **kw})
     p = subprocess.run([sys.executable, "-m", "pebench.bench", args], capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "benchmark worker failed")
@@ -154,16 +191,17 @@ def _isolated(model_cfg: dict, phase: str, path: str, length: int, batch: int, r
 
 def run_bench(cfg: Config, schemes: list[str], multiples: list[int], device: str = "cpu", repeats: int = 3,
               compile_: bool = True, reference: bool = True, on_row=None,
-              baseline: bool = True) -> tuple[list[Measurement], float]:
-    peak = matmul_peak(device)
+              baseline: bool = True, peak_kw: Optional[dict] = None) -> tuple[list[Measurement], Peak]:
+    before = _isolated("measure_peak", device, **(peak_kw or {}))
     T = cfg.model.context
     rows = []
 
     def add(scheme, phase, path, length, batch):
         mc = asdict(replace(cfg.model, pe=scheme))
-        r = _isolated(mc, phase, path, length, batch, repeats, device)
+        r = _isolated("measure", device, model_cfg=mc, phase=phase, path=path, length=length, batch=batch,
+                      repeats=repeats)
         m = Measurement(scheme, phase, path, length, r["tokens_per_s"], r["step_ms"], r["peak_mem_mb"],
-                        (r["flops"] / peak) if r["flops"] else None)
+                        model_flops=r["flops"])
         rows.append(m)
         if on_row:
             on_row(m)
@@ -182,18 +220,30 @@ def run_bench(cfg: Config, schemes: list[str], multiples: list[int], device: str
             batch = max(1, cfg.eval.batch_tokens // L)
             for path in ["fast"] + (["reference"] if reference else []):
                 add(s, "eval", path, L, batch)
+    after = _isolated("measure_peak", device, threads=before["threads"], **(peak_kw or {}))
+    peak = Peak(before["flops"], after["flops"], before["threads"])
+    apply_peak(rows, peak)
     return rows, peak
 
 
-def to_frame(rows: list[Measurement]):
+def apply_peak(rows: list[Measurement], peak: Peak) -> None:
+    """MFU = achieved model FLOP/s over the ceiling."""
+    for m in rows:
+        m.mfu = m.model_flops / peak.flops if m.model_flops else None
+
+
+def to_frame(rows: list[Measurement], peak: Optional[Peak] = None):
     import pandas as pd
 
-    return pd.DataFrame([asdict(r) for r in rows])
+    df = pd.DataFrame([asdict(r) for r in rows])
+    if peak is not None:  # every row carries the ceiling its MFU was computed against
+        df["matmul_peak_gflops"], df["threads"] = peak.flops / 1e9, peak.threads
+    return df
 
 
-def summary_markdown(rows: list[Measurement], peak: float, device: str) -> str:
+def summary_markdown(rows: list[Measurement], peak: Peak, device: str) -> str:
     df = to_frame(rows)
-    out = [f"Device: {device}; matmul peak {peak / 1e9:.0f} GFLOP/s (MFU denominator). Medians after warm-up.", "",
+    out = [f"Device: {device}; {peak.describe()}. Medians after warm-up.", "",
            "| scheme | phase | path | length | tokens/s | ms/step | peak MB | MFU |", "|---|---|---|---|---|---|---|---|"]
     for r in df.itertuples():
         mfu = "" if r.mfu is None or r.mfu != r.mfu else f"{100 * r.mfu:.0f}%"
@@ -213,6 +263,12 @@ def summary_markdown(rows: list[Measurement], peak: float, device: str) -> str:
         e = ev[(ev.scheme == s) & (ev.length == Lmax)].set_index("path")["tokens_per_s"]
         sp = f"{e['fast'] / e['reference']:.1f}x" if "reference" in e and "fast" in e else ""
         out.append(f"| {s} | {ratios[0]} | {ratios[1]} | {sp} |")
+    high = df[df["mfu"].notna() & (df["mfu"] > IMPLAUSIBLE_MFU)] if "mfu" in df else df.iloc[:0]
+    if len(high):
+        worst = high.loc[high["mfu"].idxmax()]
+        out += ["", f"**Warning: MFU up to {100 * worst.mfu:.0f}% ({worst.scheme}, {worst.path}) is implausibly high** "
+                    f"(above {100 * IMPLAUSIBLE_MFU:.0f}% of the matmul peak): the peak was probably measured low "
+                    "(something else running?). Rerun `pebench bench` on a quiet machine before quoting MFU."]
     xt = df[df.path == "x-transformers"]
     if len(xt):
         ours = df[(df.scheme == "rope") & (df.phase == "train") & (df.path != "x-transformers")]
@@ -225,4 +281,4 @@ def summary_markdown(rows: list[Measurement], peak: float, device: str) -> str:
 
 if __name__ == "__main__":  # worker entry: one isolated measurement, JSON on the last stdout line
     kw = json.loads(sys.argv[1])
-    print(json.dumps(measure(**kw)))
+    print(json.dumps(globals()[kw.pop("fn")](**kw)))

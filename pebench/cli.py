@@ -64,6 +64,20 @@ def main_callback(debug: bool = typer.Option(False, "--debug", help="show traceb
     _STATE["debug"] = debug
 
 
+def _frame(rd):
+    """The records as a frame; every record file that could not be used is named on stderr, one line each."""
+    from . import report as rp
+
+    skipped: list = []
+    df = rp.records_frame(rd, skipped)
+    for path, reason in skipped:
+        typer.echo(f"warning: skipped record {path}: {reason}", err=True)
+    if skipped:
+        typer.echo(f"warning: {len(skipped)} record file(s) skipped; rerun `pebench eval` for those runs "
+                   "to measure them again", err=True)
+    return df
+
+
 def _csv(spec: Optional[str], what: str) -> Optional[list[str]]:
     if spec is None:
         return None
@@ -145,6 +159,14 @@ def _progress_train(cfg, results, name, **kw):
     from .distributed import distributed
     from .train import train
 
+    log = None
+    if not sys.stderr.isatty():  # a log file or a cluster job: a heartbeat line instead of the bar
+        from .progress import LogProgress
+
+        log = LogProgress(lambda line: typer.echo(line, err=True))
+        done = results.status(name).get("step", 0) if kw.get("resume") else 0
+        log.start(name, cfg.train.steps, f"{cfg.train.steps:,} steps of {cfg.train.batch_size} x "
+                  f"{cfg.model.context} tokens", "steps", initial=done or 0)
     with distributed(kw.pop("device", "auto")) as d:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                       TextColumn("{task.completed}/{task.total}"), TextColumn("loss {task.fields[loss]}"),
@@ -154,6 +176,8 @@ def _progress_train(cfg, results, name, **kw):
 
             def cb(step, total, loss, tps):
                 prog.update(task, completed=step, loss=f"{loss:.3f}", tps=f"{tps:,.0f}")
+                if log is not None and d.is_main:
+                    log.update(step)
 
             res = train(cfg, results, name, device=d.device, progress=cb, rank=d.rank, world=d.world,
                         process_group=d.group, **kw)
@@ -241,6 +265,7 @@ def train(
 def _eval_runs(rd, runs: Optional[List[str]], lengths, protocol, scalings, rope_factor, max_tokens, device,
                attention, explicit: bool, skip_existing: bool = False) -> int:
     from .evaluate import evaluate_run
+    from .progress import for_stream
 
     failures = 0
     for run in runs:
@@ -254,18 +279,19 @@ def _eval_runs(rd, runs: Optional[List[str]], lengths, protocol, scalings, rope_
                 continue
             sc = []
         try:
-            recs = evaluate_run(rd, run, lengths, protocol, sc, rope_factor, max_tokens, device, attention,
-                                skip_existing=skip_existing)
+            evaluate_run(rd, run, lengths, protocol, sc, rope_factor, max_tokens, device, attention,
+                         skip_existing=skip_existing, progress=for_stream(), on_record=_echo_record)
         except PebenchError as e:
             if isinstance(e, UsageError):
                 raise
             typer.echo(f"error: {run}: {e}", err=True)
             failures += 1
-            continue
-        for r in recs:
-            val = "n/a (undefined)" if r["status"] != "ok" else f"ppl {r['ppl']:.3f}  bpb {r['bpb']:.4f}"
-            typer.echo(f"{r['label']:<22} L={r['length']:<6} {val}  ({r['tokens_scored']} tokens)")
     return failures
+
+
+def _echo_record(r: dict) -> None:
+    val = "n/a (undefined)" if r["status"] != "ok" else f"ppl {r['ppl']:.3f}  bpb {r['bpb']:.4f}"
+    typer.echo(f"{r['label']:<22} L={r['length']:<6} {val}  ({r['tokens_scored']} tokens)")
 
 
 @app.command("eval")
@@ -325,12 +351,12 @@ def report(
     if compare:
         if len(compare) != 2:
             raise UsageError("--compare takes exactly two result folders: --compare A --compare B")
-        a, b = (rp.build_table(rp.records_frame(ResultsDir(d)), metric, protocol, schemes) for d in compare)
+        a, b = (rp.build_table(_frame(ResultsDir(d)), metric, protocol, schemes) for d in compare)
         df = rp.compare_tables(a, b)
         typer.echo(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         return
     rd = ResultsDir(results)
-    df = rp.records_frame(rd)
+    df = _frame(rd)
     skipped = [r for r in rd.run_names() if rd.status(r).get("state") == "failed"]
     for r in skipped:
         typer.echo(f"note: run {r!r} failed during training and is left out", err=True)
@@ -421,7 +447,7 @@ def run(
         if _eval_runs(rd, names, lens, Protocol(), scalings, None, max_tokens, device, "auto", False,
                       skip_existing=not overwrite):
             raise typer.Exit(1)
-    df = rp.records_frame(rd)
+    df = _frame(rd)
     df = df[df["run"].isin(names)]
     t = rp.build_table(df, "ppl", "nonoverlap")
     paths = rp.write_reports(rd, t, df)
@@ -464,7 +490,7 @@ def bench(
     rd.ensure_writable()
 
     def row(m):
-        mfu = "" if m.mfu is None else f"  MFU {100 * m.mfu:.0f}%"
+        mfu = "" if m.model_flops is None else f"  {m.model_flops / 1e9:,.0f} GFLOP/s"
         typer.echo(f"{m.scheme:<10} {m.phase:<5} {m.path:<12} L={m.length:<6} {m.tokens_per_s:>10,.0f} tok/s "
                    f"{m.step_ms:>9.1f} ms  peak {m.peak_mem_mb:>7,.0f} MB{mfu}")
 
@@ -473,7 +499,7 @@ def bench(
     md = bm.summary_markdown(rows, peak, dev)
     atomic_write_text(rd.root / "bench.md", md)
     with atomic_path(rd.root / "bench.csv") as tmp:
-        bm.to_frame(rows).to_csv(tmp, index=False)
+        bm.to_frame(rows, peak).to_csv(tmp, index=False)
     typer.echo(md)
     typer.echo(f"wrote {rd.root / 'bench.md'}, {rd.root / 'bench.csv'}")
 

@@ -12,7 +12,24 @@ import yaml
 
 from .errors import UsageError
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+def _config_dir() -> Path:
+    """The built-in configs: ``pebench/configs`` in an installed wheel, the checkout's top-level ``configs/``
+    (mapped to ``pebench.configs`` by pyproject.toml) in an editable install or a plain source tree."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("pebench.configs")
+    except ImportError:
+        spec = None
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        if Path(loc, "tiny.yaml").is_file():
+            return Path(loc)
+    return Path(__file__).resolve().parent.parent / "configs"
+
+
+CONFIG_DIR = _config_dir()
 
 
 @dataclass

@@ -27,7 +27,8 @@ import torch.nn.functional as F
 from .data import prepare_corpus
 from .errors import PebenchError, PositionOutOfRange, UsageError
 from .model import DecoderLM
-from .results import SCHEMA_VERSION, ResultsDir, environment, now
+from .progress import Progress
+from .results import SCHEMA_VERSION, ResultsDir, environment, now, protocol_key
 from .train import CHECKPOINT, autocast_for, check_compatible, load_checkpoint, resolve_device
 
 PROTOCOLS = ("nonoverlap", "sliding", "fixed")
@@ -105,9 +106,14 @@ def bucket_edges(length: int) -> list[int]:
 
 
 def score_stream(model: DecoderLM, stream: np.ndarray, length: int, protocol: Protocol,
-                 batch_tokens: int, device: torch.device, max_length: Optional[int] = None) -> dict:
-    """Run every window and return loss sums in total and per position bucket."""
+                 batch_tokens: int, device: torch.device, max_length: Optional[int] = None,
+                 progress: Optional[Progress] = None, title: str = "") -> dict:
+    """Run every window and return loss sums in total and per position bucket. ``progress`` hears the cost
+    (windows x length token positions) first, then the positions done after every batch."""
     starts, first = windows(len(stream), length, protocol, max_length)
+    if progress is not None:
+        progress.start(title, len(starts) * length, f"{len(starts):,} windows of {length:,} tokens "
+                       f"({len(starts) * length:,} token positions)", "tokens")
     edges = bucket_edges(length)
     pos = np.arange(1, length)
     bucket_of = np.searchsorted(edges, pos, side="right") - 1  # bucket of each target index
@@ -131,6 +137,10 @@ def score_stream(model: DecoderLM, stream: np.ndarray, length: int, protocol: Pr
                 0, bucket_t, tok_loss.sum(0)).cpu()
             count += torch.zeros(n_b, dtype=torch.float64, device=device).index_add_(
                 0, bucket_t, mask.sum(0).double()).cpu()
+            if progress is not None:
+                progress.update((i + len(s)) * length)
+    if progress is not None:
+        progress.finish()
     total, n = float(loss_sum.sum()), int(count.sum())
     buckets = [
         {"lo": edges[b], "hi": min(edges[b + 1], length) - 1, "tokens": int(count[b]),
@@ -170,10 +180,32 @@ def parse_scalings(spec: Optional[str]) -> list[str]:
     return names
 
 
+def _variant_label(cfg, pe, parent) -> tuple[str, str]:
+    """(variant, row label): 'rope+yarn', with ' ftN' for fine-tuned runs."""
+    v = getattr(pe, "variant", "default")
+    v = "none" if v == "default" else v
+    return v, cfg.model.pe + ("" if v == "none" else f"+{v}") + (f" ft{cfg.model.context}" if parent else "")
+
+
+def _measure(model, pe, cfg, stream, L: int, protocol: Protocol, max_length: int, dev, progress, title) -> dict:
+    """The measured fields of one record: ok with loss, ppl, bpb and buckets, or undefined with the reason."""
+    limit = pe.max_positions()
+    try:
+        if limit is not None and L > limit:
+            raise PositionOutOfRange(f"{cfg.model.pe} represents positions 0..{limit - 1} only")
+        out = score_stream(model, stream, L, protocol, cfg.eval.batch_tokens, dev, max_length, progress, title)
+    except PositionOutOfRange as e:
+        return dict(status="undefined", reason=str(e), loss=None, ppl=None, bpb=None, tokens_scored=0, windows=0,
+                    position_buckets=[])
+    except torch.OutOfMemoryError:
+        raise PebenchError(f"out of device memory evaluating {title}; lower eval.batch_tokens or the length")
+    return dict(status="ok", reason=None, **out, ppl=math.exp(out["loss"]), bpb=out["loss"] / math.log(2))
+
+
 def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = None,
                  protocol: Protocol = Protocol(), scalings: Iterable[str] = (), rope_factor: Optional[float] = None,
                  max_tokens: Optional[int] = None, device: str = "auto", backend: str = "auto",
-                 on_record=None, skip_existing: bool = False) -> list[dict]:
+                 on_record=None, skip_existing: bool = False, progress: Optional[Progress] = None) -> list[dict]:
     """Evaluate one finished run at each length (and RoPE scaling); write and return the records."""
     protocol.validate()
     dev = resolve_device(device)
@@ -183,28 +215,20 @@ def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = N
     lengths = lengths or [int(round(m * T)) for m in cfg.eval.multiples]
     corpus = prepare_corpus(cfg.train.data, results.cache, cfg.train.text_field)
     val = corpus.tokens("validation")
-    n = min(len(val), max_tokens or cfg.eval.max_tokens)
-    stream = val[:n]
+    stream = val[:min(len(val), max_tokens or cfg.eval.max_tokens)]
     for L in lengths:  # check every length before computing anything
         windows(len(stream), L, protocol, max(lengths))
     scalings = list(scalings)
-    variants: list[Optional[str]] = [None]
-    if scalings:
-        if not hasattr(model.pe, "with_scaling"):
-            raise PebenchError(f"run {run!r} uses {cfg.model.pe!r}: RoPE scaling applies to rope runs only")
-        variants = scalings
+    if scalings and not hasattr(model.pe, "with_scaling"):
+        raise PebenchError(f"run {run!r} uses {cfg.model.pe!r}: RoPE scaling applies to rope runs only")
     prov = {**environment(str(dev)), "seed": cfg.train.seed, "steps": cfg.train.steps,
             "params": model.num_params(), "corpus": corpus.spec, "corpus_fingerprint": corpus.fingerprint,
             "config_hash": cfg.hash(), "config_name": cfg.name, "parent": meta.get("parent")}
     records = []
     base_pe = model.pe
-    for variant in variants:
-        if variant is not None:
-            model.pe = base_pe.with_scaling(variant, rope_factor)
-        pe = model.pe
-        v = getattr(pe, "variant", "default")
-        v = "none" if v == "default" else v
-        label = cfg.model.pe + ("" if v == "none" else f"+{v}") + (f" ft{T}" if meta.get("parent") else "")
+    for variant in scalings or [None]:
+        model.pe = pe = base_pe if variant is None else base_pe.with_scaling(variant, rope_factor)
+        v, label = _variant_label(cfg, pe, meta.get("parent"))
         for L in lengths:
             t0 = time.time()
             rec = {"schema": SCHEMA_VERSION, "run": run, "scheme": cfg.model.pe, "variant": v, "label": label,
@@ -216,20 +240,8 @@ def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = N
             if hasattr(pe, "resolved"):
                 inv, att, factor = pe.resolved(L)
                 rec["rope"] = {"variant": v, "factor": factor, "attention_factor": att}
-            limit = pe.max_positions()
-            try:
-                if limit is not None and L > limit:
-                    raise PositionOutOfRange(f"{cfg.model.pe} represents positions 0..{limit - 1} only")
-                out = score_stream(model, stream, L, protocol, cfg.eval.batch_tokens, dev, max(lengths))
-            except PositionOutOfRange as e:
-                rec.update(status="undefined", reason=str(e), loss=None, ppl=None, bpb=None, tokens_scored=0,
-                           windows=0, position_buckets=[])
-            except torch.OutOfMemoryError:
-                raise PebenchError(f"out of device memory evaluating {run} at length {L}; "
-                                   "lower eval.batch_tokens or the length")
-            else:
-                rec.update(status="ok", reason=None, **out, ppl=math.exp(out["loss"]),
-                           bpb=out["loss"] / math.log(2))
+            title = f"{run} {label} L={L} {protocol_key(rec)}"
+            rec.update(_measure(model, pe, cfg, stream, L, protocol, max(lengths), dev, progress, title))
             rec["provenance"] = {**prov, "wall_s": round(time.time() - t0, 3)}
             results.write_record(rec)
             records.append(rec)

@@ -101,9 +101,13 @@ class DecoderLM(nn.Module):
         return logits, loss
 
     def flops_per_token(self, seq_len: int) -> float:
-        """Training FLOPs per token (forward + backward = 3x forward), PaLM appendix style."""
+        """Training FLOPs per token (forward + backward = 3x forward) as PaLM (appendix B, 6N + 12LHQT) and
+        nanoGPT count them: 6 per weight of every matmul (the tied head included, norms and the scheme's own
+        terms not), plus 12 * layers * seq_len * d_model for q.k and a.v over the *full* T x T score matrix.
+        The causal mask would halve that attention term; it is deliberately not halved, so an MFU here compares
+        with theirs. tests/test_model.py checks this against a count of every matmul the model runs."""
         c = self.cfg
-        n = sum(p.numel() for n_, p in self.named_parameters() if not n_.startswith("tok.") and not n_.startswith("pe."))
-        n += c.vocab_size * c.d_model  # tied head still costs a matmul
-        attn = 2 * c.n_layers * seq_len * c.d_model  # q.k and a.v, causal halves the 4 * ... term
-        return 6 * n + 6 * attn
+        n = sum(p.numel() for n_, p in self.named_parameters()
+                if p.dim() >= 2 and not n_.startswith("tok.") and not n_.startswith("pe."))
+        n += c.vocab_size * c.d_model  # the tied head still costs a matmul
+        return 6 * n + 12 * c.n_layers * seq_len * c.d_model

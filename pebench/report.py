@@ -12,6 +12,7 @@ import pandas as pd
 from .errors import PebenchError, UsageError
 from .fsutil import atomic_path, atomic_write_text
 from .results import ResultsDir, protocol_key
+from .style import CONTEXT_LINE, style_for
 
 METRICS = ("ppl", "bpb", "loss", "ratio")
 FORMATS = ("table", "md", "csv", "latex", "json")
@@ -35,10 +36,12 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
     return m, t95(n - 1) * sd / math.sqrt(n)
 
 
-def records_frame(results: ResultsDir) -> pd.DataFrame:
+def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.DataFrame:
+    """One row per usable record (runs that failed in training left out); files that could not be used are
+    appended to ``skipped`` as (path, reason), so the caller can name them."""
     rows = []
     failed = {r for r in results.run_names() if results.status(r).get("state") == "failed"}
-    for rec in results.iter_records():
+    for rec in results.iter_records(skipped):
         if rec["run"] in failed:
             continue
         rows.append({
@@ -46,6 +49,7 @@ def records_frame(results: ResultsDir) -> pd.DataFrame:
             "seed": rec["seed"], "protocol": protocol_key(rec), "length": rec["length"],
             "train_context": rec["train_context"], "status": rec["status"], "loss": rec["loss"],
             "ppl": rec["ppl"], "bpb": rec["bpb"], "tokens_scored": rec["tokens_scored"],
+            "position_buckets": rec["position_buckets"],
         })
     return pd.DataFrame(rows)
 
@@ -60,7 +64,14 @@ class Table:
     contexts: dict[int, str]
     rows: list[str]
     cells: dict  # (label, length) -> (mean | None, ci, n_seeds)
-    ratio: dict  # label -> value at the longest length / value at the first length
+    ratio: dict  # label -> value at the longest length / value at 1x (None where either is missing)
+    context: int = 0  # the training context (the 1x length)
+
+    def ratio_text(self, label: str) -> str:
+        r = self.ratio.get(label)
+        if r is not None:
+            return f"{r:.2f}"
+        return "n/a (1x missing)" if self.cells.get((label, self.context), (None,))[0] is None else "n/a"
 
     def best(self, length: int) -> Optional[str]:
         vals = [(c[0], lab) for lab in self.rows if (c := self.cells.get((lab, length))) and c[0] is not None]
@@ -100,14 +111,11 @@ def build_table(df: pd.DataFrame, metric: str = "ppl", protocol: Optional[str] =
             cells[(label, int(L))] = (m, ci, len(ok))
         else:
             cells[(label, int(L))] = (None, 0.0, 0)
-    ratio = {}
+    ratio = {}  # always the longest length over 1x (the training context): never a silently different base
     for lab in rows:
-        have = [L for L in lengths if cells.get((lab, L), (None,))[0] is not None]
-        ratio[lab] = None
-        if have and cells.get((lab, lengths[-1]), (None,))[0] is not None:
-            first = cells[(lab, have[0])][0]
-            ratio[lab] = cells[(lab, lengths[-1])][0] / first if first else None
-    return Table(metric, protocol, lengths, contexts, rows, cells, ratio)
+        top, one = cells.get((lab, lengths[-1]), (None,))[0], cells.get((lab, ctx), (None,))[0]
+        ratio[lab] = top / one if top is not None and one else None
+    return Table(metric, protocol, lengths, contexts, rows, cells, ratio, ctx)
 
 
 def _fmt(cell, metric: str) -> str:
@@ -122,7 +130,7 @@ def _fmt(cell, metric: str) -> str:
 
 
 def _header(t: Table) -> list[str]:
-    last = "ratio" if t.metric == "ratio" else f"{t.metric} {t.contexts[t.lengths[-1]]}/{t.contexts[t.lengths[0]]}"
+    last = "ratio" if t.metric == "ratio" else f"{t.metric} {t.contexts[t.lengths[-1]]}/1x"
     return ["scheme"] + [f"{L} ({t.contexts[L]})" for L in t.lengths] + [last]
 
 
@@ -133,8 +141,7 @@ def _rows(t: Table, bold, cell=lambda s: s):
         for L in t.lengths:
             s = cell(_fmt(t.cells.get((lab, L)), t.metric))
             cells.append(bold(s) if t.best(L) == lab else s)
-        r = t.ratio.get(lab)
-        yield lab, cells, "n/a" if r is None else f"{r:.2f}"
+        yield lab, cells, t.ratio_text(lab)
 
 
 def to_markdown(t: Table) -> str:
@@ -176,8 +183,9 @@ def to_rich(t: Table):
     rt = RichTable(title=f"{t.metric} by evaluation length ({t.protocol})")
     for h in _header(t):
         rt.add_column(h, justify="left" if h == "scheme" else "right")
-    for lab, cells, ratio in _rows(t, lambda s: f"[bold green]{s}[/]"):
-        rt.add_row(lab, *cells, ratio)
+    for lab, cells, ratio in _rows(t, lambda s: f"[bold]{s}[/]"):
+        color = style_for(lab).color
+        rt.add_row(lab if color == "#000000" else f"[{color}]{lab}[/]", *cells, ratio)
     return rt
 
 
@@ -216,31 +224,34 @@ def write_reports(results: ResultsDir, t: Table, df: pd.DataFrame, schemes: Opti
     return written
 
 
-def write_plots(results: ResultsDir, t: Table, df: pd.DataFrame, sfx: str = "") -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
+def _save_figure(fig, ax, path: Path) -> Path:
+    """Legend outside the axes (it never covers a curve), written atomically."""
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
     import matplotlib.pyplot as plt
 
-    root = results.root
-    paths = []
+    plt.close(fig)
+    return path
+
+
+def _plot_length(t: Table, path: Path) -> Path:
+    import matplotlib.pyplot as plt
     from matplotlib.ticker import ScalarFormatter
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    colors = plt.cm.tab20.colors
-    for n, lab in enumerate(t.rows):
+    for lab in t.rows:
         pts = [(L, *t.cells[(lab, L)][:2]) for L in t.lengths if t.cells.get((lab, L), (None,))[0] is not None]
         if not pts:
             continue
         xs, ys, cis = zip(*pts)
-        style = "--" if "+" in lab else "-"  # RoPE variants dashed next to their base scheme
-        (line,) = ax.plot(xs, ys, style, marker="o", label=lab, color=colors[(2 * n) % 20 if n < 10 else (2 * n + 1) % 20])
-        if any(c > 0 for c in cis):
+        st = style_for(lab)
+        ax.plot(xs, ys, label=lab, **st.kwargs())
+        if any(c > 0 for c in cis):  # 95% interval over seeds
             ax.fill_between(xs, [y - c for y, c in zip(ys, cis)], [y + c for y, c in zip(ys, cis)],
-                            color=line.get_color(), alpha=0.2)
-    ctx = t.lengths[0] if t.contexts[t.lengths[0]] == "1x" else None
-    if ctx:
-        ax.axvline(ctx, color="gray", linestyle="--", linewidth=1, label="training context")
+                            color=st.color, alpha=0.15, linewidth=0)
+    if t.context in t.lengths:
+        ax.axvline(t.context, label="training context", **CONTEXT_LINE)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(ScalarFormatter())
@@ -248,36 +259,43 @@ def write_plots(results: ResultsDir, t: Table, df: pd.DataFrame, sfx: str = "") 
     ax.set_xlabel("evaluation length (tokens)")
     ax.set_ylabel(t.metric)
     ax.set_title(f"{t.metric} vs evaluation length ({t.protocol})")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    with atomic_path(root / f"plot_length{sfx}.png") as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
-    paths.append(root / f"plot_length{sfx}.png")
+    return _save_figure(fig, ax, path)
 
-    # Per-position loss at the longest length: where does each scheme break?
-    recs = [r for r in results.iter_records() if protocol_key(r) == t.protocol and r["status"] == "ok"
-            and r["label"] in t.rows and r["length"] == t.lengths[-1]]
-    if recs:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        seen = set()
-        for r in sorted(recs, key=lambda r: t.rows.index(r["label"])):
-            if r["label"] in seen:
-                continue
-            seen.add(r["label"])
-            n = t.rows.index(r["label"])
-            b = [x for x in r["position_buckets"] if x["tokens"]]
-            ax.plot([x["hi"] for x in b], [x["loss"] for x in b], "--" if "+" in r["label"] else "-", marker=".",
-                    label=r["label"], color=colors[(2 * n) % 20 if n < 10 else (2 * n + 1) % 20])
-        ax.axvline(r["train_context"], color="gray", linestyle="--", linewidth=1, label="training context")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("context length of the scored token (bucket end)")
-        ax.set_ylabel("mean loss (nats)")
-        ax.set_title(f"per-position loss at length {t.lengths[-1]} ({t.protocol})")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        with atomic_path(root / f"plot_position{sfx}.png") as tmp:
-            fig.savefig(tmp, format="png", dpi=110)
-        plt.close(fig)
-        paths.append(root / f"plot_position{sfx}.png")
-    return paths
+
+def _plot_position(t: Table, df: pd.DataFrame, path: Path) -> Optional[Path]:
+    """Per-position loss at the longest length, averaged over seeds with a 95% band."""
+    import matplotlib.pyplot as plt
+
+    L = t.lengths[-1]
+    sel = df[(df["protocol"] == t.protocol) & (df["status"] == "ok") & (df["length"] == L) & df["label"].isin(t.rows)]
+    if sel.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for lab in [r for r in t.rows if r in set(sel["label"])]:
+        by_hi: dict = {}
+        for buckets in sel[sel["label"] == lab]["position_buckets"]:
+            for b in buckets:
+                if b["tokens"] and b["loss"] is not None:
+                    by_hi.setdefault(b["hi"], []).append(b["loss"])
+        xs = sorted(by_hi)
+        stats = [mean_ci(by_hi[x]) for x in xs]
+        st = style_for(lab)
+        ax.plot(xs, [m for m, _ in stats], label=lab, **{**st.kwargs(), "marker": "."})
+        if any(c > 0 for _, c in stats):
+            ax.fill_between(xs, [m - c for m, c in stats], [m + c for m, c in stats], color=st.color, alpha=0.15,
+                            linewidth=0)
+    ax.axvline(int(sel["train_context"].iloc[0]), label="training context", **CONTEXT_LINE)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("context length of the scored token (bucket end)")
+    ax.set_ylabel("mean loss (nats)")
+    ax.set_title(f"per-position loss at length {L} ({t.protocol})")
+    return _save_figure(fig, ax, path)
+
+
+def write_plots(results: ResultsDir, t: Table, df: pd.DataFrame, sfx: str = "") -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    paths = [_plot_length(t, results.root / f"plot_length{sfx}.png")]
+    pos = _plot_position(t, df, results.root / f"plot_position{sfx}.png")
+    return paths + ([pos] if pos else [])

@@ -39,7 +39,18 @@ RECORD_FIELDS = {
     "position_buckets": "per-position loss: [{lo, hi, tokens, loss}] over log-spaced context lengths",
     "rope": "{variant, factor, attention_factor} for RoPE runs",
     "provenance": "pebench/torch version, git commit, device, steps, params, corpus, fingerprints, timing",
+    "created": "when the record was written (UTC, ISO 8601)",
 }
+OPTIONAL_RECORD_FIELDS = frozenset({"rope"})  # every other field is in every record
+
+
+def check_record_fields(rec: dict) -> None:
+    """The writer's guard: a record has exactly the documented fields (``rope`` only for RoPE runs)."""
+    missing = set(RECORD_FIELDS) - OPTIONAL_RECORD_FIELDS - set(rec)
+    unknown = set(rec) - set(RECORD_FIELDS)
+    if missing or unknown:
+        raise ValueError(f"record fields do not match RECORD_FIELDS: missing {sorted(missing)}, "
+                         f"unknown {sorted(unknown)}")
 
 
 def now() -> str:
@@ -127,20 +138,35 @@ class ResultsDir:
         return self.records / rec["run"] / f"{label}__{protocol_key(rec)}__L{rec['length']}.json"
 
     def write_record(self, rec: dict) -> Path:
+        check_record_fields(rec)
         path = self.record_path(rec)
         atomic_write_json(path, rec)
         return path
 
-    def iter_records(self) -> Iterator[dict]:
+    def iter_records(self, skipped: Optional[list] = None) -> Iterator[dict]:
+        """Every record under ``records/``. A file that cannot be used (cut short, not JSON, another schema
+        version, fields missing) is never fatal: it is appended to ``skipped`` as (path, reason)."""
         if not self.records.is_dir():
             return
         for p in sorted(self.records.rglob("*.json")):
+            reason = None
             try:
                 rec = json.loads(p.read_text())
-            except (OSError, ValueError):
-                continue  # an unreadable file is skipped, never fatal for a report
-            if isinstance(rec, dict) and rec.get("schema") == SCHEMA_VERSION:
+            except OSError as e:
+                reason = f"unreadable ({e.strerror or e})"
+            except ValueError:
+                reason = "not valid JSON (cut short or damaged)"
+            else:
+                if not isinstance(rec, dict) or "schema" not in rec:
+                    reason = "not a pebench record"
+                elif rec["schema"] != SCHEMA_VERSION:
+                    reason = f"record schema {rec['schema']!r}, this pebench reads schema {SCHEMA_VERSION}"
+                elif missing := sorted(set(RECORD_FIELDS) - OPTIONAL_RECORD_FIELDS - set(rec)):
+                    reason = f"fields missing: {', '.join(missing)}"
+            if reason is None:
                 yield rec
+            elif skipped is not None:
+                skipped.append((p, reason))
 
 
 def protocol_key(rec: dict) -> str:

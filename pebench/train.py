@@ -5,6 +5,8 @@ import contextlib
 import json
 import math
 import shutil
+import signal
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -135,7 +137,7 @@ def train(cfg: Config, results: ResultsDir, name: str, device: str = "auto", res
             if resume:
                 return TrainResult(name, folder, tc.steps, float("nan"), 0.0, skipped=True)
             raise UsageError(f"run {name!r} is already finished; pass --overwrite to train it again")
-        if state in ("running", "failed") and not (resume or overwrite):
+        if state in ("running", "failed", "interrupted") and not (resume or overwrite):
             raise UsageError(f"run {name!r} exists ({state}); pass --resume to continue it or --overwrite")
         lock.acquire()
     try:
@@ -153,6 +155,84 @@ def train(cfg: Config, results: ResultsDir, name: str, device: str = "auto", res
             lock.release()
 
 
+class TrainingInterrupted(PebenchError):
+    """SIGINT or SIGTERM stopped training after a step; the checkpoint of that step is saved."""
+
+    exit_code = 130
+
+
+class StopRequest:
+    """Turns SIGINT and SIGTERM (Ctrl-C, cluster preemption) into a request that the training loop honours
+    after the current step. A second SIGINT interrupts at once (KeyboardInterrupt). Handlers can only be
+    installed from the main thread; elsewhere signals keep their default behaviour."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.signal: Optional[str] = None
+        self._saved: dict = {}
+
+    def _handle(self, signum, frame):
+        if self.signal is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signal = signal.Signals(signum).name
+
+    def __enter__(self) -> "StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            self._saved = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self._saved.items():
+            signal.signal(s, handler)
+
+
+def _init_state(cfg: Config, dev: torch.device, ckpt_path: Path, resume: bool, init_from: Optional[Path]):
+    """Model and optimizer, fresh, resumed from ``ckpt_path`` (bitwise: RNG and step too) or initialised from
+    a parent run's weights. Returns (model, optimizer, first step)."""
+    torch.manual_seed(cfg.train.seed)
+    model = DecoderLM(cfg.model).to(dev)
+    opt = make_optimizer(model, cfg.train, dev)
+    if resume and ckpt_path.exists():
+        ckpt = load_checkpoint(ckpt_path)
+        check_compatible(ckpt["config"], cfg, ckpt_path)
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["optimizer"])
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        if dev.type == "cuda" and "cuda" in ckpt["rng"]:
+            torch.cuda.set_rng_state(ckpt["rng"]["cuda"], dev)
+        return model, opt, int(ckpt["step"])
+    if init_from is not None:
+        parent = load_checkpoint(init_from)
+        try:
+            model.load_state_dict(parent["model"])
+        except RuntimeError as e:
+            raise PebenchError(f"cannot initialise from {init_from.parent.name!r}: {str(e).splitlines()[0][:200]}")
+    return model, opt, 0
+
+
+def _train_step(fwd, net, opt, x, y, tc, dev, world: int, pg, stop: StopRequest) -> tuple[float, bool]:
+    """One optimizer step over ``grad_accum`` micro-batches. Returns the global mean loss and whether any rank
+    was asked to stop (carried in the same all-reduce as the loss, so every rank stops at the same step)."""
+    opt.zero_grad(set_to_none=True)
+    total = torch.zeros((), device=dev)
+    micro = x.shape[0] // tc.grad_accum
+    for m in range(tc.grad_accum):
+        last = m == tc.grad_accum - 1
+        sync = contextlib.nullcontext() if (world == 1 or last) else net.no_sync()  # one all-reduce per step
+        with sync, autocast_for(dev):
+            _, loss = fwd(x[m * micro:(m + 1) * micro], y[m * micro:(m + 1) * micro])
+            (loss / tc.grad_accum).backward()
+        total += loss.detach() / tc.grad_accum
+    stopping = stop.signal is not None
+    if world > 1:  # the global mean loss, identical on every rank, and the stop flag of any rank
+        stats = torch.stack([total, torch.tensor(float(stopping), device=dev)])
+        torch.distributed.all_reduce(stats, group=pg)
+        total, stopping = stats[0] / world, bool(stats[1] > 0)
+    torch.nn.utils.clip_grad_norm_(net.parameters(), tc.grad_clip)
+    return float(total), stopping
+
+
 def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_meta, progress, rank, world, pg):
     tc = cfg.train
     folder = results.run_dir(name)
@@ -161,32 +241,13 @@ def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_met
     if tc.batch_size % (world * tc.grad_accum):
         raise UsageError(f"train.batch_size {tc.batch_size} must be divisible by ranks x grad_accum "
                          f"({world} x {tc.grad_accum})")
-
-    torch.manual_seed(tc.seed)
-    model = DecoderLM(cfg.model).to(dev)
     if dev.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    opt = make_optimizer(model, tc, dev)
-    start_step = 0
-    ckpt_path = folder / CHECKPOINT
-    if resume and ckpt_path.exists():
-        ckpt = load_checkpoint(ckpt_path)
-        check_compatible(ckpt["config"], cfg, ckpt_path)
-        model.load_state_dict(ckpt["model"])
-        opt.load_state_dict(ckpt["optimizer"])
-        start_step = int(ckpt["step"])
+    parent_ckpt = results.run_dir(init_from) / CHECKPOINT if init_from is not None else None
+    model, opt, start_step = _init_state(cfg, dev, folder / CHECKPOINT, resume, parent_ckpt)
+    if resume:  # drop log lines past the checkpoint (all of them when there is none yet)
         _truncate_metrics(folder / "metrics.jsonl", start_step)
-        torch.set_rng_state(ckpt["rng"]["torch"])
-        if dev.type == "cuda" and "cuda" in ckpt["rng"]:
-            torch.cuda.set_rng_state(ckpt["rng"]["cuda"], dev)
-    elif init_from is not None:
-        parent = load_checkpoint(results.run_dir(init_from) / CHECKPOINT)
-        try:
-            model.load_state_dict(parent["model"])
-        except RuntimeError as e:
-            raise PebenchError(f"cannot initialise from {init_from!r}: {str(e).splitlines()[0][:200]}")
-
     if is_main:
         run_meta = {"name": name, "created": now(), "parent": init_from, **(parent_meta or {}),
                     "corpus": corpus.spec, "corpus_fingerprint": corpus.fingerprint,
@@ -196,64 +257,60 @@ def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_met
                                                                      sort_keys=False))
         results.set_status(name, state="running", step=start_step, steps=tc.steps)
 
-    net = model
-    if world > 1:
-        net = torch.nn.parallel.DistributedDataParallel(model, process_group=pg)
+    net = torch.nn.parallel.DistributedDataParallel(model, process_group=pg) if world > 1 else model
     fwd = torch.compile(net) if tc.compile else net
 
     def save(step: int) -> None:
-        if not is_main:
-            return
-        ckpt = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
-                "config": cfg.to_dict(), "rng": _rng_state(dev)}
-        atomic_save(folder / CHECKPOINT, lambda p: torch.save(ckpt, p))
+        if is_main:
+            ckpt = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
+                    "config": cfg.to_dict(), "rng": _rng_state(dev)}
+            atomic_save(folder / CHECKPOINT, lambda p: torch.save(ckpt, p))
 
     t0 = time.time()
-    tokens_per_step = tc.batch_size * cfg.model.context
     window_t, window_tokens = time.time(), 0
-    loss_val = float("nan")
+    loss_val, saved = float("nan"), start_step
     model.train()
-    for step in range(start_step, tc.steps):
-        lr = lr_at(step, tc)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        x, y = sample_batch(train_tokens, tc.seed, step, tc.batch_size, cfg.model.context, rank, world)
-        x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-        opt.zero_grad(set_to_none=True)
-        total = torch.zeros((), device=dev)
-        micro = x.shape[0] // tc.grad_accum
-        for m in range(tc.grad_accum):
-            last = m == tc.grad_accum - 1
-            sync = contextlib.nullcontext() if (world == 1 or last) else net.no_sync()  # one all-reduce per step
-            with sync, autocast_for(dev):
-                _, loss = fwd(x[m * micro:(m + 1) * micro], y[m * micro:(m + 1) * micro])
-                (loss / tc.grad_accum).backward()
-            total += loss.detach() / tc.grad_accum
-        if world > 1:  # log and check the global mean loss, identical on every rank
-            torch.distributed.all_reduce(total, group=pg)
-            total /= world
-        torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-        loss_val = float(total)
-        if not math.isfinite(loss_val):
+    with StopRequest() as stop:
+        try:
+            for step in range(start_step, tc.steps):
+                lr = lr_at(step, tc)
+                for g in opt.param_groups:
+                    g["lr"] = lr
+                x, y = sample_batch(train_tokens, tc.seed, step, tc.batch_size, cfg.model.context, rank, world)
+                x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+                loss_val, stopping = _train_step(fwd, net, opt, x, y, tc, dev, world, pg, stop)
+                if not math.isfinite(loss_val):
+                    if is_main:
+                        results.set_status(name, state="failed", step=step, reason=f"loss {loss_val} at step {step}")
+                    raise PebenchError(f"training diverged: loss is {loss_val} at step {step}; the last good "
+                                       f"checkpoint is kept in {folder}; lower train.lr and rerun with --overwrite")
+                opt.step()
+                window_tokens += tc.batch_size * cfg.model.context
+                done = step + 1
+                if is_main and (done % tc.log_every == 0 or done == tc.steps or stopping):
+                    el = time.time() - window_t
+                    tps = window_tokens / el if el > 0 else 0.0
+                    append_line(folder / "metrics.jsonl", f'{{"step": {done}, "loss": {loss_val:.6f}, '
+                                                          f'"lr": {lr:.6g}, "tokens_per_s": {tps:.1f}}}')
+                    window_t, window_tokens = time.time(), 0
+                    if progress:
+                        progress(done, tc.steps, loss_val, tps)
+                if done % tc.checkpoint_every == 0 or done == tc.steps or stopping:
+                    save(done)
+                    saved = done
+                if stopping and done < tc.steps:
+                    why = stop.signal or "a signal on another rank"
+                    if is_main:
+                        results.set_status(name, state="interrupted", step=done, steps=tc.steps, signal=why)
+                    raise TrainingInterrupted(f"{name}: interrupted by {why} at step {done}/{tc.steps}; checkpoint "
+                                              f"saved, rerun with --resume to continue")
+                if is_main and done % tc.checkpoint_every == 0 and done < tc.steps:
+                    results.set_status(name, state="running", step=done, steps=tc.steps)
+        except KeyboardInterrupt:  # a second Ctrl-C: stop at once, from the last checkpoint
             if is_main:
-                results.set_status(name, state="failed", step=step, reason=f"loss {loss_val} at step {step}")
-            raise PebenchError(f"training diverged: loss is {loss_val} at step {step}; the last good checkpoint "
-                               f"is kept in {folder}; lower train.lr and rerun with --overwrite")
-        opt.step()
-        window_tokens += tokens_per_step
-        done = step + 1
-        if is_main and (done % tc.log_every == 0 or done == tc.steps):
-            el = time.time() - window_t
-            tps = window_tokens / el if el > 0 else 0.0
-            append_line(folder / "metrics.jsonl",
-                        f'{{"step": {done}, "loss": {loss_val:.6f}, "lr": {lr:.6g}, "tokens_per_s": {tps:.1f}}}')
-            window_t, window_tokens = time.time(), 0
-            if progress:
-                progress(done, tc.steps, loss_val, tps)
-        if done % tc.checkpoint_every == 0 or done == tc.steps:
-            save(done)
-            if is_main and done < tc.steps:
-                results.set_status(name, state="running", step=done, steps=tc.steps)
+                results.set_status(name, state="interrupted", step=saved, steps=tc.steps, signal="SIGINT")
+            raise TrainingInterrupted(f"{name}: interrupted at once; the last checkpoint is at step {saved}/"
+                                      f"{tc.steps}, rerun with --resume to continue")
     wall = time.time() - t0
     if is_main:
         results.set_status(name, state="finished", step=tc.steps, steps=tc.steps, final_loss=loss_val,

@@ -12,7 +12,7 @@ def test_measure_train_and_eval_in_process():
     tr = measure(cfg, "train", "fast", 16, 4, 1, "cpu")
     ev = measure(cfg, "eval", "reference", 64, 2, 1, "cpu")
     assert tr["tokens_per_s"] > 0 and tr["flops"] > 0 and ev["flops"] is None and ev["peak_mem_mb"] > 0
-    assert matmul_peak("cpu", n=256, repeats=1) > 0
+    assert matmul_peak("cpu", n=256, runs=1, seconds=0.01) > 0
 
 
 def test_bench_cli_writes_table_and_csv(tmp_path):
@@ -28,10 +28,13 @@ def test_bench_cli_writes_table_and_csv(tmp_path):
     assert len(df[(df.scheme == "alibi") & (df.phase == "eval")]) == 4
     md = (tmp_path / "r" / "bench.md").read_text()
     assert "| alibi | train | fast | 16 |" in md and "MFU" in md
+    assert "best of 7 runs of >= 0.3 s" in md and "before and" in md
+    gflops = df["matmul_peak_gflops"].unique()
+    assert len(gflops) == 1 and gflops[0] > 1 and df["threads"].iloc[0] >= 1  # recorded with the table
 
 
 def test_summary_ratios_are_side_by_side_and_the_table_is_contiguous():
-    from pebench.bench import Measurement, summary_markdown
+    from pebench.bench import Measurement, Peak, summary_markdown
 
     rows = [Measurement("rope", "train", "fast", 16, 1000.0, 100.0, 10.0, 0.4),
             Measurement("rope", "train", "fast+compile", 16, 1250.0, 80.0, 10.0, 0.5),
@@ -40,9 +43,25 @@ def test_summary_ratios_are_side_by_side_and_the_table_is_contiguous():
             Measurement("shaw", "train", "fast+compile", 16, 1000.0, 100.0, 10.0, 0.4),
             Measurement("shaw", "eval", "fast", 64, 900.0, 1.0, 10.0),
             Measurement("shaw", "eval", "reference", 64, 100.0, 9.0, 10.0)]
-    lines = summary_markdown(rows, 1e12, "cpu").splitlines()
+    lines = summary_markdown(rows, Peak(1e12, 1e12, 2), "cpu").splitlines()
     head = lines.index("| scheme | train step vs rope | compiled, vs rope compiled | eval speedup fast/reference at longest length |")
     assert lines[head + 2] == "| rope | 1.00x | 1.00x |  |"
     assert lines[head + 3] == "| shaw | 1.20x | 1.25x | 9.0x |"
     assert lines[head + 4] == ""
     assert lines[head + 5].endswith("1,250 tok/s (fast+compile) vs 500 tok/s = 2.50x")
+
+
+def test_mfu_is_over_the_higher_peak_and_an_implausible_one_is_flagged():
+    from pebench.bench import Measurement, Peak, apply_peak, summary_markdown
+
+    rows = [Measurement("rope", "train", "fast", 16, 1000.0, 100.0, 10.0, model_flops=0.6e12),
+            Measurement("alibi", "train", "fast", 16, 1000.0, 100.0, 10.0, model_flops=1.1e12),
+            Measurement("alibi", "eval", "fast", 64, 1000.0, 100.0, 10.0)]
+    peak = Peak(before=1.0e12, after=1.2e12, threads=2)
+    apply_peak(rows, peak)
+    assert rows[0].mfu == 0.5 and rows[1].mfu == 1.1e12 / 1.2e12 and rows[2].mfu is None
+    md = summary_markdown(rows, peak, "cpu")
+    assert "matmul peak 1,200 GFLOP/s" in md and "1,000 before and 1,200 after" in md
+    assert "MFU up to 92% (alibi, fast) is implausibly high" in md
+    apply_peak(rows[:1], peak)
+    assert "implausibly" not in summary_markdown(rows[:1], peak, "cpu")

@@ -53,8 +53,12 @@ def test_train_writes_run_folder(trained):
 
 
 def test_eval_records_with_provenance_and_undefined(trained):
+    from pebench.results import OPTIONAL_RECORD_FIELDS, RECORD_FIELDS
+
     recs = [json.loads(p.read_text()) for p in (trained / "records").rglob("*.json")]
     assert len(recs) == 4
+    for r in recs:  # every documented field, nothing undocumented
+        assert set(RECORD_FIELDS) - OPTIONAL_RECORD_FIELDS <= set(r) <= set(RECORD_FIELDS)
     by = {(r["scheme"], r["length"]): r for r in recs}
     ok = by[("alibi", 64)]
     assert ok["status"] == "ok" and ok["ppl"] > 1 and ok["tokens_scored"] == 599

@@ -85,3 +85,20 @@ def test_model_code_never_names_a_scheme():
             if name in ("none",):
                 continue
             assert f'"{name}"' not in src and f"'{name}'" not in src, (mod.__name__, name)
+
+
+def test_flops_per_token_is_a_count_of_every_matmul():
+    """6N + 12 L T d (full score matrix, PaLM's convention), by hand and by torch's FLOP counter."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    cfg = tiny_model_config("none")  # d 32, 2 layers, d_mlp 64, vocab 256
+    model = DecoderLM(cfg)
+    model.set_attention_backend("math")  # the whole T x T score matrix as two explicit matmuls
+    B, T, d, L = 3, 16, cfg.d_model, cfg.n_layers
+    n_matmul = L * (3 * d * d + d * d + 2 * d * cfg.d_mlp) + cfg.vocab_size * d  # qkv, proj, mlp; tied head
+    assert model.flops_per_token(T) == 6 * n_matmul + 12 * L * T * d
+    x = torch.randint(0, cfg.vocab_size, (B, T))
+    with FlopCounterMode(display=False) as counter:
+        _, loss = model(x, x)
+        loss.backward()
+    assert counter.get_total_flops() == B * T * model.flops_per_token(T)

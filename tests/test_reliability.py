@@ -33,7 +33,7 @@ def cli(*args, cwd=None, wait=True):
     cmd = [sys.executable, "-m", "pebench", *[str(a) for a in args]]
     if wait:
         return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
 
 
 @pytest.fixture(scope="module")
@@ -43,31 +43,80 @@ def slow_cfg(tmp_path_factory):
     return p
 
 
-def test_sigkill_then_resume_is_bitwise_identical(tmp_path, slow_cfg):
-    res = tmp_path / "res"
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory, slow_cfg):
+    """The uninterrupted reference run (single-threaded, so resumed runs must match it bitwise)."""
+    res = tmp_path_factory.mktemp("straight")
     r = cli("train", "--pe", "alibi", "--config", slow_cfg, "--results", res, "--name", "straight")
     assert r.returncode == 0, r.stderr
-    p = cli("train", "--pe", "alibi", "--config", slow_cfg, "--results", res, "--name", "killed", wait=False)
-    log = res / "runs" / "killed" / "metrics.jsonl"
+    return load_checkpoint(res / "runs" / "straight" / "checkpoint.pt")
+
+
+def _start_and_signal(res, slow_cfg, name, sig):
+    """Start a training, send ``sig`` at an arbitrary step past the first checkpoint, wait for the exit."""
+    p = cli("train", "--pe", "alibi", "--config", slow_cfg, "--results", res, "--name", name, wait=False)
+    log = res / "runs" / name / "metrics.jsonl"
     deadline = time.time() + 240
-    while time.time() < deadline:  # kill at an arbitrary step past the first checkpoint, mid-interval
+    while time.time() < deadline:
         if log.exists() and any(json.loads(x)["step"] >= 10 for x in log.read_text().splitlines() if x.strip()):
             break
         time.sleep(0.05)
-    os.kill(p.pid, signal.SIGKILL)
-    p.wait()
+    os.kill(p.pid, sig)
+    _, err = p.communicate(timeout=120)
+    return p.returncode, err
+
+
+def _resume_matches(res, slow_cfg, name, straight):
+    r = cli("train", "--pe", "alibi", "--config", slow_cfg, "--results", res, "--name", name)
+    assert r.returncode == 2 and "--resume" in r.stderr  # no silent restart
+    r = cli("train", "--pe", "alibi", "--config", slow_cfg, "--results", res, "--name", name, "--resume")
+    assert r.returncode == 0, r.stderr
+    b = load_checkpoint(res / "runs" / name / "checkpoint.pt")
+    for k in straight["model"]:
+        assert torch.equal(straight["model"][k], b["model"][k]), k
+    steps = [json.loads(x)["step"] for x in (res / "runs" / name / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 41))  # the log has each step once
+
+
+def test_sigkill_then_resume_is_bitwise_identical(tmp_path, slow_cfg, straight):
+    res = tmp_path / "res"
+    _start_and_signal(res, slow_cfg, "killed", signal.SIGKILL)
     status = json.loads((res / "runs" / "killed" / "status.json").read_text())
     assert status["state"] == "running" and status["step"] < 40
-    r = cli("train", "--pe", "alibi", "--config", slow_cfg, "--results", res, "--name", "killed")
-    assert r.returncode == 2 and "--resume" in r.stderr  # no silent restart
-    r = cli("train", "--pe", "alibi", "--config", slow_cfg, "--results", res, "--name", "killed", "--resume")
-    assert r.returncode == 0, r.stderr
-    a = load_checkpoint(res / "runs" / "straight" / "checkpoint.pt")
-    b = load_checkpoint(res / "runs" / "killed" / "checkpoint.pt")
-    for k in a["model"]:
-        assert torch.equal(a["model"][k], b["model"][k]), k
-    steps = [json.loads(x)["step"] for x in log.read_text().splitlines()]
-    assert steps == list(range(1, 41))  # the log has each step once
+    _resume_matches(res, slow_cfg, "killed", straight)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_saves_the_current_step_and_resumes_bitwise(tmp_path, slow_cfg, straight, sig):
+    res = tmp_path / "res"
+    code, err = _start_and_signal(res, slow_cfg, "stopped", sig)
+    status = json.loads((res / "runs" / "stopped" / "status.json").read_text())
+    ckpt = load_checkpoint(res / "runs" / "stopped" / "checkpoint.pt")
+    assert code == 130, err
+    assert status["state"] == "interrupted" and status["signal"] == sig.name
+    assert 10 <= status["step"] < 40 and ckpt["step"] == status["step"]  # the step it stopped at, not the last
+    steps = [json.loads(x)["step"] for x in (res / "runs" / "stopped" / "metrics.jsonl").read_text().splitlines()]
+    assert steps[-1] == status["step"]
+    errors = [x for x in err.strip().splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and f"interrupted by {sig.name} at step {status['step']}/40" in errors[0], err
+    assert "Traceback" not in err
+    r = runner.invoke(app, ["list", "--results", str(res)])
+    assert f"stopped" in r.output and f"interrupted (step {status['step']}/40)" in r.output
+    _resume_matches(res, slow_cfg, "stopped", straight)
+
+
+def test_stop_request_flags_the_first_signal_and_raises_on_a_second_sigint():
+    from pebench.train import StopRequest
+
+    before = signal.getsignal(signal.SIGTERM)
+    with StopRequest() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)
+        assert stop.signal == "SIGTERM"
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+    assert signal.getsignal(signal.SIGTERM) is before  # handlers restored
 
 
 class Evil:

@@ -20,7 +20,7 @@ def rec(run, scheme, seed, L, ppl, protocol="nonoverlap", params=None, T=16, sta
             "multiple": L / T, "status": status, "reason": None, "loss": loss, "ppl": ppl,
             "bpb": loss / math.log(2) if loss else None, "tokens_scored": 100,
             "windows": 1, "position_buckets": [{"lo": 1, "hi": L - 1, "tokens": 100, "loss": loss or 0}],
-            "provenance": {}}
+            "provenance": {}, "created": "2026-01-01T00:00:00+00:00"}
 
 
 @pytest.fixture
@@ -104,3 +104,59 @@ def test_failed_runs_are_left_out(results):
     results.set_status("alibi-s0", state="failed")
     r = runner.invoke(app, ["report", "--format", "md", "--results", str(results.root)])
     assert r.exit_code == 0 and "| alibi |" not in r.output and "failed during training" in r.output
+
+
+def test_record_fields_are_one_definition_the_writer_enforces_and_the_readme_lists(tmp_path):
+    from pathlib import Path
+
+    from pebench.results import RECORD_FIELDS, check_record_fields
+
+    r = rec("rope-s0", "rope", 0, 16, 10.0)
+    check_record_fields(r)
+    rd = ResultsDir(tmp_path / "res")
+    with pytest.raises(ValueError, match=r"missing \['created'\]"):
+        rd.write_record({k: v for k, v in r.items() if k != "created"})
+    with pytest.raises(ValueError, match=r"unknown \['extra'\]"):
+        rd.write_record({**r, "extra": 1})
+    assert not rd.records.exists()  # nothing written
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("### Records", 1)[1].split("\n## ", 1)[0]
+    assert [f for f in RECORD_FIELDS if f"`{f}`" not in section] == []
+
+
+def test_a_damaged_record_is_named_and_the_ratio_says_its_1x_is_missing(results):
+    cut = results.records / "alibi-s0" / "alibi__nonoverlap__L16.json"
+    cut.write_text(cut.read_text()[:40])  # truncated mid-write by something else
+    future = results.records / "rope-s0" / "rope__nonoverlap__L16.json"
+    future.write_text(json.dumps({**json.loads(future.read_text()), "schema": 99}))
+    r = runner.invoke(app, ["report", "--format", "md", "--results", str(results.root)])
+    assert r.exit_code == 0, r.output
+    assert f"warning: skipped record {cut}: not valid JSON" in r.output
+    assert f"warning: skipped record {future}: record schema 99, this pebench reads schema 1" in r.output
+    assert "warning: 2 record file(s) skipped" in r.output
+    t = rp.build_table(rp.records_frame(results))
+    assert t.ratio["alibi"] is None and t.ratio_text("alibi") == "n/a (1x missing)"  # no silent 64/64 ratio
+    assert t.ratio_text("learned") == "n/a"  # 1x present, the longest length undefined
+    assert "| alibi | n/a | **9.50** | n/a (1x missing) |" in r.output and "ppl 4x/1x" in r.output
+
+
+def test_each_scheme_has_one_stable_distinct_style_and_rope_variants_are_one_blue_family():
+    import colorsys
+
+    from matplotlib.colors import to_rgb
+
+    from pebench.style import CONTEXT_LINE, SCHEME_COLORS, VARIANT_STYLES, style_for
+
+    schemes = ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"]
+    colors = [style_for(s).color for s in schemes]
+    assert len(set(colors)) == len(colors) and len(set(SCHEME_COLORS.values())) == len(SCHEME_COLORS)
+    variants = [style_for(f"rope+{v}") for v in VARIANT_STYLES]
+    assert len({v.linestyle for v in variants}) == len(variants)  # distinct dashes
+    assert len({v.marker for v in variants}) == len(variants)
+    for v in variants + [style_for("rope")]:
+        hue = colorsys.rgb_to_hsv(*to_rgb(v.color))[0] * 360
+        assert 195 <= hue <= 230, v  # one hue family: blue
+        assert v.linestyle != CONTEXT_LINE["linestyle"] and v.color != CONTEXT_LINE["color"]
+    ft = style_for("rope+yarn ft512")
+    assert ft.hollow and (ft.color, ft.linestyle) == (style_for("rope+yarn").color, style_for("rope+yarn").linestyle)
+    assert style_for("my-scheme") == style_for("my-scheme")  # a user's scheme: stable too

@@ -1,0 +1,118 @@
+"""Progress of long computations (an evaluation, a training run).
+
+On a terminal: a rich progress bar with an ETA. Anywhere else (a log file, a cluster job): a line with the
+cost and an estimate from the measured rate once the first piece of work is done (only for work that will take
+longer than the interval), then a line every ``interval`` seconds. Short work prints nothing.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable
+
+
+def fmt_duration(seconds: float) -> str:
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s // 3600}h {s % 3600 // 60:02d}m"
+
+
+class Progress:
+    """The interface: ``start`` one piece of work of ``total`` units, ``update`` with units done, ``finish``."""
+
+    def start(self, title: str, total: int, cost: str, unit: str, initial: int = 0) -> None:
+        """``initial`` units were done before (a resumed run): they do not count towards the rate."""
+
+    def update(self, done: int) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+def fmt_rate(rate: float) -> str:
+    return f"{rate:,.0f}" if rate >= 100 else f"{rate:#.3g}"
+
+
+class LogProgress(Progress):
+    """Lines for a log. The rate is measured from the first update on, so start-up and the first piece of
+    work (warm-up, compilation) do not distort the estimate; the cost line comes with the second update."""
+
+    def __init__(self, write: Callable[[str], None], interval: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.write, self.interval, self.clock = write, interval, clock
+        self.start("", 0, "", "")
+
+    def start(self, title: str, total: int, cost: str, unit: str, initial: int = 0) -> None:
+        self.title, self.total, self.cost, self.unit = title, total, cost, unit
+        self.t0 = self.last = self.clock()
+        self.ref = None  # (time, done) of the first update
+        self.announced = False
+        self.initial = initial
+
+    def update(self, done: int) -> None:
+        now = self.clock()
+        if done <= self.initial:
+            return
+        if self.ref is None:
+            self.ref = (now, done)
+            return
+        if now <= self.ref[0] or done <= self.ref[1]:
+            return
+        rate = (done - self.ref[1]) / (now - self.ref[0])
+        elapsed, left = now - self.t0, (self.total - done) / rate
+        if not self.announced:
+            self.announced = True
+            if elapsed + left > self.interval:  # say what it will cost, from the measured rate
+                self.write(f"{self.title}: {self.cost}; about {fmt_duration(elapsed + left)} at "
+                           f"{fmt_rate(rate)} {self.unit}/s")
+                self.last = now
+                return
+        if now - self.last >= self.interval and done < self.total:
+            self.write(f"{self.title}: {100 * done / self.total:.0f}% ({done:,}/{self.total:,} {self.unit}), "
+                       f"{fmt_duration(elapsed)} elapsed, about {fmt_duration(left)} left")
+            self.last = now
+
+
+class BarProgress(Progress):
+    """A transient rich bar with an ETA on the terminal."""
+
+    def __init__(self, stream=None):
+        from rich.console import Console
+
+        self.console = Console(file=stream or sys.stderr)
+        self.bar, self.task = None, None
+
+    def start(self, title: str, total: int, cost: str, unit: str, initial: int = 0) -> None:
+        from rich.progress import BarColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn, \
+            TimeRemainingColumn
+
+        self.finish()
+        self.bar = RichProgress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn(cost),
+                                TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, transient=True)
+        self.bar.start()
+        self.task = self.bar.add_task(title, total=total, completed=initial)
+
+    def update(self, done: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+
+    def finish(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+def for_stream(stream=None, interval: float = 30.0) -> Progress:
+    """A bar where ``stream`` (default stderr) is a terminal, a log heartbeat elsewhere."""
+    stream = stream or sys.stderr
+    if stream.isatty():
+        return BarProgress(stream)
+
+    def write(line: str) -> None:
+        print(line, file=stream, flush=True)
+
+    return LogProgress(write, interval)
