@@ -18,6 +18,8 @@ ALL_SCALINGS = "none,linear,ntk,dynamic-ntk,yarn,llama3"
 
 ResultsOpt = typer.Option("results", "--results", help="results folder")
 DeviceOpt = typer.Option("auto", "--device", help="auto | cpu | cuda")
+OverlayOpt = typer.Option(None, "--overlay", help="YAML merged over the config (repeatable), e.g. the one "
+                                                   "`pebench tune` writes")
 AttnOpt = typer.Option("auto", "--attention", help="attention backend: auto | sdpa | flex | chunked | banded | relative | math")
 
 
@@ -117,26 +119,17 @@ def _supports_scaling(scheme: str) -> bool:
 
 
 def _sweep(base, schemes: list[str], seeds: list[int]):
-    """(run name, config) for every scheme x seed; scheme options are validated before anything runs."""
-    from dataclasses import replace
+    from .sweep import plan_runs
 
-    from .model import DecoderLM
-
-    out = []
-    for s in schemes:
-        for sd in seeds:
-            cfg = replace(base, model=replace(base.model, pe=s), train=replace(base.train, seed=sd)).validate()
-            DecoderLM(cfg.model)
-            out.append((f"{s}-{cfg.name}-s{sd}", cfg))
-    return out
+    return plan_runs(base, schemes, seeds)
 
 
-def _load_cfg(config: str, steps, data, text_field, compile_):
+def _load_cfg(config: str, steps, data, text_field, compile_, overlay=None):
     from dataclasses import replace
 
     from .config import load_config
 
-    cfg = load_config(config)
+    cfg = load_config(config, tuple(overlay or ()))
     t = cfg.train
     if steps is not None:
         if steps < 1:
@@ -205,6 +198,7 @@ def _parse_context(spec: str, parent_ctx: int) -> int:
 def train(
     pe: str = typer.Option("rope", "--pe", help="positional encoding, or a comma list"),
     config: str = typer.Option("tiny", "--config", help="tiny | small | PATH.yaml"),
+    overlay: Optional[List[Path]] = OverlayOpt,
     steps: Optional[int] = typer.Option(None, "--steps", help="training steps (default: the config's)"),
     seed: Optional[int] = typer.Option(None, "--seed"),
     seeds: Optional[str] = typer.Option(None, "--seeds", help="comma list: one run per seed"),
@@ -253,7 +247,7 @@ def train(
         return
     if context or rope_scaling or rope_factor:
         raise UsageError("--context, --rope-scaling and --rope-factor need --init-from RUN")
-    base = _load_cfg(config, steps, data, text_field, compile_)
+    base = _load_cfg(config, steps, data, text_field, compile_, overlay)
     schemes = _schemes(pe)
     seed_list = _seeds(seed, seeds, base.train.seed)
     if name and len(schemes) * len(seed_list) > 1:
@@ -263,7 +257,7 @@ def train(
 
 
 def _eval_runs(rd, runs: Optional[List[str]], lengths, protocol, scalings, rope_factor, max_tokens, device,
-               attention, explicit: bool, skip_existing: bool = False) -> int:
+               attention, explicit: bool, skip_existing: bool = False, split: str = "validation") -> int:
     from .evaluate import evaluate_run
     from .progress import for_stream
 
@@ -280,7 +274,7 @@ def _eval_runs(rd, runs: Optional[List[str]], lengths, protocol, scalings, rope_
             sc = []
         try:
             evaluate_run(rd, run, lengths, protocol, sc, rope_factor, max_tokens, device, attention,
-                         skip_existing=skip_existing, progress=for_stream(), on_record=_echo_record)
+                         skip_existing=skip_existing, progress=for_stream(), on_record=_echo_record, split=split)
         except PebenchError as e:
             if isinstance(e, UsageError):
                 raise
@@ -305,6 +299,7 @@ def eval_cmd(
     targets: Optional[int] = typer.Option(None, "--targets", help="fixed: number of target tokens"),
     rope_scaling: Optional[str] = typer.Option(None, "--rope-scaling", help=f"comma list of {ALL_SCALINGS}"),
     rope_factor: Optional[float] = typer.Option(None, "--rope-factor", help="fix the factor (default L/context)"),
+    split: str = typer.Option("validation", "--split", help="validation (day to day, tuning) | test (final numbers)"),
     device: str = DeviceOpt,
     attention: str = AttnOpt,
     results: Path = ResultsOpt,
@@ -325,7 +320,8 @@ def eval_cmd(
     if not names:
         raise UsageError(f"no finished runs to evaluate in {rd.runs}; train one first (pebench train)")
     rd.ensure_writable()
-    if _eval_runs(rd, names, lens, proto, scalings, rope_factor, max_tokens, device, attention, bool(run)):
+    if _eval_runs(rd, names, lens, proto, scalings, rope_factor, max_tokens, device, attention, bool(run),
+                  split=split):
         raise typer.Exit(1)
 
 
@@ -337,6 +333,7 @@ def report(
     protocol: Optional[str] = typer.Option(None, "--protocol", help="e.g. nonoverlap, sliding-s64, fixed-k256"),
     pe: Optional[str] = typer.Option(None, "--pe", help="comma list of schemes or row labels"),
     compare: Optional[List[Path]] = typer.Option(None, "--compare", help="two result folders: A then B"),
+    split: str = typer.Option("validation", "--split", help="validation | test"),
     results: Path = ResultsOpt,
 ):
     """Tables and plots from every record; writes report.md/.csv/.tex/.json and PNG plots."""
@@ -351,7 +348,7 @@ def report(
     if compare:
         if len(compare) != 2:
             raise UsageError("--compare takes exactly two result folders: --compare A --compare B")
-        a, b = (rp.build_table(_frame(ResultsDir(d)), metric, protocol, schemes) for d in compare)
+        a, b = (rp.build_table(_frame(ResultsDir(d)), metric, protocol, schemes, split) for d in compare)
         df = rp.compare_tables(a, b)
         typer.echo(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         return
@@ -360,7 +357,7 @@ def report(
     skipped = [r for r in rd.run_names() if rd.status(r).get("state") == "failed"]
     for r in skipped:
         typer.echo(f"note: run {r!r} failed during training and is left out", err=True)
-    t = rp.build_table(df, metric, protocol, schemes)
+    t = rp.build_table(df, metric, protocol, schemes, split)
     rd.ensure_writable()
     paths = rp.write_reports(rd, t, df, schemes)
     if format == "table":
@@ -383,6 +380,7 @@ def report(
 def run(
     pe: str = typer.Option("all", "--pe", help="all, or a comma list"),
     config: str = typer.Option("tiny", "--config"),
+    overlay: Optional[List[Path]] = OverlayOpt,
     steps: Optional[int] = typer.Option(None, "--steps"),
     seeds: Optional[str] = typer.Option(None, "--seeds", help="comma list of seeds"),
     data: Optional[str] = typer.Option(None, "--data"),
@@ -394,6 +392,8 @@ def run(
     devices: Optional[str] = typer.Option(None, "--devices", help="parallel jobs: auto | 0,1,2 | cpu:N"),
     overwrite: bool = typer.Option(False, "--overwrite"),
     compile_: Optional[bool] = typer.Option(None, "--compile/--no-compile"),
+    final: bool = typer.Option(False, "--final", help="evaluate and report on the test split (after tuning "
+                                                      "on validation)"),
     results: Path = ResultsOpt,
 ):
     """Train, evaluate and report in one go (resumes what was interrupted, skips what is finished)."""
@@ -402,39 +402,21 @@ def run(
     from .results import ResultsDir
 
     rd = ResultsDir(results)
-    base = _load_cfg(config, steps, data, text_field, compile_)
+    base = _load_cfg(config, steps, data, text_field, compile_, overlay)
     schemes = _schemes(pe)
     seed_list = _seeds(None, seeds, base.train.seed)
+    split = "test" if final else "validation"
     lens = parse_lengths(lengths)
     scalings = parse_scalings(rope_scaling) if rope_scaling else []
     rd.ensure_writable()
     plan = _sweep(base, schemes, seed_list)
     names = [n for n, _ in plan]
-    jobs = []
     if devices is not None:
-        from .sweep import Job
+        from .sweep import jobs_for, parse_devices, run_sweep
 
-        common = ["--results", str(results)]
-        for name, cfg in plan:
-            s, sd = cfg.model.pe, cfg.train.seed
-            targs = ["train", "--pe", s, "--seed", str(sd), "--config", config, *common,
-                     "--overwrite" if overwrite else "--resume"]
-            for flag, val in (("--steps", steps), ("--data", data), ("--text-field", text_field)):
-                if val is not None:
-                    targs += [flag, str(val)]
-            if compile_ is not None:
-                targs.append("--compile" if compile_ else "--no-compile")
-            eargs = ["eval", "--run", name, *common]
-            if lengths:
-                eargs += ["--lengths", lengths]
-            if max_tokens:
-                eargs += ["--max-tokens", str(max_tokens)]
-            if scalings and _supports_scaling(s):
-                eargs += ["--rope-scaling", ",".join(scalings)]
-            jobs.append(Job(name, s, sd, targs, eargs))
-    if devices is not None:
-        from .sweep import parse_devices, run_sweep
-
+        opts = {"--config": config, "--overlay": overlay, "--steps": steps, "--data": data,
+                "--text-field": text_field, "--compile": compile_, "--lengths": lengths, "--max-tokens": max_tokens}
+        jobs = jobs_for(plan, results, opts, scalings, split, overwrite)
         done = run_sweep(jobs, parse_devices(devices), rd, show=sys.stdout.isatty())
         failed = [j for j in done if j.state != "done"]
         for j in failed:
@@ -445,16 +427,56 @@ def run(
         for name, cfg in plan:
             _progress_train(cfg, rd, name, device=device, resume=not overwrite, overwrite=overwrite)
         if _eval_runs(rd, names, lens, Protocol(), scalings, None, max_tokens, device, "auto", False,
-                      skip_existing=not overwrite):
+                      skip_existing=not overwrite, split=split):
             raise typer.Exit(1)
     df = _frame(rd)
     df = df[df["run"].isin(names)]
-    t = rp.build_table(df, "ppl", "nonoverlap")
+    t = rp.build_table(df, "ppl", "nonoverlap", split=split)
     paths = rp.write_reports(rd, t, df)
     from rich.console import Console
 
     Console(width=200).print(rp.to_rich(t))
     typer.echo("wrote " + ", ".join(str(p) for p in paths))
+
+
+@app.command()
+@handle_errors
+def tune(
+    pe: str = typer.Option("all", "--pe", help="all, or a comma list"),
+    lr: str = typer.Option("1e-3,3e-3,1e-2", "--lr", help="comma list of learning rates"),
+    config: str = typer.Option("tiny", "--config"),
+    overlay: Optional[List[Path]] = OverlayOpt,
+    steps: Optional[int] = typer.Option(None, "--steps"),
+    seed: Optional[int] = typer.Option(None, "--seed"),
+    data: Optional[str] = typer.Option(None, "--data"),
+    device: str = DeviceOpt,
+    results: Path = ResultsOpt,
+):
+    """Per-scheme learning rate by 1x validation loss; writes RESULTS/tune/tuned.yaml for --overlay."""
+    from dataclasses import replace
+
+    from .results import ResultsDir
+    from .tune import tune as run_tune
+
+    try:
+        lrs = [float(x) for x in _csv(lr, "--lr")]
+    except ValueError:
+        raise UsageError(f"--lr must be numbers, got {lr!r}")
+    if any(not x > 0 for x in lrs) or len(set(lrs)) != len(lrs):
+        raise UsageError(f"--lr must be distinct learning rates > 0, got {lr!r}")
+    base = _load_cfg(config, steps, data, None, None, overlay)
+    if seed is not None:
+        base = replace(base, train=replace(base.train, seed=seed))
+    rd = ResultsDir(results)
+
+    def line(scheme, x, loss):
+        typer.echo(f"{scheme:<11} lr {x:<8g} " + ("diverged" if loss is None else f"ppl 1x {math.exp(loss):.3f}"))
+
+    import math
+
+    res = run_tune(base, _schemes(pe), lrs, rd, device, on_result=line)
+    typer.echo(res.table.read_text())
+    typer.echo(f"wrote {res.overlay} (use: pebench run --overlay {res.overlay}) and {res.table}")
 
 
 @app.command()

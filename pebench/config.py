@@ -72,6 +72,8 @@ class TrainConfig:
     checkpoint_every: int = 200
     compile: bool = False  # torch.compile the model for training (measured by `pebench bench`)
     grad_accum: int = 1  # micro-batches per step (per rank), when a rank's share of the batch does not fit
+    lr_by_scheme: dict = field(default_factory=dict)  # scheme -> learning rate (written by `pebench tune`)
+    eval_every: int = 0  # learning curve: evaluate at 1x and the longest multiple every N steps (0: off)
 
     def validate(self):
         if self.steps < 1:
@@ -84,6 +86,11 @@ class TrainConfig:
             raise UsageError(f"train.grad_accum must be >= 1 and divide train.batch_size ({self.batch_size})")
         if self.warmup < 0 or self.log_every < 1 or self.checkpoint_every < 1:
             raise UsageError("train.warmup must be >= 0, log_every and checkpoint_every >= 1")
+        for scheme, lr in self.lr_by_scheme.items():
+            if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
+                raise UsageError(f"train.lr_by_scheme.{scheme} must be a learning rate > 0, got {lr!r}")
+        if self.eval_every < 0:
+            raise UsageError(f"train.eval_every must be >= 0 (0: no learning curve), got {self.eval_every}")
 
 
 @dataclass
@@ -91,6 +98,7 @@ class EvalConfig:
     multiples: list = field(default_factory=lambda: [1, 2, 4, 8, 16])
     max_tokens: int = 65536  # evaluation stream length (tokens of the validation split)
     batch_tokens: int = 16384  # windows per forward pass: as many as fit this many tokens
+    curve_tokens: int = 8192  # learning curve (train.eval_every): the first this many validation tokens
 
     def validate(self):
         if not self.multiples or any((not isinstance(m, (int, float))) or m <= 0 for m in self.multiples):
@@ -163,8 +171,27 @@ def builtin_configs() -> list[str]:
     return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
 
 
-def load_config(spec: str = "tiny") -> Config:
-    """``spec`` is a built-in name (tiny, small) or a path to a YAML file."""
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _read_yaml(path: Path, spec: str) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise UsageError(f"config {spec} is not valid YAML: {str(e).splitlines()[0]}")
+    if data is not None and not isinstance(data, dict):
+        raise UsageError(f"config {spec} must be a mapping of sections, got {type(data).__name__}")
+    return data or {}
+
+
+def load_config(spec: str = "tiny", overlays: tuple = ()) -> Config:
+    """``spec`` is a built-in name (tiny, small) or a path to a YAML file; each overlay (a partial YAML, such as
+    the one `pebench tune` writes) is merged over it, and its file name joins the config name, so runs trained
+    with an overlay never take the names of runs trained without it."""
     path = Path(spec)
     if not (spec.endswith((".yaml", ".yml")) or path.exists()):
         path = CONFIG_DIR / f"{spec}.yaml"
@@ -174,10 +201,14 @@ def load_config(spec: str = "tiny") -> Config:
             raise UsageError(unknown_name_message("config", spec, builtin_configs()) + " or a path to a .yaml file")
     if not path.is_file():
         raise UsageError(f"config file not found: {spec}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise UsageError(f"config {spec} is not valid YAML: {str(e).splitlines()[0]}")
-    if data is None:
-        data = {}
-    return config_from_dict(data, name=path.stem)
+    data = _read_yaml(path, spec)
+    name = data.pop("name", path.stem)
+    for o in overlays:
+        op = Path(o)
+        if not op.is_file():
+            raise UsageError(f"--overlay file not found: {o}")
+        over = _read_yaml(op, str(o))
+        over.pop("name", None)
+        data = _merge(data, over)
+        name = f"{name}-{op.stem}"
+    return config_from_dict(data, name=name)

@@ -28,7 +28,7 @@ from .data import prepare_corpus
 from .errors import PebenchError, PositionOutOfRange, UsageError
 from .model import DecoderLM
 from .progress import Progress
-from .results import SCHEMA_VERSION, ResultsDir, environment, now, protocol_key
+from .results import EVAL_SPLITS, SCHEMA_VERSION, ResultsDir, environment, now, protocol_key
 from .train import CHECKPOINT, autocast_for, check_compatible, load_checkpoint, resolve_device
 
 PROTOCOLS = ("nonoverlap", "sliding", "fixed")
@@ -205,17 +205,25 @@ def _measure(model, pe, cfg, stream, L: int, protocol: Protocol, max_length: int
 def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = None,
                  protocol: Protocol = Protocol(), scalings: Iterable[str] = (), rope_factor: Optional[float] = None,
                  max_tokens: Optional[int] = None, device: str = "auto", backend: str = "auto",
-                 on_record=None, skip_existing: bool = False, progress: Optional[Progress] = None) -> list[dict]:
-    """Evaluate one finished run at each length (and RoPE scaling); write and return the records."""
+                 on_record=None, skip_existing: bool = False, progress: Optional[Progress] = None,
+                 split: str = "validation") -> list[dict]:
+    """Evaluate one finished run at each length (and RoPE scaling) on the validation or test split; write and
+    return the records."""
     protocol.validate()
+    if split not in EVAL_SPLITS:
+        from .registry import unknown_name_message
+
+        raise UsageError(unknown_name_message("split", split, list(EVAL_SPLITS)))
     dev = resolve_device(device)
     cfg, meta, model = load_run_model(results, run, dev)
     model.set_attention_backend(backend)
     T = cfg.model.context
     lengths = lengths or [int(round(m * T)) for m in cfg.eval.multiples]
     corpus = prepare_corpus(cfg.train.data, results.cache, cfg.train.text_field)
-    val = corpus.tokens("validation")
-    stream = val[:min(len(val), max_tokens or cfg.eval.max_tokens)]
+    tokens = corpus.tokens(split)
+    if len(tokens) < 2:
+        raise PebenchError(f"corpus {corpus.spec!r} has no {split} documents to evaluate on")
+    stream = tokens[:min(len(tokens), max_tokens or cfg.eval.max_tokens)]
     for L in lengths:  # check every length before computing anything
         windows(len(stream), L, protocol, max(lengths))
     scalings = list(scalings)
@@ -233,7 +241,7 @@ def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = N
             t0 = time.time()
             rec = {"schema": SCHEMA_VERSION, "run": run, "scheme": cfg.model.pe, "variant": v, "label": label,
                    "seed": cfg.train.seed, "protocol": protocol.name, "protocol_params": protocol.params(),
-                   "length": int(L), "train_context": T, "multiple": L / T, "created": now()}
+                   "length": int(L), "train_context": T, "multiple": L / T, "created": now(), "split": split}
             if skip_existing and results.record_path(rec).exists():
                 records.append(json.loads(results.record_path(rec).read_text()))
                 continue

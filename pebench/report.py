@@ -49,7 +49,7 @@ def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.Dat
             "seed": rec["seed"], "protocol": protocol_key(rec), "length": rec["length"],
             "train_context": rec["train_context"], "status": rec["status"], "loss": rec["loss"],
             "ppl": rec["ppl"], "bpb": rec["bpb"], "tokens_scored": rec["tokens_scored"],
-            "position_buckets": rec["position_buckets"],
+            "position_buckets": rec["position_buckets"], "split": rec.get("split", "validation"),
         })
     return pd.DataFrame(rows)
 
@@ -66,6 +66,7 @@ class Table:
     cells: dict  # (label, length) -> (mean | None, ci, n_seeds)
     ratio: dict  # label -> value at the longest length / value at 1x (None where either is missing)
     context: int = 0  # the training context (the 1x length)
+    split: str = "validation"
 
     def ratio_text(self, label: str) -> str:
         r = self.ratio.get(label)
@@ -79,13 +80,17 @@ class Table:
 
 
 def build_table(df: pd.DataFrame, metric: str = "ppl", protocol: Optional[str] = None,
-                schemes: Optional[list[str]] = None) -> Table:
+                schemes: Optional[list[str]] = None, split: str = "validation") -> Table:
     if metric not in METRICS:
         from .registry import unknown_name_message
 
         raise UsageError(unknown_name_message("metric", metric, list(METRICS)))
     if df.empty:
         raise PebenchError("no records to report; run `pebench eval` first")
+    if not (df["split"] == split).any():
+        raise PebenchError(f"no records on the {split} split; splits present: {', '.join(sorted(df['split'].unique()))}"
+                           + ("; evaluate with `pebench eval --split test`" if split == "test" else ""))
+    df = df[df["split"] == split]
     protocols = sorted(df["protocol"].unique())
     protocol = protocol or ("nonoverlap" if "nonoverlap" in protocols else protocols[0])
     df = df[df["protocol"] == protocol]
@@ -115,7 +120,7 @@ def build_table(df: pd.DataFrame, metric: str = "ppl", protocol: Optional[str] =
     for lab in rows:
         top, one = cells.get((lab, lengths[-1]), (None,))[0], cells.get((lab, ctx), (None,))[0]
         ratio[lab] = top / one if top is not None and one else None
-    return Table(metric, protocol, lengths, contexts, rows, cells, ratio, ctx)
+    return Table(metric, protocol, lengths, contexts, rows, cells, ratio, ctx, split)
 
 
 def _fmt(cell, metric: str) -> str:
@@ -146,7 +151,7 @@ def _rows(t: Table, bold, cell=lambda s: s):
 
 def to_markdown(t: Table) -> str:
     head = _header(t)
-    lines = [f"Metric: {t.metric}; protocol: {t.protocol}; best value per column in bold.", "",
+    lines = [f"Metric: {t.metric}; protocol: {t.protocol}; split: {t.split}; best value per column in bold.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for lab, cells, ratio in _rows(t, lambda s: f"**{s}**"):
         lines.append(f"| {lab} | " + " | ".join(cells) + f" | {ratio} |")
@@ -168,19 +173,19 @@ def to_frame(t: Table) -> pd.DataFrame:
         for L in t.lengths:
             m, ci, n = t.cells.get((lab, L), (None, 0.0, 0))
             rows.append({"label": lab, "length": L, "multiple": t.contexts[L], "protocol": t.protocol,
-                         "metric": t.metric, "value": m, "ci95": ci if n > 1 else None, "seeds": n})
+                         "split": t.split, "metric": t.metric, "value": m, "ci95": ci if n > 1 else None, "seeds": n})
     return pd.DataFrame(rows)
 
 
 def to_json(t: Table) -> str:
-    return json.dumps({"metric": t.metric, "protocol": t.protocol, "lengths": t.lengths,
+    return json.dumps({"metric": t.metric, "protocol": t.protocol, "split": t.split, "lengths": t.lengths,
                        "rows": to_frame(t).to_dict(orient="records"), "ratio": t.ratio}, indent=2) + "\n"
 
 
 def to_rich(t: Table):
     from rich.table import Table as RichTable
 
-    rt = RichTable(title=f"{t.metric} by evaluation length ({t.protocol})")
+    rt = RichTable(title=f"{t.metric} by evaluation length ({t.protocol}, {t.split} split)")
     for h in _header(t):
         rt.add_column(h, justify="left" if h == "scheme" else "right")
     for lab, cells, ratio in _rows(t, lambda s: f"[bold]{s}[/]"):
@@ -204,7 +209,8 @@ def compare_tables(a: Table, b: Table) -> pd.DataFrame:
 def report_suffix(t: Table, schemes: Optional[list[str]] = None) -> str:
     """'' for the default view; otherwise e.g. '-sliding-s64-ratio', so a filtered report never
     replaces the main one."""
-    parts = [p for p in (t.protocol if t.protocol != "nonoverlap" else "", t.metric if t.metric != "ppl" else "",
+    parts = [p for p in (t.split if t.split != "validation" else "",
+                         t.protocol if t.protocol != "nonoverlap" else "", t.metric if t.metric != "ppl" else "",
                          "+".join(schemes) if schemes else "") if p]
     return ("-" + "-".join(parts)).replace(" ", "_") if parts else ""
 
@@ -267,7 +273,8 @@ def _plot_position(t: Table, df: pd.DataFrame, path: Path) -> Optional[Path]:
     import matplotlib.pyplot as plt
 
     L = t.lengths[-1]
-    sel = df[(df["protocol"] == t.protocol) & (df["status"] == "ok") & (df["length"] == L) & df["label"].isin(t.rows)]
+    sel = df[(df["protocol"] == t.protocol) & (df["status"] == "ok") & (df["length"] == L) & df["label"].isin(t.rows)
+             & (df["split"] == t.split)]
     if sel.empty:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -292,10 +299,48 @@ def _plot_position(t: Table, df: pd.DataFrame, path: Path) -> Optional[Path]:
     return _save_figure(fig, ax, path)
 
 
+def curves_frame(results: ResultsDir) -> pd.DataFrame:
+    """Learning curves, one row per (run, step, length): ppl against training tokens."""
+    rows = [{"run": c["run"], "scheme": c["scheme"], "seed": c["seed"], "step": c["step"], "tokens": c["tokens"],
+             "length": int(L), "ppl": p} for c in results.learning_curves() for L, p in c["curve"].items()]
+    return pd.DataFrame(rows, columns=["run", "scheme", "seed", "step", "tokens", "length", "ppl"])
+
+
+def _plot_curves(cf: pd.DataFrame, path: Path) -> Path:
+    """ppl against training tokens per scheme, at 1x (left) and the longest length (right), mean and 95% band
+    over seeds."""
+    import matplotlib.pyplot as plt
+
+    lengths = sorted(cf["length"].unique())
+    panels = [lengths[0], lengths[-1]] if len(lengths) > 1 else lengths
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for ax, L in zip(axes[0], panels):
+        sel = cf[(cf["length"] == L) & cf["ppl"].notna()]
+        for scheme in dict.fromkeys(sel["scheme"]):
+            g = sel[sel["scheme"] == scheme].groupby("tokens")["ppl"].apply(list)
+            stats = [mean_ci(v) for v in g]
+            st = style_for(scheme)
+            ax.plot(g.index, [m for m, _ in stats], label=scheme, **{**st.kwargs(), "marker": "."})
+            if any(c > 0 for _, c in stats):
+                ax.fill_between(g.index, [m - c for m, c in stats], [m + c for m, c in stats], color=st.color,
+                                alpha=0.15, linewidth=0)
+        ax.set_yscale("log")
+        ax.set_xlabel("training tokens")
+        ax.set_ylabel("ppl")
+        ax.set_title(f"learning curve at length {L}")
+    return _save_figure(fig, axes[0][-1], path)
+
+
 def write_plots(results: ResultsDir, t: Table, df: pd.DataFrame, sfx: str = "") -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
     paths = [_plot_length(t, results.root / f"plot_length{sfx}.png")]
     pos = _plot_position(t, df, results.root / f"plot_position{sfx}.png")
-    return paths + ([pos] if pos else [])
+    paths += [pos] if pos else []
+    cf = curves_frame(results)
+    if not sfx and not cf.empty:  # learning curves (train.eval_every), with the main report
+        with atomic_path(results.root / "curves.csv") as tmp:
+            cf.to_csv(tmp, index=False)
+        paths += [results.root / "curves.csv", _plot_curves(cf, results.root / "plot_curves.png")]
+    return paths

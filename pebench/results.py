@@ -40,8 +40,12 @@ RECORD_FIELDS = {
     "rope": "{variant, factor, attention_factor} for RoPE runs",
     "provenance": "pebench/torch version, git commit, device, steps, params, corpus, fingerprints, timing",
     "created": "when the record was written (UTC, ISO 8601)",
+    "split": "validation | test: the documents the stream was taken from",
 }
-OPTIONAL_RECORD_FIELDS = frozenset({"rope"})  # every other field is in every record
+# Every other field is in every record: `rope` only for RoPE runs; `split` is absent from records written before
+# it existed, which were all on the validation split.
+OPTIONAL_RECORD_FIELDS = frozenset({"rope", "split"})
+EVAL_SPLITS = ("validation", "test")
 
 
 def check_record_fields(rec: dict) -> None:
@@ -132,10 +136,33 @@ class ResultsDir:
         meta = data.pop("run", {})
         return config_from_dict(data, name=data.get("name", "custom")), meta
 
+    def learning_curves(self) -> list[dict]:
+        """Every learning-curve point (``train.eval_every``) of every run: run, scheme, seed, step, training
+        tokens and ppl by length. Lines cut short by a kill are skipped."""
+        out = []
+        for name in self.run_names():
+            log = self.run_dir(name) / "metrics.jsonl"
+            if not log.exists():
+                continue
+            try:
+                cfg = yaml.safe_load((self.run_dir(name) / "config.yaml").read_text())
+            except (OSError, yaml.YAMLError):
+                continue
+            for line in log.read_text().splitlines():
+                try:
+                    x = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(x, dict) and "curve" in x:
+                    out.append({"run": name, "scheme": cfg["model"]["pe"], "seed": cfg["train"]["seed"],
+                                "step": x["step"], "tokens": x["tokens"], "curve": x["curve"]})
+        return out
+
     # records
     def record_path(self, rec: dict) -> Path:
         label = rec["label"].replace(" ", "_").replace("+", "-")
-        return self.records / rec["run"] / f"{label}__{protocol_key(rec)}__L{rec['length']}.json"
+        split = "" if rec.get("split", "validation") == "validation" else f"__{rec['split']}"
+        return self.records / rec["run"] / f"{label}__{protocol_key(rec)}{split}__L{rec['length']}.json"
 
     def write_record(self, rec: dict) -> Path:
         check_record_fields(rec)

@@ -32,6 +32,63 @@ class Job:
     log: list[str] = field(default_factory=list)
 
 
+def plan_runs(base, schemes: list[str], seeds: list[int]) -> list:
+    """(run name, config) for every scheme x seed, each with its scheme's learning rate from
+    ``train.lr_by_scheme`` (else ``train.lr``); scheme options are validated before anything runs."""
+    from dataclasses import replace
+
+    from .model import DecoderLM
+    from .pe import SCHEMES
+
+    for name in base.train.lr_by_scheme:
+        SCHEMES.get(name)  # a typo in a tuned overlay is an error, not a silently untuned scheme
+    out = []
+    for s in schemes:
+        for sd in seeds:
+            lr = float(base.train.lr_by_scheme.get(s, base.train.lr))
+            cfg = replace(base, model=replace(base.model, pe=s),
+                          train=replace(base.train, seed=sd, lr=lr)).validate()
+            DecoderLM(cfg.model)
+            out.append((f"{s}-{cfg.name}-s{sd}", cfg))
+    return out
+
+
+TRAIN_FLAGS = ("--config", "--overlay", "--steps", "--data", "--text-field", "--compile")
+EVAL_FLAGS = ("--lengths", "--max-tokens")
+
+
+def _flags(opts: dict, names: tuple) -> list[str]:
+    """Command-line flags for the options that were given (None: not given; lists repeat the flag)."""
+    out = []
+    for flag in names:
+        val = opts.get(flag)
+        if val is None or val == [] or val == ():
+            continue
+        if isinstance(val, bool):
+            out.append(flag if val else flag.replace("--", "--no-", 1))
+        else:
+            for v in val if isinstance(val, (list, tuple)) else [val]:
+                out += [flag, str(v)]
+    return out
+
+
+def jobs_for(plan: list, results, opts: dict, scalings: list[str], split: str, overwrite: bool) -> list[Job]:
+    """One ``train`` + ``eval`` job per planned run, for workers that run them as subprocesses."""
+    from .pe import SCHEMES
+
+    common = ["--results", str(results)]
+    jobs = []
+    for name, cfg in plan:
+        s, sd = cfg.model.pe, cfg.train.seed
+        targs = ["train", "--pe", s, "--seed", str(sd), *_flags(opts, TRAIN_FLAGS), *common,
+                 "--overwrite" if overwrite else "--resume"]
+        eargs = ["eval", "--run", name, "--split", split, *_flags(opts, EVAL_FLAGS), *common]
+        if scalings and hasattr(SCHEMES.get(s), "with_scaling"):
+            eargs += ["--rope-scaling", ",".join(scalings)]
+        jobs.append(Job(name, s, sd, targs, eargs))
+    return jobs
+
+
 def parse_devices(spec: str) -> list[str]:
     """'auto' (every GPU, else one CPU worker), '0,1,3' (GPU indices) or 'cpu:N' (N CPU workers)."""
     import torch

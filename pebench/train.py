@@ -233,6 +233,29 @@ def _train_step(fwd, net, opt, x, y, tc, dev, world: int, pg, stop: StopRequest)
     return float(total), stopping
 
 
+def curve_point(model: DecoderLM, cfg: Config, val_tokens, dev: torch.device) -> dict:
+    """Perplexity at 1x and at the longest evaluation multiple on the first ``eval.curve_tokens`` validation
+    tokens (non-overlapping windows): one point of the learning curve. Evaluation mode and no random numbers,
+    so the training trajectory is untouched (tested bitwise)."""
+    from .evaluate import Protocol, score_stream  # evaluate imports this module
+
+    T = cfg.model.context
+    stream = val_tokens[:min(len(val_tokens), cfg.eval.curve_tokens)]
+    limit = model.pe.max_positions()
+    out = {}
+    model.eval()
+    try:
+        for L in sorted({T, int(round(max(cfg.eval.multiples) * T))}):
+            if L > len(stream) or (limit is not None and L > limit):
+                out[str(L)] = None  # the scheme cannot represent it, or the slice is too short
+                continue
+            r = score_stream(model, stream, L, Protocol(), cfg.eval.batch_tokens, dev)
+            out[str(L)] = round(math.exp(r["loss"]), 5)
+    finally:
+        model.train()
+    return out
+
+
 def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_meta, progress, rank, world, pg):
     tc = cfg.train
     folder = results.run_dir(name)
@@ -295,6 +318,10 @@ def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_met
                     window_t, window_tokens = time.time(), 0
                     if progress:
                         progress(done, tc.steps, loss_val, tps)
+                if is_main and tc.eval_every and (done % tc.eval_every == 0 or done == tc.steps):
+                    point = curve_point(model, cfg, corpus.tokens("validation"), dev)
+                    append_line(folder / "metrics.jsonl", json.dumps(
+                        {"step": done, "tokens": done * tc.batch_size * cfg.model.context, "curve": point}))
                 if done % tc.checkpoint_every == 0 or done == tc.steps or stopping:
                     save(done)
                     saved = done

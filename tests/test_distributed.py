@@ -74,3 +74,18 @@ def test_ranks_exit_cleanly_launch_after_launch():
     for i in range(8):
         r = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", helper])
         assert r.returncode == 0, f"launch {i + 1}: exit {r.returncode}\n{r.stderr[-1500:]}"
+
+
+def test_sweep_jobs_carry_every_given_option():
+    from pebench.config import load_config
+    from pebench.sweep import jobs_for, plan_runs
+
+    plan = plan_runs(load_config("tiny"), ["rope", "alibi"], [3])
+    opts = {"--config": "tiny", "--overlay": ["a.yaml", "b.yaml"], "--steps": 7, "--data": None,
+            "--text-field": None, "--compile": False, "--lengths": "128,256", "--max-tokens": None}
+    rope, alibi = jobs_for(plan, "res", opts, ["none", "yarn"], "test", overwrite=False)
+    assert rope.train_args == ["train", "--pe", "rope", "--seed", "3", "--config", "tiny", "--overlay", "a.yaml",
+                               "--overlay", "b.yaml", "--steps", "7", "--no-compile", "--results", "res", "--resume"]
+    assert rope.eval_args == ["eval", "--run", "rope-tiny-s3", "--split", "test", "--lengths", "128,256",
+                              "--results", "res", "--rope-scaling", "none,yarn"]
+    assert "--rope-scaling" not in alibi.eval_args

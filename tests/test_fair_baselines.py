@@ -1,0 +1,146 @@
+"""Fair baselines: the tuner's choice and overlay, learning curves that leave training alone, the test split."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from pebench.cli import app
+from pebench.tune import grid_markdown, pick_best
+
+runner = CliRunner()
+
+MICRO = {
+    "name": "micro",
+    "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_mlp": 64, "context": 16},
+    "train": {"steps": 6, "batch_size": 4, "lr": 0.003, "warmup": 1, "log_every": 1, "checkpoint_every": 3,
+              "data": "sotu"},
+    "eval": {"multiples": [1, 2], "max_tokens": 600, "batch_tokens": 256, "curve_tokens": 300},
+}
+
+
+@pytest.fixture(scope="module")
+def micro(tmp_path_factory):
+    p = tmp_path_factory.mktemp("cfg") / "micro.yaml"
+    p.write_text(yaml.safe_dump(MICRO))
+    return p
+
+
+def test_the_tuner_picks_each_schemes_argmin_and_never_a_diverged_run():
+    losses = {("rope", 1e-3): 1.5, ("rope", 3e-3): 1.2, ("rope", 1e-2): None,
+              ("alibi", 1e-3): 1.1, ("alibi", 3e-3): 1.1, ("alibi", 1e-2): 1.3,  # a tie: the smaller lr
+              ("t5", 1e-3): float("nan"), ("t5", 3e-3): None, ("t5", 1e-2): None,  # all diverged: left out
+              ("shaw", 1e-3): 2.0, ("shaw", 3e-3): 1.9, ("shaw", 1e-2): 0.7}
+    assert pick_best(losses) == {"rope": 3e-3, "alibi": 1e-3, "shaw": 1e-2}
+    md = grid_markdown(losses, pick_best(losses), [1e-3, 3e-3, 1e-2]).splitlines()
+    assert md[2] == f"| rope | {math.exp(1.5):.3f} | **{math.exp(1.2):.3f}** | diverged | 0.003 |  |"
+    assert md[3].endswith("| 0.001 | best at the grid's edge: widen the grid |")
+    assert md[4] == "| t5 | diverged | diverged | diverged | - |  |"
+
+
+def test_tune_writes_an_overlay_that_train_reads_back(tmp_path, micro):
+    res = tmp_path / "res"
+    r = runner.invoke(app, ["tune", "--pe", "rope,alibi", "--lr", "1e-3,1e-2", "--config", str(micro),
+                            "--steps", "3", "--results", str(res)])
+    assert r.exit_code == 0, r.output
+    overlay = res / "tune" / "tuned.yaml"
+    best = yaml.safe_load(overlay.read_text())["train"]["lr_by_scheme"]
+    assert set(best) == {"rope", "alibi"} and all(v in (1e-3, 1e-2) for v in best.values())
+    losses = {}
+    for scheme in ("rope", "alibi"):  # the choice is the argmin of the grid's own 1x records
+        for lr in (1e-3, 1e-2):
+            (rec,) = (res / "tune" / "records" / f"{scheme}-micro-lr{lr:g}-s0").glob("*.json")
+            losses[(scheme, lr)] = json.loads(rec.read_text())["loss"]
+    assert best == pick_best(losses)
+    assert not (res / "records").exists()  # the grid never mixes with the benchmark's records
+    r = runner.invoke(app, ["train", "--pe", "alibi", "--config", str(micro), "--overlay", str(overlay),
+                            "--steps", "2", "--results", str(res)])
+    assert r.exit_code == 0, r.output
+    cfg = yaml.safe_load((res / "runs" / "alibi-micro-tuned-s0" / "config.yaml").read_text())
+    assert cfg["train"]["lr"] == best["alibi"] and cfg["name"] == "micro-tuned"
+
+
+def test_bad_tuning_input_gets_one_line(tmp_path, micro):
+    for args, msg in ((["--lr", "0.01,abc"], "--lr must be numbers"), (["--lr", "0.01,0.01"], "distinct"),
+                      (["--pe", "ropee"], "did you mean 'rope'")):
+        r = runner.invoke(app, ["tune", "--config", str(micro), "--results", str(tmp_path), *args])
+        assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train: {lr_by_scheme: {alibi: -1}}")
+    r = runner.invoke(app, ["train", "--config", str(micro), "--overlay", str(bad), "--results", str(tmp_path)])
+    assert r.exit_code == 2 and "train.lr_by_scheme.alibi must be a learning rate > 0" in r.output
+    bad.write_text("train: {lr_by_scheme: {alibbi: 0.01}}")
+    r = runner.invoke(app, ["train", "--config", str(micro), "--overlay", str(bad), "--results", str(tmp_path)])
+    assert r.exit_code == 2 and "did you mean 'alibi'" in r.output
+
+
+def _train(res, cfg_path, name):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-m", "pebench", "train", "--pe", "rope", "--config", str(cfg_path),
+                        "--results", str(res), "--name", name], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(x) for x in (res / "runs" / name / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_learning_curve_points_leave_the_training_trajectory_bitwise_unchanged(tmp_path, micro):
+    curve = tmp_path / "curve.yaml"
+    curve.write_text(yaml.safe_dump({**MICRO, "train": {**MICRO["train"], "eval_every": 2}}))
+    res = tmp_path / "res"
+    plain, with_curve = _train(res, micro, "plain"), _train(res, curve, "curve")
+    assert [x for x in with_curve if "loss" in x] == [{**x, "tokens_per_s": y["tokens_per_s"]}
+                                                      for x, y in zip(plain, [x for x in with_curve if "loss" in x])]
+    a = torch.load(res / "runs" / "plain" / "checkpoint.pt", weights_only=True)["model"]
+    b = torch.load(res / "runs" / "curve" / "checkpoint.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    points = [x for x in with_curve if "curve" in x]
+    assert [p["step"] for p in points] == [2, 4, 6] and [p["tokens"] for p in points] == [128, 256, 384]
+    assert all(set(p["curve"]) == {"16", "32"} and all(v > 1 for v in p["curve"].values()) for p in points)
+    r = runner.invoke(app, ["eval", "--run", "curve", "--lengths", "16", "--results", str(res)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["report", "--results", str(res)])
+    assert r.exit_code == 0, r.output
+    assert (res / "plot_curves.png").read_bytes()[:4] == b"\x89PNG"
+    rows = (res / "curves.csv").read_text().splitlines()
+    assert rows[0] == "run,scheme,seed,step,tokens,length,ppl" and len(rows) == 1 + 3 * 2
+
+
+def test_test_split_reads_only_test_documents(tmp_path):
+    from pebench.data import prepare_corpus
+    from pebench.data.dataset import split_of
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    names = [f"doc{i:03d}.txt" for i in range(300)]
+    for n in names:
+        (folder / n).write_text(f"<{n}>")
+    corpus = prepare_corpus(f"local:{folder}", tmp_path / "cache")
+    by_split = {}
+    for split in ("train", "validation", "test"):
+        text = bytes(corpus.tokens(split)).decode()
+        by_split[split] = {d.strip("<>") for d in text.split("\x00") if d}
+        assert by_split[split] == {n for n in names if split_of(n) == split}
+    assert by_split["test"] and not (by_split["test"] & (by_split["validation"] | by_split["train"]))
+
+
+def test_eval_on_the_test_split_is_a_separate_record_and_report(tmp_path, micro):
+    res = tmp_path / "res"
+    assert runner.invoke(app, ["train", "--pe", "alibi", "--config", str(micro), "--steps", "2",
+                               "--results", str(res)]).exit_code == 0
+    r = runner.invoke(app, ["report", "--split", "test", "--results", str(res)])
+    assert r.exit_code == 1 and "no records" in r.output
+    for split in ("validation", "test"):
+        r = runner.invoke(app, ["eval", "--lengths", "16", "--split", split, "--results", str(res)])
+        assert r.exit_code == 0, r.output
+    recs = {p.name: json.loads(p.read_text()) for p in (res / "records").rglob("*.json")}
+    assert sorted(recs) == ["alibi__nonoverlap__L16.json", "alibi__nonoverlap__test__L16.json"]
+    assert recs["alibi__nonoverlap__test__L16.json"]["split"] == "test"
+    assert recs["alibi__nonoverlap__test__L16.json"]["ppl"] != recs["alibi__nonoverlap__L16.json"]["ppl"]
+    r = runner.invoke(app, ["report", "--split", "test", "--format", "md", "--results", str(res)])
+    assert r.exit_code == 0 and "split: test" in r.output and (res / "report-test.md").exists()
+    r = runner.invoke(app, ["eval", "--split", "train", "--results", str(res)])
+    assert r.exit_code == 2 and "unknown split 'train'" in r.output
