@@ -15,6 +15,7 @@ from .results import ResultsDir, protocol_key
 from .style import CONTEXT_LINE, style_for
 
 METRICS = ("ppl", "bpb", "loss", "ratio")
+SCHEME_ORDER = ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"]  # rows of every table
 FORMATS = ("table", "md", "csv", "latex", "json")
 # Two-sided 95% Student t quantiles for 1..30 degrees of freedom (scipy is not a dependency).
 _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -106,7 +107,7 @@ def build_table(df: pd.DataFrame, metric: str = "ppl", protocol: Optional[str] =
     lengths = sorted(int(x) for x in df["length"].unique())
     ctx = int(df["train_context"].mode().iloc[0])
     contexts = {L: f"{L / ctx:g}x" for L in lengths}
-    order = {n: i for i, n in enumerate(["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"])}
+    order = {n: i for i, n in enumerate(SCHEME_ORDER)}
     rows = sorted(df["label"].unique(), key=lambda lab: (order.get(lab.split("+")[0].split(" ")[0], 99), lab))
     cells = {}
     for (label, L), g in df.groupby(["label", "length"]):
@@ -308,15 +309,17 @@ def curves_frame(results: ResultsDir) -> pd.DataFrame:
 
 def _plot_curves(cf: pd.DataFrame, path: Path) -> Path:
     """ppl against training tokens per scheme, at 1x (left) and the longest length (right), mean and 95% band
-    over seeds."""
+    over seeds; one legend for both panels."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import ScalarFormatter
 
     lengths = sorted(cf["length"].unique())
     panels = [lengths[0], lengths[-1]] if len(lengths) > 1 else lengths
+    schemes = sorted(cf["scheme"].unique(), key=lambda s: (SCHEME_ORDER.index(s) if s in SCHEME_ORDER else 99, s))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
     for ax, L in zip(axes[0], panels):
         sel = cf[(cf["length"] == L) & cf["ppl"].notna()]
-        for scheme in dict.fromkeys(sel["scheme"]):
+        for scheme in schemes:
             g = sel[sel["scheme"] == scheme].groupby("tokens")["ppl"].apply(list)
             stats = [mean_ci(v) for v in g]
             st = style_for(scheme)
@@ -325,10 +328,17 @@ def _plot_curves(cf: pd.DataFrame, path: Path) -> Path:
                 ax.fill_between(g.index, [m - c for m, c in stats], [m + c for m, c in stats], color=st.color,
                                 alpha=0.15, linewidth=0)
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(ScalarFormatter())
         ax.set_xlabel("training tokens")
         ax.set_ylabel("ppl")
         ax.set_title(f"learning curve at length {L}")
-    return _save_figure(fig, axes[0][-1], path)
+    handles, labels = axes[0][0].get_legend_handles_labels()  # the 1x panel has every scheme
+    axes[0][-1].legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
 
 
 def write_plots(results: ResultsDir, t: Table, df: pd.DataFrame, sfx: str = "") -> list[Path]:
