@@ -453,6 +453,7 @@ def tune(
     results: Path = ResultsOpt,
 ):
     """Per-scheme learning rate by 1x validation loss; writes RESULTS/tune/tuned.yaml for --overlay."""
+    import math
     from dataclasses import replace
 
     from .results import ResultsDir
@@ -471,8 +472,6 @@ def tune(
 
     def line(scheme, x, loss):
         typer.echo(f"{scheme:<11} lr {x:<8g} " + ("diverged" if loss is None else f"ppl 1x {math.exp(loss):.3f}"))
-
-    import math
 
     res = run_tune(base, _schemes(pe), lrs, rd, device, on_result=line)
     typer.echo(res.table.read_text())

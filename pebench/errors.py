@@ -13,5 +13,9 @@ class UsageError(PebenchError):
     exit_code = 2
 
 
+class TrainingDiverged(PebenchError):
+    """The loss became NaN or infinite; the run is marked failed and its last good checkpoint kept."""
+
+
 class PositionOutOfRange(PebenchError):
     """A scheme was asked for a position it cannot represent (e.g. learned beyond its table)."""

@@ -17,7 +17,7 @@ import yaml
 
 from .config import Config
 from .data import prepare_corpus, sample_batch
-from .errors import PebenchError, UsageError
+from .errors import PebenchError, TrainingDiverged, UsageError
 from .fsutil import RunLock, append_line, atomic_save, atomic_write_text
 from .model import DecoderLM
 from .results import ResultsDir, environment, now
@@ -305,7 +305,7 @@ def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_met
                 if not math.isfinite(loss_val):
                     if is_main:
                         results.set_status(name, state="failed", step=step, reason=f"loss {loss_val} at step {step}")
-                    raise PebenchError(f"training diverged: loss is {loss_val} at step {step}; the last good "
+                    raise TrainingDiverged(f"training diverged: loss is {loss_val} at step {step}; the last good "
                                        f"checkpoint is kept in {folder}; lower train.lr and rerun with --overwrite")
                 opt.step()
                 window_tokens += tc.batch_size * cfg.model.context

@@ -15,7 +15,7 @@ from typing import Callable, Optional
 import yaml
 
 from .config import Config
-from .errors import PebenchError
+from .errors import TrainingDiverged
 from .fsutil import atomic_write_text
 from .results import ResultsDir
 
@@ -55,9 +55,7 @@ def _one(base: Config, tr: ResultsDir, scheme: str, lr: float, device: str) -> O
     name = grid_run_name(scheme, base.name, lr, cfg.train.seed)
     try:
         train(cfg, tr, name, device=device, resume=True)
-    except PebenchError as e:
-        if "diverged" not in str(e):
-            raise
+    except TrainingDiverged:
         return None
     (rec,) = evaluate_run(tr, name, [cfg.model.context], device=device, skip_existing=True)
     return rec["loss"]

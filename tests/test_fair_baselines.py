@@ -144,3 +144,11 @@ def test_eval_on_the_test_split_is_a_separate_record_and_report(tmp_path, micro)
     assert r.exit_code == 0 and "split: test" in r.output and (res / "report-test.md").exists()
     r = runner.invoke(app, ["eval", "--split", "train", "--results", str(res)])
     assert r.exit_code == 2 and "unknown split 'train'" in r.output
+
+
+def test_a_diverged_grid_cell_is_recorded_as_diverged_and_never_chosen(tmp_path, micro):
+    r = runner.invoke(app, ["tune", "--pe", "rope", "--lr", "1e-3,1e6", "--config", str(micro), "--steps", "3",
+                            "--results", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert "rope        lr 1e+06    diverged" in r.output
+    assert yaml.safe_load((tmp_path / "tune" / "tuned.yaml").read_text())["train"]["lr_by_scheme"] == {"rope": 1e-3}
