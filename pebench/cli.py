@@ -444,6 +444,8 @@ def run(
 def tune(
     pe: str = typer.Option("all", "--pe", help="all, or a comma list"),
     lr: str = typer.Option("1e-3,3e-3,1e-2", "--lr", help="comma list of learning rates"),
+    option: Optional[List[str]] = typer.Option(
+        None, "--option", help="a scheme option to tune as well, NAME=V1,V2 (repeatable; e.g. table_scale=1,0.3)"),
     config: str = typer.Option("tiny", "--config"),
     overlay: Optional[List[Path]] = OverlayOpt,
     steps: Optional[int] = typer.Option(None, "--steps"),
@@ -452,11 +454,12 @@ def tune(
     device: str = DeviceOpt,
     results: Path = ResultsOpt,
 ):
-    """Per-scheme learning rate by 1x validation loss; writes RESULTS/tune/tuned.yaml for --overlay."""
+    """Per-scheme learning rate (and options) by 1x validation loss; writes RESULTS/tune/tuned.yaml for --overlay."""
     import math
     from dataclasses import replace
 
     from .results import ResultsDir
+    from .tune import parse_option_grid
     from .tune import tune as run_tune
 
     try:
@@ -465,17 +468,56 @@ def tune(
         raise UsageError(f"--lr must be numbers, got {lr!r}")
     if any(not x > 0 for x in lrs) or len(set(lrs)) != len(lrs):
         raise UsageError(f"--lr must be distinct learning rates > 0, got {lr!r}")
+    grid = parse_option_grid(option or [])
     base = _load_cfg(config, steps, data, None, None, overlay)
     if seed is not None:
         base = replace(base, train=replace(base.train, seed=seed))
     rd = ResultsDir(results)
 
-    def line(scheme, x, loss):
-        typer.echo(f"{scheme:<11} lr {x:<8g} " + ("diverged" if loss is None else f"ppl 1x {math.exp(loss):.3f}"))
+    def line(scheme, x, opts, loss):
+        label = "".join(f" {k}={v}" for k, v in opts)
+        typer.echo(f"{scheme:<11} lr {x:<8g}{label} " + ("diverged" if loss is None else f"ppl 1x {math.exp(loss):.3f}"))
 
-    res = run_tune(base, _schemes(pe), lrs, rd, device, on_result=line)
+    res = run_tune(base, _schemes(pe), lrs, rd, device, on_result=line, options=grid)
     typer.echo(res.table.read_text())
     typer.echo(f"wrote {res.overlay} (use: pebench run --overlay {res.overlay}) and {res.table}")
+
+
+@app.command()
+@handle_errors
+def analyze(
+    run: Optional[str] = typer.Option(None, "--run", help="comma list of runs (default: every finished run)"),
+    lengths: Optional[str] = typer.Option(None, "--lengths", help="default: each run's evaluation multiples"),
+    tokens: int = typer.Option(8192, "--tokens", help="validation tokens analysed per length"),
+    window_k: float = typer.Option(4.605, "--window-k",
+                                   help="a head's effective window: distance where its bias falls k nats"),
+    device: str = DeviceOpt,
+    results: Path = ResultsOpt,
+):
+    """Why schemes break: attention distance, entropy and far-key share per head; encodings' spectra, biases and
+    RoPE's decay bound. Writes RESULTS/analysis/ (markdown, JSON, PNGs)."""
+    from .analysis import AnalyzeOptions
+    from .analysis import analyze as run_analyze
+    from .evaluate import parse_lengths
+    from .results import ResultsDir
+
+    if tokens < 2 or not window_k > 0:
+        raise UsageError(f"--tokens must be >= 2 and --window-k > 0, got {tokens} and {window_k}")
+    opts = AnalyzeOptions(parse_lengths(lengths), tokens, window_k, device)
+    rd = ResultsDir(results)
+    data = run_analyze(rd, _csv(run, "--run"), opts, on_run=lambda a: typer.echo(f"analysed {a['run']}"))
+    typer.echo(_analysis_table(data["drift"]))
+    typer.echo(f"wrote {rd.root / 'analysis'}/analysis.md, analysis.json and plots")
+
+
+def _analysis_table(rows: list[dict]) -> str:
+    head = f"{'rank':>4}  {'run':<28} {'len':>5} {'H 1x':>6} {'H long':>6} {'|dH|':>5} {'far':>6} {'ppl x':>6}"
+    out = [head]
+    for r in rows:
+        ratio = "-" if r["ppl_ratio"] is None else f"{r['ppl_ratio']:.2f}"
+        out.append(f"{r['rank']:>4}  {r['run']:<28} {r['length']:>5} {r['entropy_1x']:>6.2f} {r['entropy_long']:>6.2f} "
+                   f"{r['entropy_drift']:>5.2f} {r['far_share']:>6.1%} {ratio:>6}")
+    return "\n".join(out)
 
 
 @app.command()

@@ -180,7 +180,7 @@ def parse_scalings(spec: Optional[str]) -> list[str]:
     return names
 
 
-def _variant_label(cfg, pe, parent) -> tuple[str, str]:
+def variant_label(cfg, pe, parent) -> tuple[str, str]:
     """(variant, row label): 'rope+yarn', with ' ftN' for fine-tuned runs."""
     v = getattr(pe, "variant", "default")
     v = "none" if v == "default" else v
@@ -236,7 +236,7 @@ def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = N
     base_pe = model.pe
     for variant in scalings or [None]:
         model.pe = pe = base_pe if variant is None else base_pe.with_scaling(variant, rope_factor)
-        v, label = _variant_label(cfg, pe, meta.get("parent"))
+        v, label = variant_label(cfg, pe, meta.get("parent"))
         for L in lengths:
             t0 = time.time()
             rec = {"schema": SCHEMA_VERSION, "run": run, "scheme": cfg.model.pe, "variant": v, "label": label,

@@ -231,7 +231,7 @@ def write_reports(results: ResultsDir, t: Table, df: pd.DataFrame, schemes: Opti
     return written
 
 
-def _save_figure(fig, ax, path: Path) -> Path:
+def save_figure(fig, ax, path: Path) -> Path:
     """Legend outside the axes (it never covers a curve), written atomically."""
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     with atomic_path(path) as tmp:
@@ -266,7 +266,7 @@ def _plot_length(t: Table, path: Path) -> Path:
     ax.set_xlabel("evaluation length (tokens)")
     ax.set_ylabel(t.metric)
     ax.set_title(f"{t.metric} vs evaluation length ({t.protocol})")
-    return _save_figure(fig, ax, path)
+    return save_figure(fig, ax, path)
 
 
 def _plot_position(t: Table, df: pd.DataFrame, path: Path) -> Optional[Path]:
@@ -297,7 +297,7 @@ def _plot_position(t: Table, df: pd.DataFrame, path: Path) -> Optional[Path]:
     ax.set_xlabel("context length of the scored token (bucket end)")
     ax.set_ylabel("mean loss (nats)")
     ax.set_title(f"per-position loss at length {L} ({t.protocol})")
-    return _save_figure(fig, ax, path)
+    return save_figure(fig, ax, path)
 
 
 def curves_frame(results: ResultsDir) -> pd.DataFrame:

@@ -44,10 +44,18 @@ def lr_at(step: int, cfg) -> float:
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
+def decays(model: torch.nn.Module, name: str, param: torch.nn.Parameter) -> bool:
+    """Weight decay on matrices, not on norms and biases; the scheme decides for its own parameters."""
+    pe = getattr(model, "pe", None)
+    if name.startswith("pe.") and pe is not None:
+        return pe.decayed(name[3:], param)
+    return param.dim() >= 2
+
+
 def make_optimizer(model: torch.nn.Module, cfg, device: torch.device) -> torch.optim.Optimizer:
-    # No weight decay on norms, biases and the (scalar) position-bias tables.
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and not n.startswith("pe.table")]
-    no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and not n.startswith("pe.table"))]
+    named = list(model.named_parameters())
+    decay = [p for n, p in named if decays(model, n, p)]
+    no_decay = [p for n, p in named if not decays(model, n, p)]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device.type == "cuda")
 

@@ -1,21 +1,27 @@
-"""`pebench tune`: each scheme's learning rate, chosen by 1x validation loss over a grid, written as a config
-overlay (``train.lr_by_scheme``) that `train --overlay` and `run --overlay` read.
+"""`pebench tune`: each scheme's learning rate (and, optionally, scheme options such as the sinusoidal table's
+amplitude or weight decay on the learned table), chosen by 1x validation loss over a grid and written as a
+config overlay (``train.lr_by_scheme``, ``model.pe_options``) that `train --overlay` and `run --overlay` read.
 
 The grid's runs and records live in ``RESULTS/tune/`` (a results folder of their own), so they never mix
 with the benchmark's runs in a report. Tuning reads the validation split only; final numbers come from the
 test split (`pebench run --final`).
+
+A grid cell is ``(scheme, lr, options)`` where ``options`` is a tuple of ``(name, value)`` pairs that differ
+from the scheme's defaults (``()``: the defaults), so a cell at the default options is the same run as a plain
+learning-rate cell and is trained once.
 """
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import yaml
 
 from .config import Config
-from .errors import TrainingDiverged
+from .errors import TrainingDiverged, UsageError
 from .fsutil import atomic_write_text
 from .results import ResultsDir
 
@@ -24,35 +30,80 @@ OVERLAY = "tuned.yaml"
 
 @dataclass
 class TuneResult:
-    losses: dict  # (scheme, lr) -> 1x validation loss, None where training diverged
-    best: dict  # scheme -> lr
+    losses: dict  # (scheme, lr, options) -> 1x validation loss, None where training diverged
+    best: dict  # scheme -> (lr, options)
     overlay: Path
     table: Path
 
 
+def _finite(loss) -> bool:
+    return loss is not None and math.isfinite(loss)
+
+
 def pick_best(losses: dict) -> dict:
-    """Per scheme, the learning rate with the lowest loss; diverged runs (None, NaN) never win; a tie goes to
-    the smaller learning rate. A scheme whose every run diverged is left out."""
+    """Per scheme, the (lr, options) cell with the lowest loss; diverged runs (None, NaN) never win; a tie goes
+    to the default options, then to the smaller learning rate. A scheme whose every run diverged is left out."""
     best: dict = {}
-    for (scheme, lr), loss in sorted(losses.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        if loss is None or not math.isfinite(loss):
+    for (scheme, lr, opts), loss in losses.items():
+        if not _finite(loss):
             continue
-        if scheme not in best or loss < losses[(scheme, best[scheme])]:
-            best[scheme] = lr
-    return best
+        rank = (loss, opts != (), lr)
+        if scheme not in best or rank < best[scheme][0]:
+            best[scheme] = (rank, (lr, opts))
+    return {s: cell for s, (_, cell) in best.items()}
 
 
-def grid_run_name(scheme: str, config_name: str, lr: float, seed: int) -> str:
-    return f"{scheme}-{config_name}-lr{lr:g}-s{seed}"
+def option_settings(scheme: str, grid: dict[str, list]) -> list[tuple]:
+    """Every combination of the scheme's own options in the grid (options of other schemes are ignored), as tuples
+    of the pairs that differ from the scheme's defaults (so the all-default combination is ``()``)."""
+    from .pe import SCHEMES
+
+    cls = SCHEMES.get(scheme)
+    defaults = {f.name: f.default for f in fields(cls.Options)} if cls.Options is not None else {}
+    mine = {k: v for k, v in grid.items() if k in defaults}
+    settings = []
+    for values in itertools.product(*mine.values()):
+        cls.parse_options(dict(zip(mine, values)))  # a bad value is one line, before any training
+        pairs = tuple((k, v) for k, v in zip(mine, values) if v != defaults[k])
+        if pairs not in settings:
+            settings.append(pairs)
+    return settings
 
 
-def _one(base: Config, tr: ResultsDir, scheme: str, lr: float, device: str) -> Optional[float]:
+def check_option_grid(schemes: list[str], grid: dict[str, list]) -> None:
+    """An option that no scheme of the grid has is a typo: one line naming the options they do have."""
+    from .pe import SCHEMES
+
+    known: dict[str, list[str]] = {}
+    for s in schemes:
+        cls = SCHEMES.get(s)
+        for f in fields(cls.Options) if cls.Options is not None else ():
+            known.setdefault(f.name, []).append(s)
+    for name in grid:
+        if name not in known:
+            allowed = ", ".join(f"{k} ({'/'.join(v)})" for k, v in known.items()) or "none"
+            raise UsageError(f"--option {name}: no scheme of {', '.join(schemes)} has an option {name!r}; "
+                             f"their options: {allowed}")
+
+
+def _fmt(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def grid_run_name(scheme: str, config_name: str, lr: float, seed: int, opts: tuple = ()) -> str:
+    extra = "".join(f"-{k}{_fmt(v)}" for k, v in opts)
+    return f"{scheme}-{config_name}-lr{lr:g}{extra}-s{seed}"
+
+
+def _one(base: Config, tr: ResultsDir, scheme: str, lr: float, opts: tuple, device: str) -> Optional[float]:
     from .evaluate import evaluate_run
     from .train import train
 
-    cfg = replace(base, model=replace(base.model, pe=scheme),
+    pe_options = dict(base.model.pe_options)
+    pe_options[scheme] = {**(pe_options.get(scheme) or {}), **dict(opts)}
+    cfg = replace(base, model=replace(base.model, pe=scheme, pe_options=pe_options),
                   train=replace(base.train, lr=lr, lr_by_scheme={})).validate()
-    name = grid_run_name(scheme, base.name, lr, cfg.train.seed)
+    name = grid_run_name(scheme, base.name, lr, cfg.train.seed, opts)
     try:
         train(cfg, tr, name, device=device, resume=True)
     except TrainingDiverged:
@@ -61,40 +112,84 @@ def _one(base: Config, tr: ResultsDir, scheme: str, lr: float, device: str) -> O
     return rec["loss"]
 
 
+def overlay_dict(best: dict) -> dict:
+    """The config overlay of a tuning: every scheme's learning rate, and its options where they won."""
+    out: dict = {"train": {"lr_by_scheme": {s: lr for s, (lr, _) in best.items()}}}
+    options = {s: dict(opts) for s, (_, opts) in best.items() if opts}
+    if options:
+        out["model"] = {"pe_options": options}
+    return out
+
+
 def tune(base: Config, schemes: list[str], lrs: list[float], results: ResultsDir, device: str = "auto",
-         on_result: Callable[[str, float, Optional[float]], None] = lambda s, lr, loss: None) -> TuneResult:
-    """Train every (scheme, learning rate) of the grid (resuming, skipping what is done), score each at 1x on
-    validation, and write the overlay and a table into ``results/tune/``."""
+         on_result: Callable[[str, float, tuple, Optional[float]], None] = lambda s, lr, o, loss: None,
+         options: Optional[dict[str, list]] = None) -> TuneResult:
+    """Train every (scheme, learning rate, options) cell of the grid (resuming, skipping what is done), score each
+    at 1x on validation, and write the overlay and a table into ``results/tune/``."""
+    check_option_grid(schemes, options or {})
+    settings = {s: option_settings(s, options or {}) for s in schemes}  # all checked before any training
     tr = ResultsDir(results.root / "tune")
     tr.ensure_writable()
     losses = {}
     for scheme in schemes:
-        for lr in lrs:
-            losses[(scheme, lr)] = _one(base, tr, scheme, lr, device)
-            on_result(scheme, lr, losses[(scheme, lr)])
+        for opts in settings[scheme]:
+            for lr in lrs:
+                losses[(scheme, lr, opts)] = _one(base, tr, scheme, lr, opts, device)
+                on_result(scheme, lr, opts, losses[(scheme, lr, opts)])
     best = pick_best(losses)
     overlay = tr.root / OVERLAY
     header = (f"# Written by `pebench tune` from config {base.name!r} ({base.train.steps} steps, seed "
-              f"{base.train.seed}): per scheme, the learning rate of {', '.join(f'{x:g}' for x in lrs)} with the "
-              "lowest 1x validation loss.\n# Use: pebench run --overlay " + str(overlay) + "\n")
-    atomic_write_text(overlay, header + yaml.safe_dump({"train": {"lr_by_scheme": best}}, sort_keys=True))
+              f"{base.train.seed}): per scheme, the learning rate of {', '.join(f'{x:g}' for x in lrs)}"
+              + (f" and the options ({describe_grid(options)})" if options else "")
+              + " with the lowest 1x validation loss.\n# Use: pebench run --overlay " + str(overlay) + "\n")
+    atomic_write_text(overlay, header + yaml.safe_dump(overlay_dict(best), sort_keys=True))
     table = tr.root / "tune.md"
     atomic_write_text(table, grid_markdown(losses, best, lrs))
     return TuneResult(losses, best, overlay, table)
 
 
+def describe_grid(options: dict) -> str:
+    return "; ".join(f"{k} = {', '.join(_fmt(v) for v in vs)}" for k, vs in options.items())
+
+
+def parse_option_grid(specs: list[str]) -> dict[str, list]:
+    """``["table_scale=1,0.3", "weight_decay=false,true"]`` -> ``{"table_scale": [1, 0.3], ...}`` (values read as
+    YAML scalars, so numbers and booleans come out typed)."""
+    grid: dict[str, list] = {}
+    for spec in specs:
+        name, sep, values = spec.partition("=")
+        name = name.strip()
+        if not sep or not name or not values.strip():
+            raise UsageError(f"--option must be NAME=V1,V2,..., got {spec!r}")
+        if name in grid:
+            raise UsageError(f"--option {name} is given twice")
+        try:
+            grid[name] = [yaml.safe_load(v.strip()) for v in values.split(",")]
+        except yaml.YAMLError:
+            raise UsageError(f"--option {name}: values must be numbers, true/false or words, got {values!r}")
+    return grid
+
+
 def grid_markdown(losses: dict, best: dict, lrs: list[float]) -> str:
-    """Perplexity at 1x (validation) per scheme and learning rate, the best in bold; a best value at the edge
-    of the grid is flagged, since the optimum may lie beyond it."""
-    lines = ["| scheme | " + " | ".join(f"lr {x:g}" for x in lrs) + " | best | note |",
-             "|---|" + "---|" * (len(lrs) + 2)]
-    for scheme in dict.fromkeys(s for s, _ in losses):
+    """Perplexity at 1x (validation) per scheme, options and learning rate, the best in bold; a best learning rate
+    at the edge of the grid is flagged, since the optimum may lie beyond it."""
+    lines = ["| scheme | options | " + " | ".join(f"lr {x:g}" for x in lrs) + " | best | note |",
+             "|---|---|" + "---|" * (len(lrs) + 2)]
+    for scheme, opts in dict.fromkeys((s, o) for s, _, o in losses):
         cells = []
         for lr in lrs:
-            loss = losses.get((scheme, lr))
-            c = "diverged" if loss is None or not math.isfinite(loss) else f"{math.exp(loss):.3f}"
-            cells.append(f"**{c}**" if best.get(scheme) == lr else c)
+            if (scheme, lr, opts) not in losses:
+                cells.append("not run")
+                continue
+            loss = losses[(scheme, lr, opts)]
+            c = f"{math.exp(loss):.3f}" if _finite(loss) else "diverged"
+            cells.append(f"**{c}**" if best.get(scheme) == (lr, opts) else c)
         b = best.get(scheme)
-        note = "" if b is None or min(lrs) < b < max(lrs) else "best at the grid's edge: widen the grid"
-        lines.append(f"| {scheme} | " + " | ".join(cells) + f" | {'-' if b is None else f'{b:g}'} | {note} |")
+        if b is None:
+            btxt, note = "-", ""
+        else:
+            btxt = f"{b[0]:g}" + "".join(f", {k}={_fmt(v)}" for k, v in b[1])
+            note = "" if min(lrs) < b[0] < max(lrs) else "best at the grid's edge: widen the grid"
+        label = ", ".join(f"{k}={_fmt(v)}" for k, v in opts) or "defaults"
+        lines.append(f"| {scheme} | {label} | " + " | ".join(cells) + f" | {btxt} | {note} |")
     return "\n".join(lines) + "\n"

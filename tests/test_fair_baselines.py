@@ -11,7 +11,8 @@ import yaml
 from typer.testing import CliRunner
 
 from pebench.cli import app
-from pebench.tune import grid_markdown, pick_best
+from pebench.errors import UsageError
+from pebench.tune import check_option_grid, grid_markdown, option_settings, overlay_dict, parse_option_grid, pick_best
 
 runner = CliRunner()
 
@@ -32,15 +33,78 @@ def micro(tmp_path_factory):
 
 
 def test_the_tuner_picks_each_schemes_argmin_and_never_a_diverged_run():
-    losses = {("rope", 1e-3): 1.5, ("rope", 3e-3): 1.2, ("rope", 1e-2): None,
-              ("alibi", 1e-3): 1.1, ("alibi", 3e-3): 1.1, ("alibi", 1e-2): 1.3,  # a tie: the smaller lr
-              ("t5", 1e-3): float("nan"), ("t5", 3e-3): None, ("t5", 1e-2): None,  # all diverged: left out
-              ("shaw", 1e-3): 2.0, ("shaw", 3e-3): 1.9, ("shaw", 1e-2): 0.7}
-    assert pick_best(losses) == {"rope": 3e-3, "alibi": 1e-3, "shaw": 1e-2}
+    raw = {("rope", 1e-3): 1.5, ("rope", 3e-3): 1.2, ("rope", 1e-2): None,
+           ("alibi", 1e-3): 1.1, ("alibi", 3e-3): 1.1, ("alibi", 1e-2): 1.3,  # a tie: the smaller lr
+           ("t5", 1e-3): float("nan"), ("t5", 3e-3): None, ("t5", 1e-2): None,  # all diverged: left out
+           ("shaw", 1e-3): 2.0, ("shaw", 3e-3): 1.9, ("shaw", 1e-2): 0.7}
+    losses = {(s, lr, ()): v for (s, lr), v in raw.items()}
+    assert pick_best(losses) == {"rope": (3e-3, ()), "alibi": (1e-3, ()), "shaw": (1e-2, ())}
     md = grid_markdown(losses, pick_best(losses), [1e-3, 3e-3, 1e-2]).splitlines()
-    assert md[2] == f"| rope | {math.exp(1.5):.3f} | **{math.exp(1.2):.3f}** | diverged | 0.003 |  |"
+    assert md[2] == f"| rope | defaults | {math.exp(1.5):.3f} | **{math.exp(1.2):.3f}** | diverged | 0.003 |  |"
     assert md[3].endswith("| 0.001 | best at the grid's edge: widen the grid |")
-    assert md[4] == "| t5 | diverged | diverged | diverged | - |  |"
+    assert md[4] == "| t5 | defaults | diverged | diverged | diverged | - |  |"
+
+
+def test_an_option_grid_is_part_of_the_argmin_and_of_the_overlay():
+    opt = (("table_scale", 0.3),)
+    losses = {("sinusoidal", 1e-3, ()): 2.0, ("sinusoidal", 3e-3, ()): 1.5,
+              ("sinusoidal", 1e-3, opt): 1.4, ("sinusoidal", 3e-3, opt): 1.6,
+              ("learned", 1e-3, ()): 1.0, ("learned", 1e-3, (("weight_decay", True),)): 1.0}  # tie: defaults
+    best = pick_best(losses)
+    assert best == {"sinusoidal": (1e-3, opt), "learned": (1e-3, ())}
+    assert overlay_dict(best) == {"train": {"lr_by_scheme": {"sinusoidal": 1e-3, "learned": 1e-3}},
+                                  "model": {"pe_options": {"sinusoidal": {"table_scale": 0.3}}}}
+    md = grid_markdown(losses, best, [1e-3, 3e-3]).splitlines()
+    assert md[3] == f"| sinusoidal | table_scale=0.3 | **{math.exp(1.4):.3f}** | {math.exp(1.6):.3f} | 0.001, table_scale=0.3 | best at the grid's edge: widen the grid |"
+    assert md[5].startswith("| learned | weight_decay=true | 2.718 | not run |")
+    # the default value is the plain run (trained once); values are typed; a wrong option is one line
+    assert parse_option_grid(["table_scale=1,0.3", "weight_decay=false,true"]) == {
+        "table_scale": [1, 0.3], "weight_decay": [False, True]}
+    assert option_settings("sinusoidal", {"table_scale": [1.0, 0.3]}) == [(), (("table_scale", 0.3),)]
+    assert option_settings("rope", {"table_scale": [0.3]}) == [()]  # another scheme's option: its default
+    with pytest.raises(UsageError, match="no scheme of rope, alibi has an option 'table_scale'"):
+        check_option_grid(["rope", "alibi"], {"table_scale": [0.3]})
+    with pytest.raises(UsageError, match="must be bool"):
+        option_settings("learned", {"weight_decay": [0.1]})
+    for bad in ("table_scale", "=1", "table_scale="):
+        with pytest.raises(UsageError, match="NAME=V1,V2"):
+            parse_option_grid([bad])
+
+
+def test_the_scheme_decides_weight_decay_on_its_tables():
+    from pebench.config import ModelConfig
+    from pebench.model import DecoderLM
+    from pebench.train import make_optimizer
+
+    def decayed_names(pe, options=None):
+        cfg = ModelConfig(d_model=16, n_layers=1, n_heads=2, d_mlp=32, context=8, pe=pe,
+                          pe_options={pe: options} if options else {})
+        model = DecoderLM(cfg)
+        opt = make_optimizer(model, type("T", (), {"lr": 1e-3, "beta1": 0.9, "beta2": 0.95, "weight_decay": 0.1})(),
+                             torch.device("cpu"))
+        ids = {id(p) for p in opt.param_groups[0]["params"]}
+        assert opt.param_groups[0]["weight_decay"] == 0.1 and opt.param_groups[1]["weight_decay"] == 0.0
+        assert len(ids) + len(opt.param_groups[1]["params"]) == len(list(model.parameters()))
+        return {n for n, p in model.named_parameters() if id(p) in ids}
+
+    assert "pe.table" not in decayed_names("learned")
+    assert "pe.table" in decayed_names("learned", {"weight_decay": True})
+    assert "pe.table" not in decayed_names("t5")
+    assert {"pe.a_k", "pe.a_v"} <= decayed_names("shaw")
+    base = decayed_names("none")
+    assert "blocks.0.attn.qkv.weight" in base and "ln_f.weight" not in base
+
+
+def test_the_sinusoidal_table_scale_multiplies_the_table_only():
+    from pebench.pe import PEContext, build_pe
+    from pebench.pe.sinusoidal import sinusoidal_table
+
+    ctx = PEContext(8, 2, 1, 16)
+    x, pos = torch.randn(1, 5, 8), torch.arange(5)
+    full, third = build_pe("sinusoidal", ctx), build_pe("sinusoidal", ctx, {"table_scale": 0.3})
+    table = sinusoidal_table(pos, 8).float()
+    assert torch.allclose(full.embed(x, pos) - third.embed(x, pos), 0.7 * table, atol=1e-6)
+    assert torch.allclose(full.embed(x, pos), x * 8 ** 0.5 + table, atol=1e-6)
 
 
 def test_tune_writes_an_overlay_that_train_reads_back(tmp_path, micro):
@@ -55,8 +119,8 @@ def test_tune_writes_an_overlay_that_train_reads_back(tmp_path, micro):
     for scheme in ("rope", "alibi"):  # the choice is the argmin of the grid's own 1x records
         for lr in (1e-3, 1e-2):
             (rec,) = (res / "tune" / "records" / f"{scheme}-micro-lr{lr:g}-s0").glob("*.json")
-            losses[(scheme, lr)] = json.loads(rec.read_text())["loss"]
-    assert best == pick_best(losses)
+            losses[(scheme, lr, ())] = json.loads(rec.read_text())["loss"]
+    assert best == {s: lr for s, (lr, _) in pick_best(losses).items()}
     assert not (res / "records").exists()  # the grid never mixes with the benchmark's records
     r = runner.invoke(app, ["train", "--pe", "alibi", "--config", str(micro), "--overlay", str(overlay),
                             "--steps", "2", "--results", str(res)])
@@ -67,7 +131,9 @@ def test_tune_writes_an_overlay_that_train_reads_back(tmp_path, micro):
 
 def test_bad_tuning_input_gets_one_line(tmp_path, micro):
     for args, msg in ((["--lr", "0.01,abc"], "--lr must be numbers"), (["--lr", "0.01,0.01"], "distinct"),
-                      (["--pe", "ropee"], "did you mean 'rope'")):
+                      (["--pe", "ropee"], "did you mean 'rope'"),
+                      (["--pe", "rope", "--option", "table_scale=0.3"], "no scheme of rope has an option 'table_scale'"),
+                      (["--pe", "sinusoidal", "--option", "table_scale"], "--option must be NAME=V1,V2")):
         r = runner.invoke(app, ["tune", "--config", str(micro), "--results", str(tmp_path), *args])
         assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output
     bad = tmp_path / "bad.yaml"

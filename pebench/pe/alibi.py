@@ -28,6 +28,7 @@ def alibi_slopes(n_heads: int) -> list[float]:
 class ALiBi(PositionalEncoding):
     name = "alibi"
     description = "linear distance penalty per head on the logits (Press 2021)"
+    static_bias = True
 
     def __init__(self, ctx, options=None):
         super().__init__(ctx, options)

@@ -123,6 +123,9 @@ class PositionalEncoding(nn.Module):
     description: ClassVar[str] = ""
     # Dataclass describing the scheme's options (with defaults); None means no options.
     Options: ClassVar[Optional[type]] = None
+    # True if the logit term depends on the head and the distance i - j only (not on the content): analysis
+    # then plots it per head against distance (ALiBi, T5).
+    static_bias: ClassVar[bool] = False
 
     def __init__(self, ctx: PEContext, options: Optional[dict[str, Any]] = None):
         super().__init__()
@@ -151,6 +154,16 @@ class PositionalEncoding(nn.Module):
         if validate is not None:
             validate()
         return opts
+
+    def decayed(self, name: str, param: nn.Parameter) -> bool:
+        """Whether the optimizer applies weight decay to the scheme's parameter ``name``: matrices yes, scalars
+        and vectors no, and position tables named ``table`` (learned rows, T5's bias values) no by default."""
+        return param.dim() >= 2 and name != "table"
+
+    def position_table(self, length: int) -> Optional[torch.Tensor]:
+        """The [length, d_model] term ``embed`` adds for positions 0 .. length-1, for absolute schemes (analysis
+        reads it); None for schemes without one."""
+        return None
 
     def max_positions(self) -> Optional[int]:
         """Longest sequence the scheme can represent (None: unlimited)."""

@@ -1,6 +1,8 @@
 """Learned absolute positions (GPT-2): a T_max x d table; positions >= T_max are undefined."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
@@ -9,14 +11,26 @@ from . import SCHEMES
 from .base import PositionalEncoding
 
 
+@dataclass
+class LearnedOptions:
+    weight_decay: bool = False  # decay the table with the other weights (GPT-2 does; issue #16 examines it)
+
+
 @SCHEMES.register("learned")
 class Learned(PositionalEncoding):
     name = "learned"
     description = "trained absolute position table (GPT-2); undefined beyond the training context"
+    Options = LearnedOptions
 
     def __init__(self, ctx, options=None):
         super().__init__(ctx, options)
         self.table = nn.Parameter(torch.randn(ctx.context, ctx.d_model) * 0.02)
+
+    def decayed(self, name, param):
+        return self.options.weight_decay if name == "table" else super().decayed(name, param)
+
+    def position_table(self, length):
+        return self.table[:length]
 
     def max_positions(self):
         return self.table.shape[0]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -21,13 +22,26 @@ def sinusoidal_table(positions: torch.Tensor, d_model: int, base: float = 10000.
     return pe.reshape(len(positions), d_model)
 
 
+@dataclass
+class SinusoidalOptions:
+    # Amplitude of the sin/cos table against the sqrt(d)-scaled token embeddings (1: Vaswani et al.).
+    # Examined by `pebench tune --option table_scale=...` (issue #16): at this scale the unit-amplitude
+    # table starts out several times larger than the token term.
+    table_scale: float = 1.0
+
+
 @SCHEMES.register("sinusoidal")
 class Sinusoidal(PositionalEncoding):
     name = "sinusoidal"
     description = "fixed sin/cos absolute positions added to the embeddings (Vaswani 2017)"
+    Options = SinusoidalOptions
+
+    def position_table(self, length):
+        return self.options.table_scale * sinusoidal_table(torch.arange(length), self.ctx.d_model)
 
     def embed(self, x, positions):
         # Vaswani et al. scale the token embeddings by sqrt(d) before adding the table; without it the
         # unit-amplitude sinusoids drown the small-initialised embeddings after the first LayerNorm.
         # The table is computed in float64 and cast: exact far beyond training, no buffer to outgrow.
-        return x * math.sqrt(x.shape[-1]) + sinusoidal_table(positions, x.shape[-1]).to(x.dtype)
+        table = sinusoidal_table(positions, x.shape[-1]).to(x.dtype)
+        return x * math.sqrt(x.shape[-1]) + self.options.table_scale * table

@@ -44,6 +44,7 @@ def t5_bucket(distance: torch.Tensor, num_buckets: int = 32, max_distance: int =
 class T5Bias(PositionalEncoding):
     name = "t5"
     description = "learned scalar bias per head and log-bucketed distance, shared by all layers (Raffel 2020)"
+    static_bias = True
     Options = T5Options
 
     def __init__(self, ctx, options=None):

@@ -1,0 +1,104 @@
+"""The position encodings themselves, as numbers: a table's spectrum and principal components, RoPE's long-term
+decay bound under each frequency scaling, and logit terms (or relative vectors) against distance.
+
+Everything here reads a scheme through its generic hooks (``position_table``, ``score_mod``), never by name,
+except the RoPE bound, which is about RoPE's frequencies by definition."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+
+
+def table_spectrum(table: torch.Tensor) -> dict:
+    """Per-dimension power spectrum of a [T, d] position table along position (each column centred).
+
+    Returns the frequencies (cycles per position), the power averaged over dimensions, each dimension's
+    dominant frequency, and the concentration: the mean over dimensions of the share of its (non-DC) power in
+    its strongest bin and the two next to it (about 1 for a sinusoid, about 3 / (T / 2) for white noise)."""
+    x = table.double()
+    x = x - x.mean(0, keepdim=True)
+    T = x.shape[0]
+    power = torch.fft.rfft(x, dim=0).abs() ** 2  # [T//2 + 1, d]
+    power[0] = 0.0
+    freqs = torch.fft.rfftfreq(T)
+    total = power.sum(0).clamp(min=1e-300)
+    peak = power.argmax(0)
+    padded = torch.nn.functional.pad(power.T, (1, 1)).T  # a zero bin either side
+    near = padded.gather(0, peak[None] + torch.arange(3)[:, None]).sum(0)  # bins peak-1 .. peak+1
+    return {"freqs": freqs.tolist(), "power": (power / total).mean(1).tolist(),
+            "dominant": freqs[peak].tolist(), "concentration": float((near / total).mean())}
+
+
+def table_components(table: torch.Tensor, k: int = 3) -> dict:
+    """The top-k principal components of a [T, d] table as curves against position, and their variance shares."""
+    x = table.double() - table.double().mean(0, keepdim=True)
+    u, s, _ = torch.linalg.svd(x, full_matrices=False)
+    var = s ** 2
+    return {"curves": (u[:, :k] * s[:k]).T.tolist(), "explained": (var[:k] / var.sum()).tolist()}
+
+
+def rope_bound(inv_freq: torch.Tensor, distances: torch.Tensor) -> torch.Tensor:
+    """Su et al.'s long-term decay bound (RoFormer, section 3.4.3): the relative size
+    (1 / (d/2)) * sum_{j=1}^{d/2} |S_j|, with S_j = sum_{k<j} exp(i r theta_k), at each distance r."""
+    phase = distances.double()[:, None] * inv_freq.double()[None, :]  # [R, d/2]
+    s = torch.cumsum(torch.polar(torch.ones_like(phase), phase), dim=1)
+    return s.abs().mean(1)
+
+
+def rope_bound_curves(head_dim: int, base: float, context: int, factor: float, distances: torch.Tensor,
+                      variants=("default", "linear", "ntk", "yarn", "llama3")) -> dict:
+    """The bound against distance for each frequency scaling at ``factor`` (default: unscaled)."""
+    from ..pe.rope import rope_frequencies
+
+    out = {}
+    for v in variants:
+        inv, _ = rope_frequencies(v, head_dim, base, factor if v != "default" else 1.0, context)
+        out[v] = rope_bound(inv, distances).tolist()
+    return out
+
+
+def bias_by_distance(pe, max_distance: int, layer: int = 0) -> Optional[np.ndarray]:
+    """A logit term that depends on head and distance only (``pe.static_bias``), per head, at distances
+    0 .. max_distance: [H, max_distance + 1]; None for schemes whose term depends on the content."""
+    if not getattr(pe, "static_bias", False):
+        return None
+    H, dh = pe.ctx.n_heads, pe.ctx.head_dim
+    mod = pe.score_mod(torch.zeros(1, H, 1, dh), layer)
+    if mod is None:
+        return None
+    d = torch.arange(max_distance + 1)
+    qi = torch.tensor(max_distance).view(1, 1, 1, 1)
+    with torch.no_grad():
+        bias = mod.bias(torch.zeros(1, 1, 1, 1, dtype=torch.long), torch.arange(H).view(1, H, 1, 1), qi,
+                        (max_distance - d).view(1, 1, 1, -1))
+    return bias.expand(1, H, 1, max_distance + 1)[0, :, 0].double().numpy()
+
+
+def effective_window(bias: np.ndarray, k: float) -> list[Optional[int]]:
+    """Per head, the first distance at which the logit term has fallen k nats below its value at distance 0
+    (None: never within the distances given)."""
+    out = []
+    for row in bias:
+        hit = np.nonzero(row - row[0] <= -k)[0]
+        out.append(int(hit[0]) if len(hit) else None)
+    return out
+
+
+def relative_vector_norms(pe, layer: int) -> Optional[dict]:
+    """Norms of learned relative key/value vectors by clipped distance (Shaw-style schemes), else None."""
+    H, dh = pe.ctx.n_heads, pe.ctx.head_dim
+    mod = pe.score_mod(torch.zeros(1, H, 1, dh), layer)
+    rel = getattr(mod, "relative", None) if mod is not None else None
+    if rel is None:
+        return None
+    return {"key": rel.key.detach().norm(dim=-1).tolist(), "value": rel.value.detach().norm(dim=-1).tolist()}
+
+
+def learned_vs_reference(pe, length: int) -> Optional[dict]:
+    """The scheme's position table (``pe.position_table``), its spectrum and components, else None."""
+    table = pe.position_table(length)
+    if table is None:
+        return None
+    return {"spectrum": table_spectrum(table.detach()), "components": table_components(table.detach())}

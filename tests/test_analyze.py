@@ -1,0 +1,183 @@
+"""`pebench analyze`: attention statistics on attention whose answer is known, the encodings' numbers against
+their definitions, real PNGs, and the command on a run of every scheme."""
+import math
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from conftest import SCHEMES, tiny_model_config
+from pebench.analysis.attention import (attention_stats, bin_edges, distance_bin, entropy_ceiling, n_bins,
+                                        query_stats, windows_of)
+from pebench.analysis.encodings import (bias_by_distance, effective_window, relative_vector_norms, rope_bound,
+                                        table_components, table_spectrum)
+from pebench.analysis.summary import spearman
+from pebench.cli import app
+from pebench.model import DecoderLM
+from pebench.pe import PEContext, build_pe
+from pebench.pe.alibi import alibi_slopes
+
+runner = CliRunner()
+
+
+def _uniform(n_q, K, offset=0):
+    i = torch.arange(offset, offset + n_q)[:, None]
+    mask = torch.arange(K)[None, :] <= i
+    return (mask / mask.sum(-1, keepdim=True)).double()[None, None]
+
+
+def test_uniform_attention_has_distance_half_i_and_entropy_log_i_plus_one():
+    p = _uniform(32, 64, offset=32)  # queries 32..63 of a 64-token window
+    mean_d, ent, far, mass = query_stats(p, 32, far=40)
+    i = torch.arange(32, 64).double()
+    assert torch.allclose(mean_d[0, 0], i / 2)
+    assert torch.allclose(ent[0, 0], torch.log(i + 1))
+    assert torch.allclose(far[0, 0], torch.clamp(i - 40 + 1, min=0) / (i + 1))  # keys at distance >= 40
+    assert torch.allclose(mass.sum(-1), torch.ones(1, 1, 32, dtype=torch.float64))
+    # query 40: 1 key at distance 0, 1 at 1, 2 at 2-3, 4, 8, 16 at 16-31, 9 at 32-40
+    assert mass[0, 0, 8].tolist() == pytest.approx([c / 41 for c in (1, 1, 2, 4, 8, 16, 9)])
+
+
+def test_one_hot_attention_is_exact():
+    K = 20
+    p = torch.zeros(1, 2, K, K, dtype=torch.float64)
+    for i in range(K):
+        p[0, 0, i, max(i - 3, 0)] = 1.0  # head 0: three back
+        p[0, 1, i, i] = 1.0  # head 1: itself
+    mean_d, ent, far, _ = query_stats(p, 0, far=3)
+    assert mean_d[0, 0].tolist() == [min(i, 3) for i in range(K)] and mean_d[0, 1].abs().max() == 0
+    assert ent.abs().max() == 0
+    assert far[0, 0].tolist() == [float(i >= 3) for i in range(K)] and far[0, 1].abs().max() == 0
+
+
+def test_distance_bins_are_log2():
+    assert distance_bin(torch.tensor([0, 1, 2, 3, 4, 7, 8, 127, 128])).tolist() == [0, 1, 2, 2, 3, 3, 4, 7, 8]
+    assert n_bins(128) == 8 and bin_edges(128) == [0, 1, 2, 4, 8, 16, 32, 64]
+
+
+def _zero_attention_model(pe):
+    torch.manual_seed(0)
+    model = DecoderLM(tiny_model_config(pe)).eval()
+    with torch.no_grad():
+        for b in model.blocks:
+            b.attn.qkv.weight.zero_()  # q = k = 0: the logits are the scheme's term alone
+    return model
+
+
+def test_hooked_statistics_of_a_model_with_uniform_attention():
+    model = _zero_attention_model("none")
+    L = 48
+    win = torch.randint(0, 256, (3, L))
+    s = attention_stats(model, win, far=16, batch=2, chunk=20)  # chunks that do not divide L
+    assert s["queries"] == 3 * L
+    exp_d = sum(i / 2 for i in range(L)) / L
+    for layer in range(2):
+        assert s["distance"][layer] == pytest.approx([exp_d] * 4, rel=1e-6)
+        assert s["entropy"][layer] == pytest.approx([entropy_ceiling(L)] * 4, rel=1e-6)
+        exp_far = sum(max(0, i - 16 + 1) / (i + 1) for i in range(L)) / L
+        assert s["far"][layer] == pytest.approx([exp_far] * 4, rel=1e-6)
+
+
+def test_hooked_statistics_follow_alibi_slopes():
+    model = _zero_attention_model("alibi")
+    L = 32
+    s = attention_stats(model, torch.randint(0, 256, (1, L)), far=16)
+    for h, m in enumerate(alibi_slopes(4)):
+        dist = []
+        for i in range(L):
+            w = np.exp(-m * np.arange(i + 1))  # distances 0..i
+            dist.append(float((w * np.arange(i + 1)).sum() / w.sum()))
+        assert s["distance"][0][h] == pytest.approx(np.mean(dist), rel=1e-6)
+
+
+def test_the_spectrum_recovers_a_known_sinusoid_and_noise_is_flat():
+    T, d = 128, 8
+    pos = torch.arange(T).double()[:, None]
+    cycles = torch.tensor([1, 3, 5, 8, 13, 21, 34, 55]).double()  # integer cycles over the table
+    table = torch.sin(2 * math.pi * pos * cycles / T + 0.3)
+    sp = table_spectrum(table)
+    assert sp["dominant"] == pytest.approx((cycles / T).tolist())
+    assert sp["concentration"] == pytest.approx(1.0, abs=1e-9)
+    noise = table_spectrum(torch.randn(T, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
+    assert noise["concentration"] < 0.2
+    pcs = table_components(torch.cat([pos, 2 * pos], 1))  # a rank-one ramp: one component holds everything
+    assert pcs["explained"][0] == pytest.approx(1.0)
+
+
+def test_the_rope_bound_equals_the_direct_sum():
+    inv = torch.tensor([1.0, 0.3, 0.05])
+    got = rope_bound(inv, torch.tensor([0, 1, 7]))
+    for r, g in zip([0, 1, 7], got):
+        direct = 0.0
+        for j in range(1, 4):
+            s = sum(complex(math.cos(r * inv[k].item()), math.sin(r * inv[k].item())) for k in range(j))
+            direct += abs(s)
+        assert g.item() == pytest.approx(direct / 3, rel=1e-12)
+    assert got[0].item() == pytest.approx(2.0)  # (1 + 2 + 3) / 3 at distance 0
+
+
+def test_biases_and_windows_by_distance():
+    ctx = PEContext(32, 4, 2, 16)
+    alibi = build_pe("alibi", ctx)
+    b = bias_by_distance(alibi, 100)
+    for h, m in enumerate(alibi_slopes(4)):
+        assert b[h] == pytest.approx(-m * np.arange(101), rel=1e-6)
+        expected = int(np.ceil(4.0 / m - 1e-9))
+        assert effective_window(b, 4.0)[h] == (expected if expected <= 100 else None)
+    t5 = build_pe("t5", ctx, {"num_buckets": 8, "max_distance": 16})
+    with torch.no_grad():
+        t5.table.copy_(torch.arange(32.0).view(4, 8) * -0.1)
+    bt = bias_by_distance(t5, 40)
+    assert bt[1, 0] == pytest.approx(-0.8 * 32 ** 0.5 / 2 * 1.0, rel=1e-5)  # head 1, bucket 0: -0.8 * sqrt(d_h)
+    assert bias_by_distance(build_pe("rope", ctx), 10) is None  # content-dependent or no term: nothing to plot
+    norms = relative_vector_norms(build_pe("shaw", ctx, {"k_max": 4}), 1)
+    assert len(norms["key"]) == 5 and len(norms["value"]) == 5
+
+
+def test_spearman():
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 45]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert math.isnan(spearman([1, 2], [1, 2]))
+
+
+MICRO = {
+    "name": "micro",
+    "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_mlp": 64, "context": 16,
+              "pe_options": {"shaw": {"k_max": 4}, "t5": {"num_buckets": 8, "max_distance": 16}}},
+    "train": {"steps": 2, "batch_size": 4, "lr": 0.003, "warmup": 1, "log_every": 1, "checkpoint_every": 2,
+              "data": "sotu"},
+    "eval": {"multiples": [1, 4], "max_tokens": 600, "batch_tokens": 256},
+}
+
+
+def test_analyze_every_scheme_end_to_end(tmp_path):
+    cfg = tmp_path / "micro.yaml"
+    cfg.write_text(yaml.safe_dump(MICRO))
+    res = tmp_path / "res"
+    r = runner.invoke(app, ["train", "--pe", ",".join(SCHEMES), "--config", str(cfg), "--results", str(res)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["eval", "--results", str(res)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["analyze", "--tokens", "256", "--results", str(res)])
+    assert r.exit_code == 0, r.output
+    out = res / "analysis"
+    md = (out / "analysis.md").read_text()
+    for s in SCHEMES:
+        assert f"{s}-micro-s0" in md
+    assert "undefined at 64 tokens" in md  # learned beyond its table
+    assert "Spearman rho" in md
+    pngs = sorted(out.glob("*.png"))
+    assert {p.name for p in pngs} >= {f"attention_{s}-micro-s0.png" for s in SCHEMES} | {
+        "rope_bound.png", "tables.png", "biases.png", "relative.png"}
+    for p in pngs:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
+    r = runner.invoke(app, ["analyze", "--run", "ropee-micro-s0", "--results", str(res)])
+    assert r.exit_code == 2 and "did you mean 'rope-micro-s0'" in r.output and "Traceback" not in r.output
+
+
+def test_windows_of_the_stream():
+    w = windows_of(np.arange(100), 30, 70)
+    assert w.shape == (2, 30) and w[1, 0] == 30
+    assert windows_of(np.arange(100), 30, 10).shape == (1, 30)
