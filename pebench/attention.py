@@ -252,10 +252,13 @@ def choose_backend(device_type: str, seq_len: int, mod: Optional[ScoreMod], trai
     """The fastest exact backend for this call (measured by `pebench bench`)."""
     if mod is None:
         return "sdpa"
+    limit = min(MATERIALIZE_MAX_LEN, mod.max_materialize or MATERIALIZE_MAX_LEN)
     if training:  # short training contexts: a materialized bias is cheap and differentiable everywhere
-        if seq_len > MATERIALIZE_MAX_LEN:
+        if seq_len > limit:
             return "chunked"
         return "relative" if mod.relative is not None else "sdpa"
+    if not mod.flex_ok:  # a term FlexAttention cannot run (CoPE's row sums, FIRE's MLP per score)
+        return "sdpa" if seq_len <= limit else "chunked"
     if device_type == "cuda":
         return "flex"  # returns the log-sum-exp on CUDA too, so Shaw uses it as well
     if mod.relative is not None and seq_len <= min(RELATIVE_MAX_BANDS * mod.band, MATERIALIZE_MAX_LEN):
@@ -268,6 +271,8 @@ def choose_backend(device_type: str, seq_len: int, mod: Optional[ScoreMod], trai
 def _runnable(backend: str, q: torch.Tensor, mod: Optional[ScoreMod]) -> str:
     """A forced backend that cannot serve this call falls back to the exact path that can."""
     cpu = q.device.type == "cpu"
+    if backend == "flex" and mod is not None and not mod.flex_ok:
+        return "chunked"
     if backend == "flex" and cpu and mod is not None and mod.needs_lse and _compile_flex:
         backend = "banded"  # compiled flex on CPU cannot return the log-sum-exp
     if backend == "banded" and (mod is None or mod.band is None or not cpu):

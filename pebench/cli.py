@@ -14,7 +14,6 @@ from .errors import PebenchError, UsageError
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Benchmark positional encodings for length extrapolation of tiny decoder LMs.")
 _STATE = {"debug": False}
-ALL_SCALINGS = "none,linear,ntk,dynamic-ntk,yarn,llama3"
 
 ResultsOpt = typer.Option("results", "--results", help="results folder")
 DeviceOpt = typer.Option("auto", "--device", help="auto | cpu | cuda")
@@ -102,20 +101,16 @@ def _seeds(seed: Optional[int], seeds: Optional[str], default: int) -> list[int]
 
 
 def _schemes(pe: str) -> list[str]:
-    from .pe import SCHEMES, scheme_names
+    """``--pe``: all, a group (classic, modern), names, or path/to/file.py:ClassName, comma-separated."""
+    from .pe import resolve_schemes
 
-    if pe == "all":
-        return scheme_names()
-    names = _csv(pe, "--pe")
-    for n in names:
-        SCHEMES.get(n)
-    return names
+    return resolve_schemes(pe)
 
 
 def _supports_scaling(scheme: str) -> bool:
     from .pe import SCHEMES
 
-    return hasattr(SCHEMES.get(scheme), "with_scaling")
+    return bool(SCHEMES.get(scheme).variants())
 
 
 def _sweep(base, schemes: list[str], seeds: list[int]):
@@ -221,29 +216,9 @@ def train(
 
     rd = ResultsDir(results)
     if init_from is not None:
-        from dataclasses import replace
-
-        parent_cfg, _ = rd.run_config(init_from)
-        if rd.status(init_from).get("state") != "finished":
-            raise UsageError(f"--init-from {init_from!r}: that run is not finished")
-        if steps is not None and steps < 1:
-            raise UsageError(f"--steps must be >= 1, got {steps}")
-        if context is None:
-            raise UsageError("--init-from needs --context (N or Kx)")
-        ctx = _parse_context(context, parent_cfg.model.context)
-        scaling = rope_scaling or "linear"
-        from .evaluate import parse_scalings
-
-        parse_scalings(scaling)
-        if not _supports_scaling(parent_cfg.model.pe):
-            raise UsageError(f"--init-from with --rope-scaling needs a rope run; {init_from!r} uses {parent_cfg.model.pe!r}")
-        cfg = finetune_config(parent_cfg, ctx, scaling, rope_factor, steps or max(1, parent_cfg.train.steps // 4))
-        if compile_ is not None:
-            cfg = replace(cfg, train=replace(cfg.train, compile=compile_))
-        name = name or f"{init_from}-ft-{scaling}-{ctx}"
+        cfg, name, meta = _init_from_plan(rd, init_from, pe, steps, context, rope_scaling, rope_factor, compile_, name)
         _progress_train(cfg, rd, name, device=device, resume=resume, overwrite=overwrite, init_from=init_from,
-                        parent_meta={"finetune": {"context": ctx, "scaling": scaling,
-                                                  "factor": cfg.model.pe_options[cfg.model.pe]["factor"]}})
+                        parent_meta=meta)
         return
     if context or rope_scaling or rope_factor:
         raise UsageError("--context, --rope-scaling and --rope-factor need --init-from RUN")
@@ -256,8 +231,51 @@ def train(
         _progress_train(cfg, rd, name or run_name, device=device, resume=resume, overwrite=overwrite)
 
 
+def _init_from_plan(rd, init_from, pe, steps, context, rope_scaling, rope_factor, compile_, name):
+    """(config, run name, metadata) of a run initialised from a finished one: a RoPE fine-tune at a longer
+    context (--context, --rope-scaling), or the same context continued with another scheme (--pe; DroPE is
+    ``--pe none`` from a RoPE run)."""
+    from dataclasses import replace
+
+    from .pe import SOURCES
+    from .train import finetune_config, recalibration_config
+
+    parent_cfg, _ = rd.run_config(init_from)
+    if rd.status(init_from).get("state") != "finished":
+        raise UsageError(f"--init-from {init_from!r}: that run is not finished")
+    if steps is not None and steps < 1:
+        raise UsageError(f"--steps must be >= 1, got {steps}")
+    if context is None:
+        if rope_scaling or rope_factor:
+            raise UsageError("--rope-scaling and --rope-factor with --init-from need --context (N or Kx)")
+        schemes = _schemes(pe)
+        if len(schemes) != 1:
+            raise UsageError("--init-from continues one run with one scheme; --pe names one")
+        scheme = schemes[0]
+        cfg = recalibration_config(parent_cfg, scheme, steps or max(1, parent_cfg.train.steps // 8),
+                                   SOURCES.get(scheme, ""))
+        meta = {"recalibration": {"from_scheme": parent_cfg.model.pe, "to_scheme": scheme}}
+        name = name or f"{init_from}-to-{scheme}"
+    else:
+        ctx = _parse_context(context, parent_cfg.model.context)
+        scaling = rope_scaling or "linear"
+        from .evaluate import parse_scalings
+
+        parse_scalings(scaling)
+        if not _supports_scaling(parent_cfg.model.pe):
+            raise UsageError(f"--init-from with --rope-scaling needs a rope run; {init_from!r} uses {parent_cfg.model.pe!r}")
+        cfg = finetune_config(parent_cfg, ctx, scaling, rope_factor, steps or max(1, parent_cfg.train.steps // 4))
+        meta = {"finetune": {"context": ctx, "scaling": scaling,
+                             "factor": cfg.model.pe_options[cfg.model.pe]["factor"]}}
+        name = name or f"{init_from}-ft-{scaling}-{ctx}"
+    if compile_ is not None:
+        cfg = replace(cfg, train=replace(cfg.train, compile=compile_))
+    return cfg, name, meta
+
+
 def _eval_runs(rd, runs: Optional[List[str]], lengths, protocol, scalings, rope_factor, max_tokens, device,
-               attention, explicit: bool, skip_existing: bool = False, split: str = "validation") -> int:
+               attention, explicit: bool, skip_existing: bool = False, split: str = "validation",
+               logit_scale: Optional[str] = None) -> int:
     from .evaluate import evaluate_run
     from .progress import for_stream
 
@@ -274,7 +292,8 @@ def _eval_runs(rd, runs: Optional[List[str]], lengths, protocol, scalings, rope_
             sc = []
         try:
             evaluate_run(rd, run, lengths, protocol, sc, rope_factor, max_tokens, device, attention,
-                         skip_existing=skip_existing, progress=for_stream(), on_record=_echo_record, split=split)
+                         skip_existing=skip_existing, progress=for_stream(), on_record=_echo_record, split=split,
+                         logit_scale=logit_scale)
         except PebenchError as e:
             if isinstance(e, UsageError):
                 raise
@@ -297,9 +316,11 @@ def eval_cmd(
     protocol: str = typer.Option("nonoverlap", "--protocol", help="nonoverlap | sliding | fixed"),
     stride: Optional[int] = typer.Option(None, "--stride", help="sliding: tokens scored per window"),
     targets: Optional[int] = typer.Option(None, "--targets", help="fixed: number of target tokens"),
-    rope_scaling: Optional[str] = typer.Option(None, "--rope-scaling", help=f"comma list of {ALL_SCALINGS}"),
+    rope_scaling: Optional[str] = typer.Option(None, "--rope-scaling", help="comma list of variants (pebench list shows them), or all"),
     rope_factor: Optional[float] = typer.Option(None, "--rope-factor", help="fix the factor (default L/context)"),
     split: str = typer.Option("validation", "--split", help="validation (day to day, tuning) | test (final numbers)"),
+    logit_scale: Optional[str] = typer.Option(None, "--logit-scale",
+                                              help="evaluation-time logit scaling: none | logn | drope"),
     device: str = DeviceOpt,
     attention: str = AttnOpt,
     results: Path = ResultsOpt,
@@ -321,7 +342,7 @@ def eval_cmd(
         raise UsageError(f"no finished runs to evaluate in {rd.runs}; train one first (pebench train)")
     rd.ensure_writable()
     if _eval_runs(rd, names, lens, proto, scalings, rope_factor, max_tokens, device, attention, bool(run),
-                  split=split):
+                  split=split, logit_scale=logit_scale):
         raise typer.Exit(1)
 
 
@@ -387,7 +408,8 @@ def run(
     text_field: Optional[str] = typer.Option(None, "--text-field"),
     lengths: Optional[str] = typer.Option(None, "--lengths"),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens"),
-    rope_scaling: str = typer.Option(ALL_SCALINGS, "--rope-scaling", help="variants evaluated for rope runs"),
+    rope_scaling: str = typer.Option("all", "--rope-scaling",
+                                     help="variants evaluated for schemes that have them (default all; '' for none)"),
     device: str = DeviceOpt,
     devices: Optional[str] = typer.Option(None, "--devices", help="parallel jobs: auto | 0,1,2 | cpu:N"),
     overwrite: bool = typer.Option(False, "--overwrite"),
@@ -574,18 +596,18 @@ def list_cmd(results: Path = ResultsOpt):
     from .config import builtin_configs, load_config
     from .data import describe_corpora
     from .model import DecoderLM
-    from .pe import SCHEMES, scheme_names
-    from .pe.rope import ROPE_VARIANTS
+    from .pe import SCHEMES, all_variants, group_of, load_entry_points, scheme_names
     from .results import ResultsDir
     from dataclasses import replace
 
     tiny = load_config("tiny")
     base = DecoderLM(replace(tiny.model, pe="none")).num_params()
-    typer.echo("schemes (positional parameters at the tiny config):")
+    load_entry_points()
+    typer.echo("schemes by group (--pe classic | modern | all), with positional parameters at the tiny config:")
     for n in scheme_names():
         extra = DecoderLM(replace(tiny.model, pe=n)).num_params() - base
-        typer.echo(f"  {n:<11} {extra:>7,}  {SCHEMES.get(n).description}")
-    typer.echo("rope scalings: " + ", ".join(ROPE_VARIANTS.names()))
+        typer.echo(f"  {group_of(n):<8} {n:<11} {extra:>7,}  {SCHEMES.get(n).description}")
+    typer.echo("evaluation-time variants (--rope-scaling): " + ", ".join(all_variants()))
     typer.echo("corpora:")
     for k, v in describe_corpora().items():
         typer.echo(f"  {k:<17} {v}")

@@ -32,6 +32,9 @@ def _config_dir() -> Path:
 CONFIG_DIR = _config_dir()
 
 
+LOGIT_SCALES = ("none", "logn", "drope")
+
+
 @dataclass
 class ModelConfig:
     vocab_size: int = 256
@@ -43,6 +46,11 @@ class ModelConfig:
     context: int = 128  # training context length
     pe: str = "rope"
     pe_options: dict = field(default_factory=dict)
+    pe_source: str = ""  # where a scheme from outside the package comes from (file.py:Class, entry-point:NAME)
+    # Logits multiplied per query beyond the training context: none; logn (log(i+1)/log(T), log-n / scalable
+    # softmax); drope (1 + c ln(L/T) for a sequence of L tokens, DroPE's evaluation scaling).
+    logit_scale: str = "none"
+    logit_scale_c: float = 0.412
 
     def validate(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_mlp", "context"):
@@ -52,6 +60,8 @@ class ModelConfig:
             raise UsageError(f"model.d_model ({self.d_model}) must be divisible by model.n_heads ({self.n_heads})")
         if not 0 <= self.dropout < 1:
             raise UsageError(f"model.dropout must be in [0, 1), got {self.dropout}")
+        if self.logit_scale not in LOGIT_SCALES:
+            raise UsageError(f"model.logit_scale must be one of {', '.join(LOGIT_SCALES)}, got {self.logit_scale!r}")
 
 
 @dataclass
@@ -74,6 +84,7 @@ class TrainConfig:
     grad_accum: int = 1  # micro-batches per step (per rank), when a rank's share of the batch does not fit
     lr_by_scheme: dict = field(default_factory=dict)  # scheme -> learning rate (written by `pebench tune`)
     eval_every: int = 0  # learning curve: evaluate at 1x and the longest multiple every N steps (0: off)
+    random_positions: int = 0  # M > context: train on sorted random positions from [0, M) (Ruoss 2023); 0: off
 
     def validate(self):
         if self.steps < 1:
@@ -89,6 +100,8 @@ class TrainConfig:
         for scheme, lr in self.lr_by_scheme.items():
             if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
                 raise UsageError(f"train.lr_by_scheme.{scheme} must be a learning rate > 0, got {lr!r}")
+        if self.random_positions < 0:
+            raise UsageError(f"train.random_positions must be 0 (off) or M >= the context, got {self.random_positions}")
         if self.eval_every < 0:
             raise UsageError(f"train.eval_every must be >= 0 (0: no learning curve), got {self.eval_every}")
 
@@ -118,6 +131,9 @@ class Config:
         self.model.validate()
         self.train.validate()
         self.eval.validate()
+        if 0 < self.train.random_positions < self.model.context:
+            raise UsageError(f"train.random_positions ({self.train.random_positions}) must be >= model.context "
+                             f"({self.model.context}): positions are drawn from [0, M)")
         return self
 
     def to_dict(self) -> dict:

@@ -29,7 +29,7 @@ from .errors import PebenchError, PositionOutOfRange, UsageError
 from .model import DecoderLM
 from .progress import Progress
 from .results import EVAL_SPLITS, SCHEMA_VERSION, ResultsDir, environment, now, protocol_key
-from .train import CHECKPOINT, autocast_for, check_compatible, load_checkpoint, resolve_device
+from .train import CHECKPOINT, autocast_for, build_model, check_compatible, load_checkpoint, resolve_device
 
 PROTOCOLS = ("nonoverlap", "sliding", "fixed")
 
@@ -157,7 +157,7 @@ def load_run_model(results: ResultsDir, run: str, device: torch.device):
         raise PebenchError(f"run {run!r} is not finished (state: {state.get('state')}); train or resume it first")
     ckpt = load_checkpoint(results.run_dir(run) / CHECKPOINT)
     check_compatible(ckpt["config"], cfg, results.run_dir(run) / CHECKPOINT)
-    model = DecoderLM(cfg.model)
+    model = build_model(cfg)
     try:
         model.load_state_dict(ckpt["model"])
     except RuntimeError as e:
@@ -166,25 +166,38 @@ def load_run_model(results: ResultsDir, run: str, device: torch.device):
 
 
 def parse_scalings(spec: Optional[str]) -> list[str]:
-    from .pe.rope import ROPE_VARIANTS, canonical_variant
+    """Evaluation-time variant names (RoPE's scalings today), checked against every scheme's list; ``all``
+    means each run's own full list."""
+    from .pe import all_variants
+    from .registry import unknown_name_message
 
     if not spec:
         return []
     names = [s.strip() for s in spec.split(",") if s.strip()]
     if not names:
-        raise UsageError("--rope-scaling is empty; give names like none,yarn")
+        raise UsageError("--rope-scaling is empty; give names like none,yarn (or all)")
+    if names == ["all"]:
+        return names
+    known = all_variants()
     for n in names:
-        ROPE_VARIANTS.get(canonical_variant(n))
+        if n not in known:
+            raise UsageError(unknown_name_message("RoPE scaling", n, known + ["all"]))
     if len(set(names)) != len(names):
         raise UsageError(f"--rope-scaling lists a name twice: {spec}")
     return names
 
 
-def variant_label(cfg, pe, parent) -> tuple[str, str]:
-    """(variant, row label): 'rope+yarn', with ' ftN' for fine-tuned runs."""
+def variant_label(cfg, pe, meta: dict, logit_scale: Optional[str] = None) -> tuple[str, str]:
+    """(variant, row label): 'rope+yarn', with ' ftN' for a fine-tuned run and ' from-S' for a run continued from a
+    scheme S (DroPE); an evaluation-time logit scale joins the variant ('none+drope', 'rope+yarn+logn')."""
     v = getattr(pe, "variant", "default")
     v = "none" if v == "default" else v
-    return v, cfg.model.pe + ("" if v == "none" else f"+{v}") + (f" ft{cfg.model.context}" if parent else "")
+    if logit_scale and logit_scale not in ("none", cfg.model.logit_scale):
+        v = logit_scale if v == "none" else f"{v}+{logit_scale}"
+    label = cfg.model.pe + ("" if v == "none" else f"+{v}")
+    if meta.get("recalibration"):
+        return v, label + f" from-{meta['recalibration']['from_scheme']}"
+    return v, label + (f" ft{cfg.model.context}" if meta.get("parent") else "")
 
 
 def _measure(model, pe, cfg, stream, L: int, protocol: Protocol, max_length: int, dev, progress, title) -> dict:
@@ -206,9 +219,9 @@ def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = N
                  protocol: Protocol = Protocol(), scalings: Iterable[str] = (), rope_factor: Optional[float] = None,
                  max_tokens: Optional[int] = None, device: str = "auto", backend: str = "auto",
                  on_record=None, skip_existing: bool = False, progress: Optional[Progress] = None,
-                 split: str = "validation") -> list[dict]:
-    """Evaluate one finished run at each length (and RoPE scaling) on the validation or test split; write and
-    return the records."""
+                 split: str = "validation", logit_scale: Optional[str] = None) -> list[dict]:
+    """Evaluate one finished run at each length (and RoPE scaling, and evaluation-time logit scale) on the
+    validation or test split; write and return the records."""
     protocol.validate()
     if split not in EVAL_SPLITS:
         from .registry import unknown_name_message
@@ -217,6 +230,12 @@ def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = N
     dev = resolve_device(device)
     cfg, meta, model = load_run_model(results, run, dev)
     model.set_attention_backend(backend)
+    if logit_scale is not None:
+        from .config import LOGIT_SCALES
+
+        if logit_scale not in LOGIT_SCALES:
+            raise UsageError(f"--logit-scale must be one of {', '.join(LOGIT_SCALES)}, got {logit_scale!r}")
+        model.logit_scale = logit_scale
     T = cfg.model.context
     lengths = lengths or [int(round(m * T)) for m in cfg.eval.multiples]
     corpus = prepare_corpus(cfg.train.data, results.cache, cfg.train.text_field)
@@ -227,7 +246,9 @@ def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = N
     for L in lengths:  # check every length before computing anything
         windows(len(stream), L, protocol, max(lengths))
     scalings = list(scalings)
-    if scalings and not hasattr(model.pe, "with_scaling"):
+    if scalings == ["all"]:
+        scalings = model.pe.variants()
+    if scalings and not model.pe.variants():
         raise PebenchError(f"run {run!r} uses {cfg.model.pe!r}: RoPE scaling applies to rope runs only")
     prov = {**environment(str(dev)), "seed": cfg.train.seed, "steps": cfg.train.steps,
             "params": model.num_params(), "corpus": corpus.spec, "corpus_fingerprint": corpus.fingerprint,
@@ -235,8 +256,8 @@ def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = N
     records = []
     base_pe = model.pe
     for variant in scalings or [None]:
-        model.pe = pe = base_pe if variant is None else base_pe.with_scaling(variant, rope_factor)
-        v, label = variant_label(cfg, pe, meta.get("parent"))
+        model.pe = pe = base_pe if variant is None else base_pe.with_variant(variant, rope_factor)
+        v, label = variant_label(cfg, pe, meta, logit_scale)
         for L in lengths:
             t0 = time.time()
             rec = {"schema": SCHEMA_VERSION, "run": run, "scheme": cfg.model.pe, "variant": v, "label": label,

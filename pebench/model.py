@@ -7,6 +7,7 @@ runs at any length its scheme can represent.
 """
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
@@ -16,11 +17,26 @@ from torch import nn
 from .attention import attend
 from .config import ModelConfig
 from .pe import PEContext, PositionalEncoding, build_pe
+from .pe.base import at_positions, scaled
 
 
 def scheme_options(cfg: ModelConfig) -> dict:
     """``pe_options`` maps scheme name -> options, so one config serves every scheme of a sweep."""
     return dict(cfg.pe_options.get(cfg.pe, {}) or {})
+
+
+def logit_scale_factors(kind: str, T: int, context: int, c: float, device) -> Optional[torch.Tensor]:
+    """Per-query logit multipliers [T], or None where every factor is 1: ``logn`` log(i+1)/log(context) beyond
+    the training context (log-n / scalable softmax), ``drope`` 1 + c ln(T/context) for a T-token sequence
+    (DroPE's evaluation scaling)."""
+    if kind == "none" or T <= context:
+        return None
+    if kind == "logn":
+        n = torch.arange(1, T + 1, device=device, dtype=torch.float32)
+        return (torch.log(n) / math.log(context)).clamp(min=1.0)
+    if kind == "drope":
+        return torch.full((T,), 1.0 + c * math.log(T / context), device=device)
+    raise ValueError(f"unknown logit scale {kind!r}")
 
 
 class CausalSelfAttention(nn.Module):
@@ -31,11 +47,23 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.backend = "auto"
 
-    def forward(self, x: torch.Tensor, pe: PositionalEncoding, positions: torch.Tensor) -> torch.Tensor:
+    def qkv_and_term(self, x: torch.Tensor, pe: PositionalEncoding, positions: torch.Tensor,
+                     logit_scale: Optional[torch.Tensor] = None):
+        """q, k, v [B, H, T, d_h] after the scheme's rotation, and its logit term (analysis reads these too)."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)
         q, k = pe.rotate(q, k, positions, self.layer)  # RoPE acts here
-        mod = pe.score_mod(q, self.layer)  # ALiBi / T5 / Shaw act here (None for the others)
+        mod = pe.score_mod(q, self.layer, k, x)  # ALiBi / T5 / Shaw / ... act here (None for the others)
+        if not pe.consecutive:
+            mod = at_positions(mod, positions)  # random training positions: the term at those positions
+        if logit_scale is not None:  # whole logits times a per-query factor: q scaled, and the term
+            q, mod = q * logit_scale[:, None].to(q.dtype), scaled(mod, logit_scale)
+        return q, k, v, mod
+
+    def forward(self, x: torch.Tensor, pe: PositionalEncoding, positions: torch.Tensor,
+                logit_scale: Optional[torch.Tensor] = None) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v, mod = self.qkv_and_term(x, pe, positions, logit_scale)
         y = attend(q, k, v, mod, self.backend)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
@@ -50,18 +78,19 @@ class Block(nn.Module):
         )
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, pe, positions):
-        x = x + self.drop(self.attn(self.ln1(x), pe, positions))
+    def forward(self, x, pe, positions, logit_scale=None):
+        x = x + self.drop(self.attn(self.ln1(x), pe, positions, logit_scale))
         return x + self.drop(self.mlp(self.ln2(x)))
 
 
 class DecoderLM(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, max_position: int = 0):
         super().__init__()
         cfg.validate()
         self.cfg = cfg
-        ctx = PEContext(cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.context)
-        self.pe = build_pe(cfg.pe, ctx, scheme_options(cfg))
+        ctx = PEContext(cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.context, max_position)
+        self.pe = build_pe(cfg.pe, ctx, scheme_options(cfg), cfg.pe_source)
+        self.logit_scale = cfg.logit_scale
         self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
@@ -86,14 +115,20 @@ class DecoderLM(nn.Module):
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None):
-        """Logits [B, T, V]; with targets, (logits, mean cross-entropy)."""
+    def forward(self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None,
+                positions: Optional[torch.Tensor] = None):
+        """Logits [B, T, V]; with targets, (logits, mean cross-entropy). ``positions``: sorted training positions
+        (random positions); default 0 .. T-1."""
         T = idx.shape[1]
-        positions = torch.arange(T, device=idx.device)
+        if self.pe.consecutive != (positions is None):
+            self.pe.consecutive = positions is None
+        if positions is None:
+            positions = torch.arange(T, device=idx.device)
         x = self.pe.embed(self.tok(idx), positions)  # sinusoidal / learned act here
         x = self.drop(x)
+        scale = logit_scale_factors(self.logit_scale, T, self.cfg.context, self.cfg.logit_scale_c, idx.device)
         for block in self.blocks:
-            x = block(x, self.pe, positions)
+            x = block(x, self.pe, positions, scale)
         logits = self.head(self.ln_f(x))
         if targets is None:
             return logits

@@ -37,8 +37,8 @@ def plan_runs(base, schemes: list[str], seeds: list[int]) -> list:
     ``train.lr_by_scheme`` (else ``train.lr``); scheme options are validated before anything runs."""
     from dataclasses import replace
 
-    from .model import DecoderLM
-    from .pe import SCHEMES
+    from .pe import SCHEMES, SOURCES
+    from .train import build_model
 
     for name in base.train.lr_by_scheme:
         SCHEMES.get(name)  # a typo in a tuned overlay is an error, not a silently untuned scheme
@@ -46,9 +46,9 @@ def plan_runs(base, schemes: list[str], seeds: list[int]) -> list:
     for s in schemes:
         for sd in seeds:
             lr = float(base.train.lr_by_scheme.get(s, base.train.lr))
-            cfg = replace(base, model=replace(base.model, pe=s),
+            cfg = replace(base, model=replace(base.model, pe=s, pe_source=SOURCES.get(s, "")),
                           train=replace(base.train, seed=sd, lr=lr)).validate()
-            DecoderLM(cfg.model)
+            build_model(cfg)
             out.append((f"{s}-{cfg.name}-s{sd}", cfg))
     return out
 
@@ -80,11 +80,13 @@ def jobs_for(plan: list, results, opts: dict, scalings: list[str], split: str, o
     jobs = []
     for name, cfg in plan:
         s, sd = cfg.model.pe, cfg.train.seed
-        targs = ["train", "--pe", s, "--seed", str(sd), *_flags(opts, TRAIN_FLAGS), *common,
+        targs = ["train", "--pe", cfg.model.pe_source or s, "--seed", str(sd), *_flags(opts, TRAIN_FLAGS), *common,
                  "--overwrite" if overwrite else "--resume"]
         eargs = ["eval", "--run", name, "--split", split, *_flags(opts, EVAL_FLAGS), *common]
-        if scalings and hasattr(SCHEMES.get(s), "with_scaling"):
-            eargs += ["--rope-scaling", ",".join(scalings)]
+        own = SCHEMES.get(s).variants()
+        mine = own if scalings == ["all"] else [v for v in scalings if v in own]
+        if mine:
+            eargs += ["--rope-scaling", ",".join(mine)]
         jobs.append(Job(name, s, sd, targs, eargs))
     return jobs
 

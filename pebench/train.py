@@ -6,6 +6,7 @@ import json
 import math
 import shutil
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -199,7 +200,7 @@ def _init_state(cfg: Config, dev: torch.device, ckpt_path: Path, resume: bool, i
     """Model and optimizer, fresh, resumed from ``ckpt_path`` (bitwise: RNG and step too) or initialised from
     a parent run's weights. Returns (model, optimizer, first step)."""
     torch.manual_seed(cfg.train.seed)
-    model = DecoderLM(cfg.model).to(dev)
+    model = build_model(cfg).to(dev)
     opt = make_optimizer(model, cfg.train, dev)
     if resume and ckpt_path.exists():
         ckpt = load_checkpoint(ckpt_path)
@@ -211,15 +212,43 @@ def _init_state(cfg: Config, dev: torch.device, ckpt_path: Path, resume: bool, i
             torch.cuda.set_rng_state(ckpt["rng"]["cuda"], dev)
         return model, opt, int(ckpt["step"])
     if init_from is not None:
-        parent = load_checkpoint(init_from)
-        try:
-            model.load_state_dict(parent["model"])
-        except RuntimeError as e:
-            raise PebenchError(f"cannot initialise from {init_from.parent.name!r}: {str(e).splitlines()[0][:200]}")
+        load_shared_weights(model, load_checkpoint(init_from)["model"], init_from.parent.name)
     return model, opt, 0
 
 
-def _train_step(fwd, net, opt, x, y, tc, dev, world: int, pg, stop: StopRequest) -> tuple[float, bool]:
+def load_shared_weights(model: torch.nn.Module, state: dict, parent: str) -> tuple[list, list]:
+    """Every weight the parent and this model share (same name and shape) is loaded; one of the same name and
+    another shape is an error. Returns and prints (one line each) what was not loaded: the parent's weights
+    this model has no place for, and this model's weights left at initialisation (e.g. RoPE -> NoPE for
+    DroPE has none of either; NoPE -> ALiBi neither; learned -> none drops pe.table)."""
+    own = model.state_dict()
+    bad = [k for k in state if k in own and own[k].shape != state[k].shape]
+    if bad:
+        raise PebenchError(f"cannot initialise from {parent!r}: {bad[0]} has shape {tuple(state[bad[0]].shape)} "
+                           f"there and {tuple(own[bad[0]].shape)} here")
+    result = model.load_state_dict(state, strict=False)
+    dropped, fresh = list(result.unexpected_keys), list(result.missing_keys)
+    if dropped:
+        print(f"init from {parent}: not loaded (no place in this model): {', '.join(dropped)}", file=sys.stderr)
+    if fresh:
+        print(f"init from {parent}: left at initialisation (not in the parent): {', '.join(fresh)}", file=sys.stderr)
+    return dropped, fresh
+
+
+def sample_positions(seed: int, step: int, T: int, M: int, device) -> torch.Tensor:
+    """Randomized positions (Ruoss et al. 2023): a sorted random subset of [0, M) of size T, fixed by
+    (seed, step) and the same for every rank."""
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + step + 7)
+    return torch.randperm(M, generator=gen)[:T].sort().values.to(device)
+
+
+def build_model(cfg: Config) -> DecoderLM:
+    """The model of a config (a learned table holds every random training position)."""
+    return DecoderLM(cfg.model, cfg.train.random_positions)
+
+
+def _train_step(fwd, net, opt, x, y, tc, dev, world: int, pg, stop: StopRequest,
+                positions: Optional[torch.Tensor] = None) -> tuple[float, bool]:
     """One optimizer step over ``grad_accum`` micro-batches. Returns the global mean loss and whether any rank
     was asked to stop (carried in the same all-reduce as the loss, so every rank stops at the same step)."""
     opt.zero_grad(set_to_none=True)
@@ -229,7 +258,7 @@ def _train_step(fwd, net, opt, x, y, tc, dev, world: int, pg, stop: StopRequest)
         last = m == tc.grad_accum - 1
         sync = contextlib.nullcontext() if (world == 1 or last) else net.no_sync()  # one all-reduce per step
         with sync, autocast_for(dev):
-            _, loss = fwd(x[m * micro:(m + 1) * micro], y[m * micro:(m + 1) * micro])
+            _, loss = fwd(x[m * micro:(m + 1) * micro], y[m * micro:(m + 1) * micro], positions)
             (loss / tc.grad_accum).backward()
         total += loss.detach() / tc.grad_accum
     stopping = stop.signal is not None
@@ -308,8 +337,10 @@ def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_met
                 for g in opt.param_groups:
                     g["lr"] = lr
                 x, y = sample_batch(train_tokens, tc.seed, step, tc.batch_size, cfg.model.context, rank, world)
+                pos = (sample_positions(tc.seed, step, cfg.model.context, tc.random_positions, dev)
+                       if tc.random_positions else None)
                 x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-                loss_val, stopping = _train_step(fwd, net, opt, x, y, tc, dev, world, pg, stop)
+                loss_val, stopping = _train_step(fwd, net, opt, x, y, tc, dev, world, pg, stop, pos)
                 if not math.isfinite(loss_val):
                     if is_main:
                         results.set_status(name, state="failed", step=step, reason=f"loss {loss_val} at step {step}")
@@ -351,6 +382,15 @@ def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_met
         results.set_status(name, state="finished", step=tc.steps, steps=tc.steps, final_loss=loss_val,
                            wall_s=round(wall, 2), env=environment(str(dev)))
     return TrainResult(name, folder, tc.steps, loss_val, wall)
+
+
+def recalibration_config(parent: Config, scheme: str, steps: int, source: str = "") -> Config:
+    """The parent's config continued with another scheme (DroPE: a RoPE run continued without positional
+    encoding for a short recalibration phase), at the same context and batch, warmup shortened."""
+    model = replace(parent.model, pe=scheme, pe_source=source)
+    warm = min(parent.train.warmup, max(1, steps // 10))
+    return replace(parent, model=model, train=replace(parent.train, steps=steps, warmup=warm,
+                                                      random_positions=0)).validate()
 
 
 def finetune_config(parent: Config, context: int, scaling: str, factor: Optional[float], steps: int) -> Config:

@@ -101,7 +101,9 @@ def _one(base: Config, tr: ResultsDir, scheme: str, lr: float, opts: tuple, devi
 
     pe_options = dict(base.model.pe_options)
     pe_options[scheme] = {**(pe_options.get(scheme) or {}), **dict(opts)}
-    cfg = replace(base, model=replace(base.model, pe=scheme, pe_options=pe_options),
+    from .pe import SOURCES
+
+    cfg = replace(base, model=replace(base.model, pe=scheme, pe_options=pe_options, pe_source=SOURCES.get(scheme, "")),
                   train=replace(base.train, lr=lr, lr_by_scheme={})).validate()
     name = grid_run_name(scheme, base.name, lr, cfg.train.seed, opts)
     try:

@@ -8,7 +8,9 @@ import torch  # noqa: E402
 
 from pebench.config import ModelConfig  # noqa: E402
 
-SCHEMES = ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"]
+CLASSIC = ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"]
+MODERN = ["kerple", "fire", "xpos", "p-rope", "sandwich", "fox", "cope"]
+SCHEMES = CLASSIC + MODERN
 
 
 @pytest.fixture(autouse=True)

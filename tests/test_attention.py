@@ -8,11 +8,19 @@ from pebench.attention import attend
 from pebench.model import DecoderLM
 from pebench.pe import PEContext, build_pe
 
-BIASED = ["shaw", "t5", "alibi"]
+BIASED = ["shaw", "t5", "alibi", "kerple", "sandwich", "fire", "fox", "cope"]
+FLEX = ["shaw", "t5", "alibi", "kerple", "sandwich", "fox"]  # fire and cope are materialized (flex_ok False)
 
 
 def _qkv(T=24, H=4, dh=8, B=2):
     return [torch.randn(B, H, T, dh, dtype=torch.float64, requires_grad=True) for _ in range(3)]
+
+
+def _mod(pe, q, k):
+    """The scheme's term with the keys and a layer input (FoX's gates read it), like the model passes them."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(q.shape[0], q.shape[2], pe.ctx.d_model, generator=gen, dtype=q.dtype)
+    return pe.score_mod(q, 0, k, x)
 
 
 def _pe(name, H=4, dh=8):
@@ -27,17 +35,19 @@ def _pe(name, H=4, dh=8):
 def test_score_mod_reference_equals_materialized_bias_path(name):
     pe = _pe(name)
     q, k, v = _qkv()
-    ref = attend(q, k, v, pe.score_mod(q, 0), "math")
+    ref = attend(q, k, v, _mod(pe, q, k), "math")
     grads_ref = torch.autograd.grad(ref.square().sum(), [q, k, v, *pe.parameters()])
-    for backend in ("sdpa", "chunked", "relative"):
-        out = attend(q, k, v, pe.score_mod(q, 0), backend)
+    for backend in ("sdpa", "chunked", "relative", "flex"):
+        if backend == "flex" and name in FLEX:
+            continue  # flex runs without gradients on CPU: compared below
+        out = attend(q, k, v, _mod(pe, q, k), backend)
         assert torch.allclose(out, ref, atol=1e-5), backend
         grads = torch.autograd.grad(out.square().sum(), [q, k, v, *pe.parameters()])
         for a, b in zip(grads, grads_ref):
             assert torch.allclose(a, b, atol=1e-5), backend
 
 
-@pytest.mark.parametrize("name", BIASED)
+@pytest.mark.parametrize("name", FLEX)
 def test_flex_attention_matches_reference(name):
     pe = _pe(name)
     q, k, v = (t.detach().float() for t in _qkv(T=40))
@@ -45,8 +55,8 @@ def test_flex_attention_matches_reference(name):
     attention.set_flex_compile(False)  # eager flex: same kernel semantics, no compile cost in tests
     try:
         with torch.no_grad():
-            out = attend(q, k, v, pe.score_mod(q, 0), "flex")
-            ref = attend(q, k, v, pe.score_mod(q, 0), "math")
+            out = attend(q, k, v, _mod(pe, q, k), "flex")
+            ref = attend(q, k, v, _mod(pe, q, k), "math")
     finally:
         attention.set_flex_compile(True)
     assert torch.allclose(out, ref, atol=1e-5)
@@ -141,9 +151,15 @@ def test_auto_backend_choice():
     assert choose("cpu", 4096, _pe("t5").score_mod(q.double(), 0), training=False) == "flex"
     assert choose("cuda", 32768, shaw, training=False) == "flex"
     assert choose("cuda", 128, alibi, training=False) == "flex"
+    cope = _pe("cope").score_mod(q, 0, q)  # needs a whole row of scores: never flex
+    for dev in ("cpu", "cuda"):
+        assert choose(dev, 512, cope, training=False) == "sdpa"
+        assert choose(dev, 4096, cope, training=False) == "chunked"
+        assert choose(dev, 1024, cope, training=True) == "chunked"
+    assert attention._runnable("flex", q, cope) == "chunked"
 
 
-@pytest.mark.parametrize("pe", ["none", "sinusoidal", "shaw", "t5", "rope", "alibi"])
+@pytest.mark.parametrize("pe", ["none", "sinusoidal", "shaw", "t5", "rope", "alibi", "xpos", "fire", "cope"])
 def test_long_sequence_evaluation_on_cpu(pe):
     """4096 tokens on a tiny model through the automatic (fast) path: finite, and equal to the chunked path."""
     m = DecoderLM(tiny_model_config(pe, n_layers=1)).eval()

@@ -2,15 +2,20 @@
 import pytest
 import torch
 
-from conftest import SCHEMES, tiny_model_config
+from conftest import CLASSIC, MODERN, SCHEMES, tiny_model_config
 from pebench.errors import PositionOutOfRange, UsageError
 from pebench.model import DecoderLM
 from pebench.pe import SCHEMES as REGISTRY
 from pebench.pe import scheme_names
 
 
-def test_registry_has_exactly_the_seven_schemes():
+def test_registry_has_exactly_the_fourteen_schemes_in_two_groups():
+    from pebench.pe import GROUPS, resolve_schemes
+
     assert scheme_names() == SCHEMES
+    assert GROUPS["classic"] == CLASSIC and GROUPS["modern"] == MODERN
+    assert resolve_schemes("classic") == CLASSIC and resolve_schemes("all") == SCHEMES
+    assert resolve_schemes("modern,rope") == MODERN + ["rope"]
 
 
 def test_unknown_scheme_suggests_a_name():
@@ -45,7 +50,7 @@ def test_gradients_reach_every_parameter(pe):
     m = DecoderLM(tiny_model_config(pe))
     with torch.no_grad():  # zero-initialised tables would hide a missing path behind a zero gradient
         for p in m.pe.parameters():
-            p.normal_(0, 0.1)
+            p.normal_(0, 0.1).abs_().add_(0.05)  # positive: KERPLE clamps its scalars at 0.01
     x = torch.randint(0, 256, (2, 16))
     _, loss = m(x, x)
     loss.backward()
@@ -70,7 +75,9 @@ def test_positional_parameter_counts():
     counts = {pe: DecoderLM(tiny_model_config(pe)).num_params() - DecoderLM(tiny_model_config("none")).num_params()
               for pe in SCHEMES}
     assert counts == {"none": 0, "sinusoidal": 0, "learned": 16 * 32, "shaw": 2 * 2 * (4 + 1) * 8,
-                      "t5": 8 * 4, "rope": 0, "alibi": 0}
+                      "t5": 8 * 4, "rope": 0, "alibi": 0,
+                      "kerple": 2 * 4, "fire": (32 + 32) + (32 * 4 + 4) + 2, "xpos": 0, "p-rope": 0, "sandwich": 0,
+                      "fox": 2 * 4 * (32 + 1), "cope": 2 * 64 * 8}
 
 
 def test_model_code_never_names_a_scheme():

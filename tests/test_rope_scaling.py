@@ -142,6 +142,6 @@ def test_rope_module_uses_automatic_factor_and_yarn_temperature():
     q = torch.randn(1, 1, 512, 32, dtype=torch.float64)
     qr, kr = rope.rotate(q, q, torch.arange(512), 0)
     assert torch.allclose(qr.norm(dim=-1), q.norm(dim=-1) * att, atol=1e-9)
-    fixed = rope.with_scaling("linear", 2.0)
+    fixed = rope.with_variant("linear", 2.0)
     assert fixed.resolved(4096)[2] == 2.0
-    assert rope.with_scaling("none").resolved(4096)[2] == 1.0
+    assert rope.with_variant("none").resolved(4096)[2] == 1.0

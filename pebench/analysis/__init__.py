@@ -78,7 +78,7 @@ def analyze_run(results: ResultsDir, run: str, opts: AnalyzeOptions) -> dict:
             continue
         win = windows_of(stream, L, opts.tokens).to(dev)
         stats[str(L)] = attention_stats(model, win, far=T, batch=max(1, cfg.eval.batch_tokens // L))
-    _, label = variant_label(cfg, model.pe, meta.get("parent"))
+    _, label = variant_label(cfg, model.pe, meta)
     return {"run": run, "scheme": cfg.model.pe, "label": label, "context": T, "lengths": lengths,
             "head_dim": cfg.model.d_model // cfg.model.n_heads,
             "rope_base": float((cfg.model.pe_options.get("rope") or {}).get("base", 10000.0)),

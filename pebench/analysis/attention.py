@@ -89,12 +89,8 @@ class AttentionStats:
 
 def _hook(stats: AttentionStats, layer: int, chunk: int):
     def pre_hook(module, args):
-        x, pe, positions = args
-        B, T, C = x.shape
-        H = module.n_heads
-        q, k, _ = module.qkv(x).view(B, T, 3, H, C // H).permute(2, 0, 3, 1, 4)
-        q, k = pe.rotate(q, k, positions, layer)
-        mod = pe.score_mod(q, layer)
+        q, k, _, mod = module.qkv_and_term(*args)
+        T = q.shape[2]
         scale = q.shape[-1] ** -0.5
         for start in range(0, T, chunk):
             end = min(T, start + chunk)

@@ -59,13 +59,20 @@ def rope_bound_curves(head_dim: int, base: float, context: int, factor: float, d
     return out
 
 
+def _probe(pe, layer: int, n: int = 1):
+    """The scheme's term for content-free queries, keys and input (zeros): what position alone contributes."""
+    H, dh = pe.ctx.n_heads, pe.ctx.head_dim
+    zeros = torch.zeros(1, H, n, dh)
+    return pe.score_mod(zeros, layer, zeros, torch.zeros(1, n, pe.ctx.d_model))
+
+
 def bias_by_distance(pe, max_distance: int, layer: int = 0) -> Optional[np.ndarray]:
     """A logit term that depends on head and distance only (``pe.static_bias``), per head, at distances
     0 .. max_distance: [H, max_distance + 1]; None for schemes whose term depends on the content."""
     if not getattr(pe, "static_bias", False):
         return None
-    H, dh = pe.ctx.n_heads, pe.ctx.head_dim
-    mod = pe.score_mod(torch.zeros(1, H, 1, dh), layer)
+    H = pe.ctx.n_heads
+    mod = _probe(pe, layer)
     if mod is None:
         return None
     d = torch.arange(max_distance + 1)
@@ -88,8 +95,7 @@ def effective_window(bias: np.ndarray, k: float) -> list[Optional[int]]:
 
 def relative_vector_norms(pe, layer: int) -> Optional[dict]:
     """Norms of learned relative key/value vectors by clipped distance (Shaw-style schemes), else None."""
-    H, dh = pe.ctx.n_heads, pe.ctx.head_dim
-    mod = pe.score_mod(torch.zeros(1, H, 1, dh), layer)
+    mod = _probe(pe, layer)
     rel = getattr(mod, "relative", None) if mod is not None else None
     if rel is None:
         return None

@@ -34,7 +34,7 @@ class ALiBi(PositionalEncoding):
         super().__init__(ctx, options)
         self.register_buffer("slopes", torch.tensor(alibi_slopes(ctx.n_heads)), persistent=False)
 
-    def score_mod(self, q, layer):
+    def score_mod(self, q, layer, k=None, x=None):
         slopes = self.slopes.to(q.dtype)
 
         def fn(score, b, h, q_idx, kv_idx):

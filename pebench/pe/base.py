@@ -8,7 +8,10 @@ A scheme can contribute in three places, and the model calls all three for every
 3. ``score_mod(q, layer)``       return a :class:`ScoreMod`, a term added to the attention logits as a
                                  function of (batch, head, query index, key index) (ALiBi, T5, Shaw).
 
-``positions`` is always the LongTensor 0 .. T-1; schemes may rely on that (and read T from its shape).
+``positions`` is the LongTensor 0 .. T-1 (``self.consecutive`` True), except in training with
+``train.random_positions`` (Ruoss et al. 2023), where it is a sorted random subset of [0, M) and
+``self.consecutive`` is False. Logit terms see the same positions: the model maps a term's query and key
+indices through them (:func:`at_positions`), so a term written in indices needs no change.
 
 A ``ScoreMod`` is written with broadcasting torch ops only, so the *same* definition runs inside
 FlexAttention (scalar index tensors) and on a materialized index grid (the reference path).
@@ -34,6 +37,11 @@ class PEContext:
     n_heads: int
     n_layers: int
     context: int  # training context length
+    max_position: int = 0  # largest training position + 1 (random positions); 0: the context
+
+    @property
+    def positions(self) -> int:
+        return max(self.context, self.max_position)
 
     @property
     def head_dim(self) -> int:
@@ -61,6 +69,12 @@ class ScoreMod:
     """
 
     needs_lse: bool = False
+    # False for terms that cannot run inside FlexAttention (they need a whole row of scores, or a tensor op
+    # per score); ``max_materialize`` caps the length up to which the whole T x T term may be materialized.
+    flex_ok: bool = True
+    max_materialize: Optional[int] = None
+    # False for data-dependent terms that never read positions (FoX, CoPE): random positions leave them alone.
+    uses_positions: bool = True
     # If set: the term is the same for every key at distance >= band from the query (Shaw beyond k_max),
     # which lets the "banded" backend split attention into a plain causal part and a narrow band.
     band: Optional[int] = None
@@ -81,6 +95,40 @@ class ScoreMod:
 
     def value_term(self, q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, scale: float) -> torch.Tensor:
         raise NotImplementedError
+
+
+def at_positions(mod: Optional[ScoreMod], positions: torch.Tensor) -> Optional[ScoreMod]:
+    """The same term evaluated at ``positions[q_idx]``, ``positions[kv_idx]`` (random training positions)."""
+    if mod is None or not mod.uses_positions:
+        return mod
+    if mod.relative is not None or mod.band is not None or mod.needs_lse:
+        raise UsageError("this scheme's attention paths assume consecutive positions; train.random_positions "
+                         "applies to schemes whose terms are functions of positions (not shaw)")
+    fn, bias = mod.fn, mod.bias
+
+    out = ScoreMod(lambda score, b, h, qi, ki: fn(score, b, h, positions[qi], positions[ki]), mod.dtype)
+    out.bias = lambda b, h, qi, ki: bias(b, h, positions[qi], positions[ki])
+    out.flex_ok, out.max_materialize = mod.flex_ok, mod.max_materialize
+    return out
+
+
+def scaled(mod: Optional[ScoreMod], factors: torch.Tensor) -> Optional[ScoreMod]:
+    """The term multiplied by ``factors[q_idx]`` (log-n and DroPE logit scaling multiply whole logits: the
+    model scales q, and this scales the scheme's term)."""
+    if mod is None:
+        return None
+    if mod.needs_lse or mod.relative is not None:
+        raise UsageError("logit scaling is not supported with a value term (shaw)")
+    fn, bias = mod.fn, mod.bias
+
+    def scaled_fn(score, b, h, qi, ki):
+        return score + factors[qi] * (fn(score, b, h, qi, ki) - score)
+
+    out = ScoreMod(scaled_fn, mod.dtype)
+    out.bias = lambda b, h, qi, ki: factors[qi].to(mod.dtype) * bias(b, h, qi, ki)
+    out.flex_ok, out.max_materialize, out.uses_positions = mod.flex_ok, mod.max_materialize, mod.uses_positions
+    out.band = mod.band
+    return out
 
 
 # Band helpers for logit terms with a ``band`` (Shaw's value term, the ``banded`` attention backend).
@@ -131,6 +179,26 @@ class PositionalEncoding(nn.Module):
         super().__init__()
         self.ctx = ctx
         self.options = self.parse_options(options or {})
+        self.consecutive = True  # positions are 0 .. T-1 (the model sets False for random positions)
+
+    # -- evaluation-time variants (RoPE's scalings, and those of its subclasses) -----------------
+    @classmethod
+    def variants(cls) -> list[str]:
+        """Names of the evaluation-time variants this scheme can build of itself (none by default)."""
+        return []
+
+    def with_variant(self, variant: str, factor: Optional[float] = None) -> "PositionalEncoding":
+        raise UsageError(f"scheme {self.name!r} has no evaluation-time variants")
+
+    def with_options(self, **changes) -> "PositionalEncoding":
+        """A copy of this scheme (the same class, so a subclass keeps its maths) with some options changed and
+        the same learned parameters."""
+        from dataclasses import asdict
+
+        new = type(self)(self.ctx, {**asdict(self.options), **changes})
+        new.load_state_dict(self.state_dict())
+        ref = next(iter(list(self.parameters()) + list(self.buffers())), None)
+        return new.to(ref.device) if ref is not None else new
 
     @classmethod
     def parse_options(cls, options: dict[str, Any]):
@@ -176,5 +244,8 @@ class PositionalEncoding(nn.Module):
     def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, layer: int):
         return q, k
 
-    def score_mod(self, q: torch.Tensor, layer: int) -> Optional[ScoreMod]:
+    def score_mod(self, q: torch.Tensor, layer: int, k: Optional[torch.Tensor] = None,
+                  x: Optional[torch.Tensor] = None) -> Optional[ScoreMod]:
+        """The logit term for this layer's queries ``q`` [B, H, T, d_h]; data-dependent schemes also read the
+        keys ``k`` (CoPE's gates) or the layer's input ``x`` [B, T, d_model] (FoX's forget gates)."""
         return None

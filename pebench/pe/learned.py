@@ -24,7 +24,7 @@ class Learned(PositionalEncoding):
 
     def __init__(self, ctx, options=None):
         super().__init__(ctx, options)
-        self.table = nn.Parameter(torch.randn(ctx.context, ctx.d_model) * 0.02)
+        self.table = nn.Parameter(torch.randn(ctx.positions, ctx.d_model) * 0.02)
 
     def decayed(self, name, param):
         return self.options.weight_decay if name == "table" else super().decayed(name, param)
@@ -36,7 +36,7 @@ class Learned(PositionalEncoding):
         return self.table.shape[0]
 
     def embed(self, x, positions):
-        if positions.shape[0] > self.table.shape[0]:  # positions are 0 .. T-1
+        if self.consecutive and positions.shape[0] > self.table.shape[0]:  # positions are 0 .. T-1
             # Never clamp: a made-up position would produce a made-up perplexity.
             raise PositionOutOfRange(
                 f"learned positions are defined for 0..{self.table.shape[0] - 1}, "

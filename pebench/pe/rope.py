@@ -11,7 +11,7 @@ as with interleaved pairs.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
@@ -190,17 +190,28 @@ class RoPE(PositionalEncoding):
 
     def _cos_sin(self, positions: torch.Tensor, dtype: torch.dtype):
         seq_len = positions.shape[0]  # positions are 0 .. T-1 (a Python int keeps torch.compile graphs whole)
+        if not self.consecutive:  # random training positions: new every step, never cached
+            return self._angles(positions, seq_len, dtype)
         key = (seq_len, positions.device, dtype)
         if key not in self._cache:  # computed once per forward length, reused by every layer
-            inv, att, _ = self.resolved(seq_len)
-            angles = positions.to(torch.float64)[:, None] * inv.to(positions.device)[None, :]
-            angles = torch.cat([angles, angles], dim=-1)
-            self._cache = {key: ((angles.cos() * att).to(dtype), (angles.sin() * att).to(dtype))}
+            self._cache = {key: self._angles(positions, seq_len, dtype)}
         return self._cache[key]
 
-    def with_scaling(self, variant: str, factor: Optional[float] = None) -> "RoPE":
-        """The same rotation with another scaling (evaluation-time extension); factor None = automatic."""
-        return RoPE(self.ctx, asdict(replace(self.options, scaling=variant, factor=float(factor or 0.0))))
+    def _angles(self, positions: torch.Tensor, seq_len: int, dtype: torch.dtype):
+        inv, att, _ = self.resolved(seq_len)
+        angles = positions.to(torch.float64)[:, None] * inv.to(positions.device)[None, :]
+        angles = torch.cat([angles, angles], dim=-1)
+        return (angles.cos() * att).to(dtype), (angles.sin() * att).to(dtype)
+
+    @classmethod
+    def variants(cls) -> list[str]:
+        return ["none" if v == "default" else v for v in ROPE_VARIANTS.names()]
+
+    def with_variant(self, variant: str, factor: Optional[float] = None) -> "RoPE":
+        """The same rotation with another scaling (evaluation-time extension); factor None = automatic. Built
+        with ``type(self)``, so a subclass (xPos, p-RoPE) keeps its own maths under every scaling."""
+        ROPE_VARIANTS.get(canonical_variant(variant))
+        return self.with_options(scaling=variant, factor=float(factor or 0.0))
 
     def rotate(self, q, k, positions, layer):
         cos, sin = self._cos_sin(positions, q.dtype)

@@ -73,7 +73,7 @@ class Shaw(PositionalEncoding):
         self.a_k = nn.Parameter(torch.randn(ctx.n_layers, n, ctx.head_dim) * 0.02)
         self.a_v = nn.Parameter(torch.randn(ctx.n_layers, n, ctx.head_dim) * 0.02)
 
-    def score_mod(self, q, layer):
+    def score_mod(self, q, layer, k=None, x=None):
         a_k = self.a_k[layer]
         qa = (q @ a_k.to(q.dtype).t()) * q.shape[-1] ** -0.5
         return ShawScoreMod(qa, a_k, self.a_v[layer], self.options.k_max)  # full-precision vectors kept

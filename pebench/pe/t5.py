@@ -51,7 +51,7 @@ class T5Bias(PositionalEncoding):
         super().__init__(ctx, options)
         self.table = nn.Parameter(torch.zeros(ctx.n_heads, self.options.num_buckets))
 
-    def score_mod(self, q, layer):
+    def score_mod(self, q, layer, k=None, x=None):
         scale = self.options.scale or self.ctx.head_dim ** 0.5
         table = (self.table * scale).to(q.dtype)
         nb, md = self.options.num_buckets, self.options.max_distance

@@ -1,0 +1,60 @@
+"""KERPLE (Chi et al. 2022): a learned conditionally positive definite kernel of the distance as a logit term,
+-p_h log(1 + a_h r) (``kind: log``, the paper's best) or -a_h r^p_h (``kind: power``), r = i - j, with two
+positive scalars per head shared by all layers (clamped to >= 0.01 each forward, as the reference code does;
+p <= 2 for the power kernel). Added to the scaled logits as they are, like ALiBi."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..errors import UsageError
+from . import SCHEMES
+from .base import PositionalEncoding, ScoreMod
+
+EPS = 0.01
+
+
+@dataclass
+class KerpleOptions:
+    kind: str = "log"  # log | power
+
+    def validate(self):
+        if self.kind not in ("log", "power"):
+            raise UsageError(f"kerple kind must be log or power, got {self.kind!r}")
+
+
+def kerple_bias(r: torch.Tensor, p: torch.Tensor, a: torch.Tensor, kind: str) -> torch.Tensor:
+    """The kernel at distance r >= 0 (broadcasting)."""
+    r = r.clamp(min=0).to(p.dtype)
+    if kind == "log":
+        return -p * torch.log1p(a * r)
+    safe = torch.where(r > 0, r, torch.ones_like(r))  # 0^p = 0, with a finite gradient in p
+    return torch.where(r > 0, -a * safe ** p, torch.zeros_like(r))
+
+
+@SCHEMES.register("kerple")
+class Kerple(PositionalEncoding):
+    name = "kerple"
+    description = "learned log (or power) kernel of the distance per head on the logits (Chi 2022)"
+    Options = KerpleOptions
+    static_bias = True
+
+    def __init__(self, ctx, options=None):
+        super().__init__(ctx, options)
+        self.p = nn.Parameter(torch.rand(ctx.n_heads) * 2)
+        self.a = nn.Parameter(torch.rand(ctx.n_heads))
+
+    def params(self) -> tuple[torch.Tensor, torch.Tensor]:
+        p = self.p.clamp(min=EPS, max=2.0) if self.options.kind == "power" else self.p.clamp(min=EPS)
+        return p, self.a.clamp(min=EPS)
+
+    def score_mod(self, q, layer, k=None, x=None):
+        p, a = (t.to(q.dtype) for t in self.params())
+        kind = self.options.kind
+
+        def fn(score, b, h, q_idx, kv_idx):
+            return score + kerple_bias(q_idx - kv_idx, p[h], a[h], kind)
+
+        return ScoreMod(fn, q.dtype)

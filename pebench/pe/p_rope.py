@@ -1,0 +1,37 @@
+"""p-RoPE (Barbero et al. 2025): RoPE on the highest fraction p of its frequencies only; the lowest
+(1 - p) are left unrotated (inverse frequency 0), which frees them to carry content. ``fraction: 1`` is
+``rope`` and ``fraction: 0`` is ``none``, exactly. Every RoPE scaling applies to the rotated part."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UsageError
+from . import SCHEMES
+from .rope import RoPE, RopeOptions
+
+
+@dataclass
+class PRopeOptions(RopeOptions):
+    fraction: float = 0.75
+
+    def validate(self):
+        super().validate()
+        if not 0 <= self.fraction <= 1:
+            raise UsageError(f"p-rope fraction must be in [0, 1], got {self.fraction}")
+
+
+def kept_frequencies(n_freq: int, fraction: float) -> int:
+    return int(round(fraction * n_freq))
+
+
+@SCHEMES.register("p-rope")
+class PRoPE(RoPE):
+    name = "p-rope"
+    description = "RoPE on the highest fraction p of frequencies only (Barbero 2025; p=1 rope, p=0 none)"
+    Options = PRopeOptions
+
+    def resolved(self, seq_len):
+        inv, att, factor = super().resolved(seq_len)
+        inv = inv.clone()
+        inv[kept_frequencies(len(inv), self.options.fraction):] = 0.0  # frequencies fall with the index
+        return inv, att, factor
