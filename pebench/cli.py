@@ -399,7 +399,7 @@ def report(
 @app.command()
 @handle_errors
 def run(
-    pe: str = typer.Option("all", "--pe", help="all, or a comma list"),
+    pe: str = typer.Option("classic", "--pe", help="classic (default, the survey's seven), modern, all, or a comma list"),
     config: str = typer.Option("tiny", "--config"),
     overlay: Optional[List[Path]] = OverlayOpt,
     steps: Optional[int] = typer.Option(None, "--steps"),
@@ -464,7 +464,7 @@ def run(
 @app.command()
 @handle_errors
 def tune(
-    pe: str = typer.Option("all", "--pe", help="all, or a comma list"),
+    pe: str = typer.Option("classic", "--pe", help="classic, modern, all, or a comma list"),
     lr: str = typer.Option("1e-3,3e-3,1e-2", "--lr", help="comma list of learning rates"),
     option: Optional[List[str]] = typer.Option(
         None, "--option", help="a scheme option to tune as well, NAME=V1,V2 (repeatable; e.g. table_scale=1,0.3)"),
@@ -546,7 +546,7 @@ def _analysis_table(rows: list[dict]) -> str:
 @handle_errors
 def bench(
     config: str = typer.Option("tiny", "--config"),
-    pe: str = typer.Option("all", "--pe"),
+    pe: str = typer.Option("classic", "--pe", help="classic, modern, all, or a comma list"),
     multiples: str = typer.Option("1,4,16", "--multiples", help="evaluation lengths as multiples of the context"),
     repeats: int = typer.Option(3, "--repeats", help="timed repeats after warm-up (median reported)"),
     device: str = DeviceOpt,

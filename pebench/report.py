@@ -11,11 +11,11 @@ import pandas as pd
 
 from .errors import PebenchError, UsageError
 from .fsutil import atomic_path, atomic_write_text
+from .groups import SCHEME_ORDER  # rows of every table
 from .results import ResultsDir, protocol_key
 from .style import CONTEXT_LINE, style_for
 
 METRICS = ("ppl", "bpb", "loss", "ratio")
-SCHEME_ORDER = ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"]  # rows of every table
 FORMATS = ("table", "md", "csv", "latex", "json")
 # Two-sided 95% Student t quantiles for 1..30 degrees of freedom (scipy is not a dependency).
 _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,

@@ -16,15 +16,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import UsageError
+from ..groups import GROUPS, SCHEME_ORDER
 from ..registry import Registry
 from .base import PEContext, PositionalEncoding, ScoreMod
 
 SCHEMES: Registry[type[PositionalEncoding]] = Registry("positional encoding")
 
-GROUPS = {
-    "classic": ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"],  # the survey's seven
-    "modern": ["kerple", "fire", "xpos", "p-rope", "sandwich", "fox", "cope"],  # after ALiBi
-}
 SOURCES: dict[str, str] = {}  # scheme name -> "file.py:Class" or "entry-point:NAME", for schemes from outside
 ENTRY_POINT_GROUP = "pebench.schemes"
 
@@ -117,8 +114,7 @@ def resolve_schemes(spec: str) -> list[str]:
 
 def scheme_names() -> list[str]:
     names = SCHEMES.names()
-    order = GROUPS["classic"] + GROUPS["modern"]
-    return [n for n in order if n in names] + sorted(n for n in names if n not in order)
+    return [n for n in SCHEME_ORDER if n in names] + sorted(n for n in names if n not in SCHEME_ORDER)
 
 
 def group_of(name: str) -> str:
