@@ -23,6 +23,9 @@ class Registry(Generic[T]):
 
         return deco
 
+    def unregister(self, name: str) -> None:
+        self._items.pop(name, None)
+
     def get(self, name: str) -> T:
         if name in self._items:
             return self._items[name]

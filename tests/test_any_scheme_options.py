@@ -30,6 +30,18 @@ MICRO = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _forget_user_schemes():
+    """Schemes a test registers from a file or an entry point leave the registry with the test."""
+    from pebench.pe import SCHEMES, SOURCES
+
+    before = set(SCHEMES.names())
+    yield
+    for name in set(SCHEMES.names()) - before:
+        SCHEMES.unregister(name)
+        SOURCES.pop(name, None)
+
+
 @pytest.fixture
 def micro(tmp_path):
     p = tmp_path / "micro.yaml"
