@@ -188,13 +188,16 @@ def parse_scalings(spec: Optional[str]) -> list[str]:
 
 
 def variant_label(cfg, pe, meta: dict, logit_scale: Optional[str] = None) -> tuple[str, str]:
-    """(variant, row label): 'rope+yarn', with ' ftN' for a fine-tuned run and ' from-S' for a run continued from a
-    scheme S (DroPE); an evaluation-time logit scale joins the variant ('none+drope', 'rope+yarn+logn')."""
+    """(variant, row label): 'rope+yarn', with ' ftN' for a fine-tuned run, ' from-S' for a run continued from a
+    scheme S (DroPE) and ' rpM' for one trained on random positions; an evaluation-time logit scale joins the
+    variant ('none+drope', 'rope+yarn+logn')."""
     v = getattr(pe, "variant", "default")
     v = "none" if v == "default" else v
     if logit_scale and logit_scale not in ("none", cfg.model.logit_scale):
         v = logit_scale if v == "none" else f"{v}+{logit_scale}"
     label = cfg.model.pe + ("" if v == "none" else f"+{v}")
+    if cfg.train.random_positions:
+        label += f" rp{cfg.train.random_positions}"  # trained on random positions from [0, M)
     if meta.get("recalibration"):
         return v, label + f" from-{meta['recalibration']['from_scheme']}"
     return v, label + (f" ft{cfg.model.context}" if meta.get("parent") else "")
