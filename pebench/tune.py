@@ -191,7 +191,8 @@ def grid_markdown(losses: dict, best: dict, lrs: list[float]) -> str:
             btxt, note = "-", ""
         else:
             btxt = f"{b[0]:g}" + "".join(f", {k}={_fmt(v)}" for k, v in b[1])
-            note = "" if min(lrs) < b[0] < max(lrs) else "best at the grid's edge: widen the grid"
+            edge = b[1] == opts and not min(lrs) < b[0] < max(lrs)  # said once, on the winning row
+            note = "best at the grid's edge: widen the grid" if edge else ""
         label = ", ".join(f"{k}={_fmt(v)}" for k, v in opts) or "defaults"
         lines.append(f"| {scheme} | {label} | " + " | ".join(cells) + f" | {btxt} | {note} |")
     return "\n".join(lines) + "\n"
