@@ -147,6 +147,22 @@ class Config:
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def config_diff(a: "Config", b: "Config") -> list[str]:
+    """Dotted keys whose values differ between two configs, among those that determine the trained model."""
+    def flat(d: dict, pre: str = "") -> dict:
+        out = {}
+        for k, v in d.items():
+            out.update(flat(v, f"{pre}{k}.") if isinstance(v, dict) and k not in ("pe_options", "lr_by_scheme")
+                       else {f"{pre}{k}": v})
+        return out
+
+    da, db = flat({k: v for k, v in a.to_dict().items() if k not in ("name", "eval")}), \
+        flat({k: v for k, v in b.to_dict().items() if k not in ("name", "eval")})
+    ignored = {"train.lr_by_scheme", "train.eval_every", "train.log_every", "train.checkpoint_every"}  # resolved
+    # into train.lr, or bookkeeping that leaves the trained weights alone (tested bitwise for eval_every)
+    return [k for k in sorted(set(da) | set(db)) if k not in ignored and da.get(k) != db.get(k)]
+
+
 def type_matches(value: Any, default: Any) -> bool:
     """Whether a user-given value fits the type of a field's default (ints are accepted for floats,
     bools are never taken for numbers)."""

@@ -144,6 +144,7 @@ def train(cfg: Config, results: ResultsDir, name: str, device: str = "auto", res
         state = results.status(name)["state"]
         if state == "finished" and not overwrite:
             if resume:
+                _check_same_config(results, name, cfg)
                 return TrainResult(name, folder, tc.steps, float("nan"), 0.0, skipped=True)
             raise UsageError(f"run {name!r} is already finished; pass --overwrite to train it again")
         if state in ("running", "failed", "interrupted") and not (resume or overwrite):
@@ -233,6 +234,17 @@ def load_shared_weights(model: torch.nn.Module, state: dict, parent: str) -> tup
     if fresh:
         print(f"init from {parent}: left at initialisation (not in the parent): {', '.join(fresh)}", file=sys.stderr)
     return dropped, fresh
+
+
+def _check_same_config(results: ResultsDir, name: str, cfg: Config) -> None:
+    """A finished run is reused only if it was trained with this config: never silently another model."""
+    from .config import config_diff
+
+    saved, _ = results.run_config(name)
+    diff = config_diff(saved, cfg)
+    if diff:
+        raise UsageError(f"run {name!r} is finished but was trained with another config ({', '.join(diff[:3])} "
+                         f"differ); pass --overwrite to retrain it, or --name for a new run")
 
 
 def sample_positions(seed: int, step: int, T: int, M: int, device) -> torch.Tensor:

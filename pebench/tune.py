@@ -53,13 +53,15 @@ def pick_best(losses: dict) -> dict:
     return {s: cell for s, (_, cell) in best.items()}
 
 
-def option_settings(scheme: str, grid: dict[str, list]) -> list[tuple]:
+def option_settings(scheme: str, grid: dict[str, list], base: Optional[dict] = None) -> list[tuple]:
     """Every combination of the scheme's own options in the grid (options of other schemes are ignored), as tuples
-    of the pairs that differ from the scheme's defaults (so the all-default combination is ``()``)."""
+    of the pairs that differ from the base config's values (the scheme's defaults updated by ``base``, its
+    ``pe_options``), so the combination the base config already trains is ``()``."""
     from .pe import SCHEMES
 
     cls = SCHEMES.get(scheme)
     defaults = {f.name: f.default for f in fields(cls.Options)} if cls.Options is not None else {}
+    defaults.update({k: v for k, v in (base or {}).items() if k in defaults})
     mine = {k: v for k, v in grid.items() if k in defaults}
     settings = []
     for values in itertools.product(*mine.values()):
@@ -129,7 +131,7 @@ def tune(base: Config, schemes: list[str], lrs: list[float], results: ResultsDir
     """Train every (scheme, learning rate, options) cell of the grid (resuming, skipping what is done), score each
     at 1x on validation, and write the overlay and a table into ``results/tune/``."""
     check_option_grid(schemes, options or {})
-    settings = {s: option_settings(s, options or {}) for s in schemes}  # all checked before any training
+    settings = {s: option_settings(s, options or {}, base.model.pe_options.get(s)) for s in schemes}
     tr = ResultsDir(results.root / "tune")
     tr.ensure_writable()
     losses = {}

@@ -61,6 +61,9 @@ def test_an_option_grid_is_part_of_the_argmin_and_of_the_overlay():
     assert parse_option_grid(["table_scale=1,0.3", "weight_decay=false,true"]) == {
         "table_scale": [1, 0.3], "weight_decay": [False, True]}
     assert option_settings("sinusoidal", {"table_scale": [1.0, 0.3]}) == [(), (("table_scale", 0.3),)]
+    # against the base config's value: with weight decay on in the config, "false" is the departure
+    assert option_settings("learned", {"weight_decay": [False, True]}, {"weight_decay": True}) == [
+        (("weight_decay", False),), ()]
     assert option_settings("rope", {"table_scale": [0.3]}) == [()]  # another scheme's option: its default
     with pytest.raises(UsageError, match="no scheme of rope, alibi has an option 'table_scale'"):
         check_option_grid(["rope", "alibi"], {"table_scale": [0.3]})
@@ -218,3 +221,21 @@ def test_a_diverged_grid_cell_is_recorded_as_diverged_and_never_chosen(tmp_path,
     assert r.exit_code == 0, r.output
     assert "rope        lr 1e+06    diverged" in r.output
     assert yaml.safe_load((tmp_path / "tune" / "tuned.yaml").read_text())["train"]["lr_by_scheme"] == {"rope": 1e-3}
+
+
+def test_a_finished_run_is_reused_only_with_its_own_config(tmp_path, micro):
+    res = tmp_path / "res"
+    args = ["train", "--pe", "alibi", "--config", str(micro), "--results", str(res)]
+    assert runner.invoke(app, args).exit_code == 0
+    assert runner.invoke(app, args + ["--resume"]).exit_code == 0  # the same config: skipped
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump({**MICRO, "train": {**MICRO["train"], "lr": 0.01}}))
+    r = runner.invoke(app, ["train", "--pe", "alibi", "--config", str(other), "--name", "alibi-micro-s0",
+                            "--results", str(res), "--resume"])
+    assert r.exit_code == 2 and "trained with another config (train.lr differ)" in r.output
+    same_model = tmp_path / "same.yaml"  # another scheme's rate and the log interval do not change this model
+    same_model.write_text(yaml.safe_dump({**MICRO, "train": {**MICRO["train"], "log_every": 3,
+                                                              "lr_by_scheme": {"rope": 0.02}}}))
+    r = runner.invoke(app, ["train", "--pe", "alibi", "--config", str(same_model), "--name", "alibi-micro-s0",
+                            "--results", str(res), "--resume"])
+    assert r.exit_code == 0, r.output
