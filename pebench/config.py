@@ -148,18 +148,17 @@ class Config:
 
 
 def config_diff(a: "Config", b: "Config") -> list[str]:
-    """Dotted keys whose values differ between two configs, among those that determine the trained model."""
-    def flat(d: dict, pre: str = "") -> dict:
-        out = {}
-        for k, v in d.items():
-            out.update(flat(v, f"{pre}{k}.") if isinstance(v, dict) and k not in ("pe_options", "lr_by_scheme")
-                       else {f"{pre}{k}": v})
+    """Dotted keys whose values differ between two configs, among those that determine the trained model (of the
+    options, only those of the config's own scheme count)."""
+    def flat(c: "Config") -> dict:
+        d = c.to_dict()
+        d["model"]["pe_options"] = d["model"]["pe_options"].get(d["model"]["pe"]) or {}
+        out = {f"{sec}.{k}": v for sec in ("model", "train") for k, v in d[sec].items()}
         return out
 
-    da, db = flat({k: v for k, v in a.to_dict().items() if k not in ("name", "eval")}), \
-        flat({k: v for k, v in b.to_dict().items() if k not in ("name", "eval")})
     ignored = {"train.lr_by_scheme", "train.eval_every", "train.log_every", "train.checkpoint_every"}  # resolved
     # into train.lr, or bookkeeping that leaves the trained weights alone (tested bitwise for eval_every)
+    da, db = flat(a), flat(b)
     return [k for k in sorted(set(da) | set(db)) if k not in ignored and da.get(k) != db.get(k)]
 
 

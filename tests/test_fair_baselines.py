@@ -235,7 +235,8 @@ def test_a_finished_run_is_reused_only_with_its_own_config(tmp_path, micro):
     assert r.exit_code == 2 and "trained with another config (train.lr differ)" in r.output
     same_model = tmp_path / "same.yaml"  # another scheme's rate and the log interval do not change this model
     same_model.write_text(yaml.safe_dump({**MICRO, "train": {**MICRO["train"], "log_every": 3,
-                                                              "lr_by_scheme": {"rope": 0.02}}}))
+                                                              "lr_by_scheme": {"rope": 0.02}},
+                                          "model": {**MICRO["model"], "pe_options": {"rope": {"base": 500.0}}}}))
     r = runner.invoke(app, ["train", "--pe", "alibi", "--config", str(same_model), "--name", "alibi-micro-s0",
                             "--results", str(res), "--resume"])
     assert r.exit_code == 0, r.output
