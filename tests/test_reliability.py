@@ -208,12 +208,15 @@ def test_lock_refuses_a_live_owner_and_takes_over_a_dead_one(tmp_path):
 
 def test_two_trainings_of_one_run_refuse_each_other(tmp_path, slow_cfg):
     res = tmp_path / "res"
-    p = cli("train", "--pe", "alibi", "--config", slow_cfg, "--results", res, "--name", "same", wait=False)
+    # far more steps than the second process needs to start, even on a loaded machine (it is killed below)
+    p = cli("train", "--pe", "alibi", "--config", slow_cfg, "--steps", "100000", "--results", res, "--name", "same",
+            wait=False)
     lock = res / "runs" / "same" / ".lock"
     deadline = time.time() + 120
     while not lock.exists() and time.time() < deadline:
         time.sleep(0.05)
-    r = cli("train", "--pe", "alibi", "--config", slow_cfg, "--results", res, "--name", "same", "--resume")
+    r = cli("train", "--pe", "alibi", "--config", slow_cfg, "--steps", "100000", "--results", res, "--name", "same",
+            "--resume")
     p.kill()
     p.wait()
     assert r.returncode == 1 and "locked by running process" in r.stderr
