@@ -533,10 +533,12 @@ def analyze(
 
 
 def _analysis_table(rows: list[dict]) -> str:
+    from .analysis.summary import has_ratio
+
     head = f"{'rank':>4}  {'run':<28} {'len':>5} {'H 1x':>6} {'H long':>6} {'|dH|':>5} {'far':>6} {'ppl x':>6}"
     out = [head]
     for r in rows:
-        ratio = "-" if r["ppl_ratio"] is None else f"{r['ppl_ratio']:.2f}"
+        ratio = f"{r['ppl_ratio']:.2f}" if has_ratio(r) else "-"
         out.append(f"{r['rank']:>4}  {r['run']:<28} {r['length']:>5} {r['entropy_1x']:>6.2f} {r['entropy_long']:>6.2f} "
                    f"{r['entropy_drift']:>5.2f} {r['far_share']:>6.1%} {ratio:>6}")
     return "\n".join(out)

@@ -160,8 +160,7 @@ def _markdown(data: dict) -> str:
         lines += ["| rank | run | length | entropy 1x | entropy long | mean abs entropy change | share beyond context "
                   "| mean distance 1x | mean distance long | ppl ratio |", "|---|---|---|---|---|---|---|---|---|---|"]
         for r in drift:
-            ratio = "-" if r["ppl_ratio"] is None or (isinstance(r["ppl_ratio"], float) and math.isnan(r["ppl_ratio"])) \
-                else f"{r['ppl_ratio']:.2f}"
+            ratio = f"{r['ppl_ratio']:.2f}" if summary.has_ratio(r) else "-"
             lines.append(f"| {r['rank']} | {r['run']} | {r['length']} | {r['entropy_1x']:.2f} | {r['entropy_long']:.2f} "
                          f"| {r['entropy_drift']:.2f} | {r['far_share']:.1%} | {r['distance_1x']:.1f} "
                          f"| {r['distance_long']:.1f} | {ratio} |")

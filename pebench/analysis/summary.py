@@ -76,6 +76,12 @@ def predictors(analyses: list[dict]) -> dict:
     return out
 
 
+def has_ratio(row: dict) -> bool:
+    """A perplexity ratio is known (records of both lengths exist); pandas turns a missing one into NaN."""
+    r = row.get("ppl_ratio")
+    return r is not None and not (isinstance(r, float) and math.isnan(r))
+
+
 def attention_sentence(row: dict, context: int) -> str:
     h1, hL, L = row["entropy_1x"], row["entropy_long"], row["length"]
     move = "rises" if hL > h1 else "falls"
@@ -83,7 +89,7 @@ def attention_sentence(row: dict, context: int) -> str:
          f"farther than {context}; mean entropy {move} from {h1:.2f} to {hL:.2f} nats ({hL / h1:.2f}x; uniform "
          f"attention would give {entropy_ceiling(context):.2f} -> {entropy_ceiling(L):.2f}); mean distance "
          f"{row['distance_1x']:.1f} -> {row['distance_long']:.1f} tokens")
-    if row["ppl_ratio"] is not None:
+    if has_ratio(row):
         s += f"; ppl x{row['ppl_ratio']:.2f}"
     return s + "."
 
