@@ -61,8 +61,8 @@ class Sandwich(PositionalEncoding):
 
         def bias(b, h, q_idx, kv_idx):  # materialized paths: a table as long as the largest query index
             m = int(q_idx.max()) + 1
-            t = self._table(m, q.device, q.dtype) if m > n else table
-            return t[(q_idx - kv_idx).clamp(0, m - 1 if m > n else n - 1)] / ratios[h]
+            t = table if m <= n else self._table(m, q.device, q.dtype)
+            return t[(q_idx - kv_idx).clamp(0, len(t) - 1)] / ratios[h]
 
         mod = ScoreMod(fn, q.dtype)
         mod.bias = bias
