@@ -275,7 +275,7 @@ def _init_from_plan(rd, init_from, pe, steps, context, rope_scaling, rope_factor
 
 def _eval_runs(rd, runs: Optional[List[str]], lengths, protocol, scalings, rope_factor, max_tokens, device,
                attention, explicit: bool, skip_existing: bool = False, split: str = "validation",
-               logit_scale: Optional[str] = None) -> int:
+               logit_scale: Optional[str] = None, tasks=None, options=None) -> int:
     from .evaluate import evaluate_run
     from .progress import for_stream
 
@@ -293,7 +293,7 @@ def _eval_runs(rd, runs: Optional[List[str]], lengths, protocol, scalings, rope_
         try:
             evaluate_run(rd, run, lengths, protocol, sc, rope_factor, max_tokens, device, attention,
                          skip_existing=skip_existing, progress=for_stream(), on_record=_echo_record, split=split,
-                         logit_scale=logit_scale)
+                         logit_scale=logit_scale, tasks=tasks, options=options)
         except PebenchError as e:
             if isinstance(e, UsageError):
                 raise
@@ -303,8 +303,11 @@ def _eval_runs(rd, runs: Optional[List[str]], lengths, protocol, scalings, rope_
 
 
 def _echo_record(r: dict) -> None:
-    val = "n/a (undefined)" if r["status"] != "ok" else f"ppl {r['ppl']:.3f}  bpb {r['bpb']:.4f}"
-    typer.echo(f"{r['label']:<22} L={r['length']:<6} {val}  ({r['tokens_scored']} tokens)")
+    from .tasks import METRICS
+
+    val = "n/a (undefined)" if r["status"] != "ok" else "  ".join(
+        f"{k} {v:.{METRICS[k].digits + 1}f}" for k, v in r["metrics"].items() if v is not None)
+    typer.echo(f"{r['label']:<22} {r['task']:<8} L={r['length']:<6} {val}")
 
 
 @app.command("eval")
@@ -321,14 +324,25 @@ def eval_cmd(
     split: str = typer.Option("validation", "--split", help="validation (day to day, tuning) | test (final numbers)"),
     logit_scale: Optional[str] = typer.Option(None, "--logit-scale",
                                               help="evaluation-time logit scaling: none | logn | drope"),
+    task: str = typer.Option("ppl", "--task", help="comma list of evaluation tasks: ppl, passkey, copy, ... "
+                                                   "(pebench list shows them)"),
+    trials: Optional[int] = typer.Option(None, "--trials", help="passkey, copy: prompts per cell (default 20)"),
+    depths: Optional[str] = typer.Option(None, "--depths", help="passkey: needle depths (default 0,0.25,0.5,0.75,1)"),
+    haystack: Optional[str] = typer.Option(None, "--haystack", help="passkey: filler (default) | corpus"),
+    string_length: Optional[int] = typer.Option(None, "--string-length", help="copy: bytes of the string (24)"),
+    far_n: Optional[int] = typer.Option(None, "--far-n", help="ppl: bytes matched to mark far tokens (16)"),
     device: str = DeviceOpt,
     attention: str = AttnOpt,
     results: Path = ResultsOpt,
 ):
-    """Evaluate runs at several lengths; one JSON record per (run, variant, length)."""
+    """Evaluate runs at several lengths; one JSON record per (run, task, variant, length)."""
     from .evaluate import Protocol, parse_lengths, parse_scalings
     from .results import ResultsDir
+    from .tasks import resolve_tasks, task_options
 
+    tasks = resolve_tasks(task)
+    options = task_options(tasks, {"trials": trials, "depths": depths, "haystack": haystack,
+                                   "string_length": string_length, "far_n": far_n})
     rd = ResultsDir(results)
     lens = parse_lengths(lengths)
     proto = Protocol(protocol, stride, targets).validate()
@@ -342,7 +356,7 @@ def eval_cmd(
         raise UsageError(f"no finished runs to evaluate in {rd.runs}; train one first (pebench train)")
     rd.ensure_writable()
     if _eval_runs(rd, names, lens, proto, scalings, rope_factor, max_tokens, device, attention, bool(run),
-                  split=split, logit_scale=logit_scale):
+                  split=split, logit_scale=logit_scale, tasks=tasks, options=options):
         raise typer.Exit(1)
 
 
@@ -350,7 +364,8 @@ def eval_cmd(
 @handle_errors
 def report(
     format: str = typer.Option("table", "--format", help="table | md | csv | latex | json"),
-    metric: str = typer.Option("ppl", "--metric", help="ppl | bpb | loss | ratio"),
+    metric: str = typer.Option("ppl", "--metric", help="ppl | ppl_far | bpb | loss | ratio | passkey_exact | "
+                                                       "passkey_digit | copy_acc | copy_range | copy_loss"),
     protocol: Optional[str] = typer.Option(None, "--protocol", help="e.g. nonoverlap, sliding-s64, fixed-k256"),
     pe: Optional[str] = typer.Option(None, "--pe", help="comma list of schemes or row labels"),
     compare: Optional[List[Path]] = typer.Option(None, "--compare", help="two result folders: A then B"),

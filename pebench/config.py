@@ -85,6 +85,10 @@ class TrainConfig:
     lr_by_scheme: dict = field(default_factory=dict)  # scheme -> learning rate (written by `pebench tune`)
     eval_every: int = 0  # learning curve: evaluate at 1x and the longest multiple every N steps (0: off)
     random_positions: int = 0  # M > context: train on sorted random positions from [0, M) (Ruoss 2023); 0: off
+    # Retrieval data: this fraction of training windows are passkey documents and repeated random strings of
+    # needle_lengths [lo, hi] bytes (data/needles.py), keys from the training seed's own stream; 0: off.
+    needles: float = 0.0
+    needle_lengths: list = field(default_factory=lambda: [16, 64])
 
     def validate(self):
         if self.steps < 1:
@@ -102,6 +106,12 @@ class TrainConfig:
                 raise UsageError(f"train.lr_by_scheme.{scheme} must be a learning rate > 0, got {lr!r}")
         if self.random_positions < 0:
             raise UsageError(f"train.random_positions must be 0 (off) or M >= the context, got {self.random_positions}")
+        if not 0.0 <= self.needles <= 1.0:
+            raise UsageError(f"train.needles must be a fraction in [0, 1], got {self.needles}")
+        nl = self.needle_lengths
+        if (not isinstance(nl, (list, tuple)) or len(nl) != 2 or not all(isinstance(v, int) for v in nl)
+                or not 1 <= nl[0] <= nl[1]):
+            raise UsageError(f"train.needle_lengths must be [lo, hi] with 1 <= lo <= hi, got {nl!r}")
         if self.eval_every < 0:
             raise UsageError(f"train.eval_every must be >= 0 (0: no learning curve), got {self.eval_every}")
 
@@ -144,6 +154,9 @@ class Config:
         d = self.to_dict()
         d.pop("name", None)
         d.pop("eval", None)
+        if not d["train"]["needles"]:  # keys added later leave the hashes of runs without them unchanged
+            d["train"].pop("needles")
+            d["train"].pop("needle_lengths")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 import numpy as np
@@ -107,8 +107,9 @@ def bucket_edges(length: int) -> list[int]:
 
 def score_stream(model: DecoderLM, stream: np.ndarray, length: int, protocol: Protocol,
                  batch_tokens: int, device: torch.device, max_length: Optional[int] = None,
-                 progress: Optional[Progress] = None, title: str = "") -> dict:
-    """Run every window and return loss sums in total and per position bucket. ``progress`` hears the cost
+                 progress: Optional[Progress] = None, title: str = "", far: Optional[np.ndarray] = None) -> dict:
+    """Run every window and return loss sums in total and per position bucket (and, given ``far``, a boolean mask
+    over stream indices, the mean loss over the scored tokens it marks). ``progress`` hears the cost
     (windows x length token positions) first, then the positions done after every batch."""
     starts, first = windows(len(stream), length, protocol, max_length)
     if progress is not None:
@@ -121,6 +122,7 @@ def score_stream(model: DecoderLM, stream: np.ndarray, length: int, protocol: Pr
     loss_sum = torch.zeros(n_b, dtype=torch.float64)
     count = torch.zeros(n_b, dtype=torch.float64)
     bucket_t = torch.from_numpy(bucket_of).to(device)
+    far_sum, far_n = 0.0, 0
     per_batch = max(1, batch_tokens // length)
     offsets = np.arange(length)
     with torch.inference_mode():
@@ -133,6 +135,10 @@ def score_stream(model: DecoderLM, stream: np.ndarray, length: int, protocol: Pr
                                        chunk[:, 1:].reshape(-1), reduction="none").view(len(s), length - 1)
             mask = torch.from_numpy(pos[None, :] >= f[:, None]).to(device)
             tok_loss = (tok_loss * mask).double()
+            if far is not None:
+                fm = torch.from_numpy(far[s[:, None] + offsets[None, 1:]]).to(device) & mask
+                far_sum += float(tok_loss[fm].sum())
+                far_n += int(fm.sum())
             loss_sum += torch.zeros(n_b, dtype=torch.float64, device=device).index_add_(
                 0, bucket_t, tok_loss.sum(0)).cpu()
             count += torch.zeros(n_b, dtype=torch.float64, device=device).index_add_(
@@ -147,7 +153,40 @@ def score_stream(model: DecoderLM, stream: np.ndarray, length: int, protocol: Pr
          "loss": float(loss_sum[b] / count[b]) if count[b] else None}
         for b in range(n_b)
     ]
-    return {"loss": total / n, "tokens_scored": n, "windows": len(starts), "position_buckets": buckets}
+    out = {"loss": total / n, "tokens_scored": n, "windows": len(starts), "position_buckets": buckets}
+    if far is not None:
+        out["far"] = {"loss": far_sum / far_n if far_n else None, "tokens": far_n}
+    return out
+
+
+def score_spans(ctx: "EvalContext", rows: np.ndarray, start: int, stop: int,
+                choices: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+    """Teacher-forced scoring of target indices [start, stop) of each row (windows of equal length): whether the
+    model's top prediction is the target (among ``choices`` only, when given) and the loss, both (rows, stop -
+    start) numpy arrays."""
+    L = rows.shape[1]
+    per = max(1, ctx.cfg.eval.batch_tokens // L)
+    correct, losses = [], []
+    if ctx.progress is not None:
+        ctx.progress.start(ctx.title, len(rows) * L, f"{len(rows):,} prompts of {L:,} tokens", "tokens")
+    with torch.inference_mode():
+        for i in range(0, len(rows), per):
+            x = torch.from_numpy(rows[i:i + per].astype(np.int64)).to(ctx.dev)
+            with autocast_for(ctx.dev):
+                logits = ctx.model(x)[:, start - 1:stop - 1].float()
+            tgt = x[:, start:stop]
+            losses.append(F.cross_entropy(logits.transpose(1, 2), tgt, reduction="none").cpu().numpy())
+            if choices is not None:
+                ch = torch.from_numpy(choices.astype(np.int64)).to(ctx.dev)
+                pred = ch[logits[..., ch].argmax(-1)]
+            else:
+                pred = logits.argmax(-1)
+            correct.append((pred == tgt).cpu().numpy())
+            if ctx.progress is not None:
+                ctx.progress.update((i + len(x)) * L)
+    if ctx.progress is not None:
+        ctx.progress.finish()
+    return np.concatenate(correct), np.concatenate(losses)
 
 
 def load_run_model(results: ResultsDir, run: str, device: torch.device):
@@ -203,34 +242,46 @@ def variant_label(cfg, pe, meta: dict, logit_scale: Optional[str] = None) -> tup
     return v, label + (f" ft{cfg.model.context}" if meta.get("parent") else "")
 
 
-def _measure(model, pe, cfg, stream, L: int, protocol: Protocol, max_length: int, dev, progress, title) -> dict:
-    """The measured fields of one record: ok with loss, ppl, bpb and buckets, or undefined with the reason."""
-    limit = pe.max_positions()
+@dataclass
+class EvalContext:
+    """What a task measures with: the model (with its scheme or variant), its config, the evaluation stream (the
+    split cut to max_tokens) and the whole split, the protocol, this task's options and the progress display."""
+
+    model: DecoderLM
+    cfg: object
+    dev: torch.device
+    stream: np.ndarray
+    split_tokens: np.ndarray
+    protocol: Protocol
+    max_length: int
+    options: dict
+    seed: int = 0  # evaluation stream seed (prompt keys, strings, offsets)
+    progress: Optional[Progress] = None
+    title: str = ""
+    state: dict = field(default_factory=dict)  # what a task's prepare() keeps for its measure()
+
+
+def _measure(task, ctx: EvalContext, L: int) -> dict:
+    """The measured part of one record: the task's result, or undefined with the reason (a length the scheme
+    cannot represent)."""
+    limit = ctx.model.pe.max_positions()
     try:
         if limit is not None and L > limit:
-            raise PositionOutOfRange(f"{cfg.model.pe} represents positions 0..{limit - 1} only")
-        out = score_stream(model, stream, L, protocol, cfg.eval.batch_tokens, dev, max_length, progress, title)
+            raise PositionOutOfRange(f"{ctx.cfg.model.pe} represents positions 0..{limit - 1} only")
+        return task.measure(ctx, L)
     except PositionOutOfRange as e:
-        return dict(status="undefined", reason=str(e), loss=None, ppl=None, bpb=None, tokens_scored=0, windows=0,
-                    position_buckets=[])
+        return task.undefined(str(e))
     except torch.OutOfMemoryError:
-        raise PebenchError(f"out of device memory evaluating {title}; lower eval.batch_tokens or the length")
-    return dict(status="ok", reason=None, **out, ppl=math.exp(out["loss"]), bpb=out["loss"] / math.log(2))
+        raise PebenchError(f"out of device memory evaluating {ctx.title}; lower eval.batch_tokens or the length")
 
 
-def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = None,
-                 protocol: Protocol = Protocol(), scalings: Iterable[str] = (), rope_factor: Optional[float] = None,
-                 max_tokens: Optional[int] = None, device: str = "auto", backend: str = "auto",
-                 on_record=None, skip_existing: bool = False, progress: Optional[Progress] = None,
-                 split: str = "validation", logit_scale: Optional[str] = None) -> list[dict]:
-    """Evaluate one finished run at each length (and RoPE scaling, and evaluation-time logit scale) on the
-    validation or test split; write and return the records."""
-    protocol.validate()
+def _open_run(results: ResultsDir, run: str, dev, backend: str, logit_scale: Optional[str], split: str,
+              max_tokens: Optional[int]):
+    """(cfg, meta, model, corpus, split tokens, stream) of a finished run, the model set up for evaluation."""
     if split not in EVAL_SPLITS:
         from .registry import unknown_name_message
 
         raise UsageError(unknown_name_message("split", split, list(EVAL_SPLITS)))
-    dev = resolve_device(device)
     cfg, meta, model = load_run_model(results, run, dev)
     model.set_attention_backend(backend)
     if logit_scale is not None:
@@ -239,15 +290,37 @@ def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = N
         if logit_scale not in LOGIT_SCALES:
             raise UsageError(f"--logit-scale must be one of {', '.join(LOGIT_SCALES)}, got {logit_scale!r}")
         model.logit_scale = logit_scale
-    T = cfg.model.context
-    lengths = lengths or [int(round(m * T)) for m in cfg.eval.multiples]
     corpus = prepare_corpus(cfg.train.data, results.cache, cfg.train.text_field)
     tokens = corpus.tokens(split)
     if len(tokens) < 2:
         raise PebenchError(f"corpus {corpus.spec!r} has no {split} documents to evaluate on")
     stream = tokens[:min(len(tokens), max_tokens or cfg.eval.max_tokens)]
-    for L in lengths:  # check every length before computing anything
-        windows(len(stream), L, protocol, max(lengths))
+    return cfg, meta, model, corpus, tokens, stream
+
+
+def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = None,
+                 protocol: Protocol = Protocol(), scalings: Iterable[str] = (), rope_factor: Optional[float] = None,
+                 max_tokens: Optional[int] = None, device: str = "auto", backend: str = "auto",
+                 on_record=None, skip_existing: bool = False, progress: Optional[Progress] = None,
+                 split: str = "validation", logit_scale: Optional[str] = None, tasks: Optional[list] = None,
+                 options: Optional[dict] = None) -> list[dict]:
+    """Evaluate one finished run with each task (default ``ppl``) at each length (and RoPE scaling, and
+    evaluation-time logit scale) on the validation or test split; write and return the records. ``options``:
+    task name -> its options (``tasks.task_options``)."""
+    from .tasks import resolve_tasks, task_options
+
+    protocol.validate()
+    tasks = tasks or resolve_tasks("ppl")
+    options = options or task_options(tasks, {})
+    dev = resolve_device(device)
+    cfg, meta, model, corpus, tokens, stream = _open_run(results, run, dev, backend, logit_scale, split, max_tokens)
+    T = cfg.model.context
+    lengths = lengths or [int(round(m * T)) for m in cfg.eval.multiples]
+    for task in tasks:  # check every setting before computing anything
+        task.check(options[task.name], lengths, T)
+        if task.name == "ppl":
+            for L in lengths:
+                windows(len(stream), L, protocol, max(lengths))
     scalings = list(scalings)
     if scalings == ["all"]:
         scalings = model.pe.variants()
@@ -261,24 +334,33 @@ def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = N
     for variant in scalings or [None]:
         model.pe = pe = base_pe if variant is None else base_pe.with_variant(variant, rope_factor)
         v, label = variant_label(cfg, pe, meta, logit_scale)
-        for L in lengths:
-            t0 = time.time()
-            rec = {"schema": SCHEMA_VERSION, "run": run, "scheme": cfg.model.pe, "variant": v, "label": label,
-                   "seed": cfg.train.seed, "protocol": protocol.name, "protocol_params": protocol.params(),
-                   "length": int(L), "train_context": T, "multiple": L / T, "created": now(), "split": split}
-            if skip_existing and results.record_path(rec).exists():
-                records.append(json.loads(results.record_path(rec).read_text()))
-                continue
-            if hasattr(pe, "resolved"):
-                inv, att, factor = pe.resolved(L)
-                rec["rope"] = {"variant": v, "factor": factor, "attention_factor": att}
-            title = f"{run} {label} L={L} {protocol_key(rec)}"
-            rec.update(_measure(model, pe, cfg, stream, L, protocol, max(lengths), dev, progress, title))
-            rec["provenance"] = {**prov, "wall_s": round(time.time() - t0, 3)}
-            results.write_record(rec)
-            records.append(rec)
-            if on_record:
-                on_record(rec)
+        for task in tasks:
+            ctx = EvalContext(model, cfg, dev, stream, tokens, protocol, max(lengths), options[task.name],
+                              progress=progress)
+            prot, params = task.protocol(ctx.options, protocol)
+            prepared = False
+            for L in lengths:
+                t0 = time.time()
+                rec = {"schema": SCHEMA_VERSION, "task": task.name, "run": run, "scheme": cfg.model.pe,
+                       "variant": v, "label": label, "seed": cfg.train.seed, "protocol": prot,
+                       "protocol_params": params, "length": int(L), "train_context": T, "multiple": L / T,
+                       "created": now(), "split": split}
+                if skip_existing and results.record_path(rec).exists():
+                    records.append(json.loads(results.record_path(rec).read_text()))
+                    continue
+                if hasattr(pe, "resolved"):
+                    inv, att, factor = pe.resolved(L)
+                    rec["rope"] = {"variant": v, "factor": factor, "attention_factor": att}
+                if not prepared:
+                    task.prepare(ctx)
+                    prepared = True
+                ctx.title = f"{run} {label} {task.name} L={L} {protocol_key(rec)}"
+                rec.update(_measure(task, ctx, L))
+                rec["provenance"] = {**prov, "wall_s": round(time.time() - t0, 3)}
+                results.write_record(rec)
+                records.append(rec)
+                if on_record:
+                    on_record(rec)
     model.pe = base_pe
     return records
 

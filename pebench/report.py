@@ -15,7 +15,7 @@ from .groups import SCHEME_ORDER  # rows of every table
 from .results import ResultsDir, protocol_key
 from .style import CONTEXT_LINE, style_for
 
-METRICS = ("ppl", "bpb", "loss", "ratio")
+RATIO = "ratio"  # derived: ppl / ppl at 1x of the same run
 FORMATS = ("table", "md", "csv", "latex", "json")
 # Two-sided 95% Student t quantiles for 1..30 degrees of freedom (scipy is not a dependency).
 _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -46,13 +46,21 @@ def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.Dat
         if rec["run"] in failed:
             continue
         rows.append({
-            "run": rec["run"], "label": rec["label"], "scheme": rec["scheme"], "variant": rec["variant"],
-            "seed": rec["seed"], "protocol": protocol_key(rec), "length": rec["length"],
-            "train_context": rec["train_context"], "status": rec["status"], "loss": rec["loss"],
-            "ppl": rec["ppl"], "bpb": rec["bpb"], "tokens_scored": rec["tokens_scored"],
-            "position_buckets": rec["position_buckets"], "split": rec.get("split", "validation"),
+            "task": rec["task"], "run": rec["run"], "label": rec["label"], "scheme": rec["scheme"],
+            "variant": rec["variant"], "seed": rec["seed"], "protocol": protocol_key(rec), "length": rec["length"],
+            "train_context": rec["train_context"], "status": rec["status"], **(rec["metrics"] or {}),
+            "intervals": rec.get("intervals") or {}, "details": rec.get("details") or {},
+            "position_buckets": (rec.get("details") or {}).get("position_buckets"),
+            "split": rec.get("split", "validation"),
         })
     return pd.DataFrame(rows)
+
+
+def metric_of(name: str):
+    """The registered metric (its task and direction); ``ratio`` is ppl's, lower is better."""
+    from .tasks import Metric, metric
+
+    return Metric(RATIO, "ppl", False, "ppl / ppl at 1x of the same run", 3) if name == RATIO else metric(name)
 
 
 @dataclass
@@ -64,10 +72,13 @@ class Table:
     lengths: list[int]
     contexts: dict[int, str]
     rows: list[str]
-    cells: dict  # (label, length) -> (mean | None, ci, n_seeds)
+    cells: dict  # (label, length) -> (mean | None, ci, n_seeds, (lo, hi) of one seed's trials | None)
     ratio: dict  # label -> value at the longest length / value at 1x (None where either is missing)
     context: int = 0  # the training context (the 1x length)
     split: str = "validation"
+    higher_is_better: bool = False  # the metric's direction: bold and "best" follow it
+    digits: int = 2
+    task: str = "ppl"
 
     def ratio_text(self, label: str) -> str:
         r = self.ratio.get(label)
@@ -77,23 +88,30 @@ class Table:
 
     def best(self, length: int) -> Optional[str]:
         vals = [(c[0], lab) for lab in self.rows if (c := self.cells.get((lab, length))) and c[0] is not None]
-        return min(vals)[1] if vals else None
+        return min(vals)[1] if vals and not self.higher_is_better else max(vals, key=lambda v: v[0])[1] if vals else None
+
+    def is_best(self, label: str, length: int) -> bool:
+        """Whether the cell holds the column's best value (every tied cell does)."""
+        b = self.best(length)
+        return b is not None and self.cells.get((label, length), (None,))[0] == self.cells[(b, length)][0]
 
 
 def build_table(df: pd.DataFrame, metric: str = "ppl", protocol: Optional[str] = None,
                 schemes: Optional[list[str]] = None, split: str = "validation") -> Table:
-    if metric not in METRICS:
-        from .registry import unknown_name_message
-
-        raise UsageError(unknown_name_message("metric", metric, list(METRICS)))
+    m = metric_of(metric)
     if df.empty:
         raise PebenchError("no records to report; run `pebench eval` first")
+    if not (df["task"] == m.task).any():
+        raise PebenchError(f"no {m.task} records for the metric {metric}; run `pebench eval --task {m.task}`")
+    df = df[df["task"] == m.task]
     if not (df["split"] == split).any():
         raise PebenchError(f"no records on the {split} split; splits present: {', '.join(sorted(df['split'].unique()))}"
                            + ("; evaluate with `pebench eval --split test`" if split == "test" else ""))
     df = df[df["split"] == split]
     protocols = sorted(df["protocol"].unique())
     protocol = protocol or ("nonoverlap" if "nonoverlap" in protocols else protocols[0])
+    if protocol not in protocols:
+        raise PebenchError(f"no {m.task} records with protocol {protocol!r}; protocols present: {', '.join(protocols)}")
     df = df[df["protocol"] == protocol]
     if schemes:
         df = df[df["scheme"].isin(schemes) | df["label"].isin(schemes)]
@@ -111,27 +129,31 @@ def build_table(df: pd.DataFrame, metric: str = "ppl", protocol: Optional[str] =
     rows = sorted(df["label"].unique(), key=lambda lab: (order.get(lab.split("+")[0].split(" ")[0], 99), lab))
     cells = {}
     for (label, L), g in df.groupby(["label", "length"]):
-        ok = [float(v) for v, s in zip(g[metric], g["status"]) if s == "ok" and v is not None and not pd.isna(v)]
+        ok = [(float(v), iv.get(metric)) for v, s, iv in zip(g[metric], g["status"], g["intervals"])
+              if s == "ok" and v is not None and not pd.isna(v)]
         if ok:
-            m, ci = mean_ci(ok)
-            cells[(label, int(L))] = (m, ci, len(ok))
+            mean, ci = mean_ci([v for v, _ in ok])
+            one = tuple(ok[0][1]) if len(ok) == 1 and ok[0][1] else None  # a single seed: its trials' interval
+            cells[(label, int(L))] = (mean, ci, len(ok), one)
         else:
-            cells[(label, int(L))] = (None, 0.0, 0)
+            cells[(label, int(L))] = (None, 0.0, 0, None)
     ratio = {}  # always the longest length over 1x (the training context): never a silently different base
     for lab in rows:
         top, one = cells.get((lab, lengths[-1]), (None,))[0], cells.get((lab, ctx), (None,))[0]
         ratio[lab] = top / one if top is not None and one else None
-    return Table(metric, protocol, lengths, contexts, rows, cells, ratio, ctx, split)
+    return Table(metric, protocol, lengths, contexts, rows, cells, ratio, ctx, split, m.higher_is_better, m.digits,
+                 m.task)
 
 
-def _fmt(cell, metric: str) -> str:
+def _fmt(cell, digits: int) -> str:
     if cell is None or cell[0] is None:
         return "n/a"
-    m, ci, n = cell
-    digits = 3 if metric in ("bpb", "loss", "ratio") else 2
+    m, ci, n, one = cell
     s = f"{m:.{digits}f}"
     if n > 1:
         s += f" ± {ci:.{digits}f} (n={n})"
+    elif one is not None:
+        s += f" [{one[0]:.{digits}f}, {one[1]:.{digits}f}]"
     return s
 
 
@@ -145,14 +167,17 @@ def _rows(t: Table, bold, cell=lambda s: s):
     for lab in t.rows:
         cells = []
         for L in t.lengths:
-            s = cell(_fmt(t.cells.get((lab, L)), t.metric))
-            cells.append(bold(s) if t.best(L) == lab else s)
+            s = cell(_fmt(t.cells.get((lab, L)), t.digits))
+            cells.append(bold(s) if t.is_best(lab, L) else s)
         yield lab, cells, t.ratio_text(lab)
 
 
 def to_markdown(t: Table) -> str:
     head = _header(t)
-    lines = [f"Metric: {t.metric}; protocol: {t.protocol}; split: {t.split}; best value per column in bold.", "",
+    best = "highest" if t.higher_is_better else "lowest"
+    lines = [f"Metric: {t.metric}; protocol: {t.protocol}; split: {t.split}; best ({best}) value per column in bold."
+             + (" Brackets: 95% interval over one seed's trials." if any(c[3] for c in t.cells.values()) else ""),
+             "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for lab, cells, ratio in _rows(t, lambda s: f"**{s}**"):
         lines.append(f"| {lab} | " + " | ".join(cells) + f" | {ratio} |")
@@ -172,9 +197,10 @@ def to_frame(t: Table) -> pd.DataFrame:
     rows = []
     for lab in t.rows:
         for L in t.lengths:
-            m, ci, n = t.cells.get((lab, L), (None, 0.0, 0))
+            m, ci, n, one = t.cells.get((lab, L), (None, 0.0, 0, None))
             rows.append({"label": lab, "length": L, "multiple": t.contexts[L], "protocol": t.protocol,
-                         "split": t.split, "metric": t.metric, "value": m, "ci95": ci if n > 1 else None, "seeds": n})
+                         "split": t.split, "metric": t.metric, "value": m, "ci95": ci if n > 1 else None, "seeds": n,
+                         "lo": one[0] if one else None, "hi": one[1] if one else None})
     return pd.DataFrame(rows)
 
 
@@ -228,7 +254,64 @@ def write_reports(results: ResultsDir, t: Table, df: pd.DataFrame, schemes: Opti
         to_frame(t).to_csv(tmp, index=False)
     written.append(root / f"report{sfx}.csv")
     written += write_plots(results, t, df, sfx)
+    if not sfx:  # the default view also gets each task's own outputs and, with several tasks, the context table
+        written += task_outputs(results, df[df["split"] == t.split])
+        if df["task"].nunique() > 1:
+            atomic_write_text(root / "report-context.md", context_markdown(df, split=t.split))
+            written.append(root / "report-context.md")
     return written
+
+
+def task_outputs(results: ResultsDir, df: pd.DataFrame) -> list[Path]:
+    """Whatever each task present in the records writes beside the tables (passkey heatmaps, copy by distance)."""
+    from .tasks import TASKS
+
+    paths = []
+    for name in sorted(df["task"].unique()) if not df.empty else []:
+        if name in TASKS:
+            paths += TASKS.get(name).outputs(df[df["task"] == name], results.root)
+    return paths
+
+
+CONTEXT_METRICS = ("ppl", "ppl_far", "passkey_exact", "copy_acc")
+
+
+def context_markdown(df: pd.DataFrame, metrics=CONTEXT_METRICS, split: str = "validation",
+                     protocols: Optional[dict] = None) -> str:
+    """The context-use table: one row per (label, metric), lengths as columns, each metric's best per column in
+    bold (lowest perplexity, highest accuracy); metrics without records are left out."""
+    tables = []
+    for m in metrics:
+        try:
+            tables.append(build_table(df, m, (protocols or {}).get(m), split=split))
+        except PebenchError:
+            continue
+    if not tables:
+        raise PebenchError("no records for the context-use table")
+    lengths = sorted({L for t in tables for L in t.lengths})
+    ctx = tables[0].context
+    head = ["scheme", "metric"] + [f"{L} ({L / ctx:g}x)" for L in lengths]
+    lines = ["Context use: " + "; ".join(f"{t.metric} ({t.protocol}, {'higher' if t.higher_is_better else 'lower'}"
+                                         " is better)" for t in tables)
+             + f"; split: {split}; best per column in bold; brackets: 95% interval over one seed's trials, "
+               "± over seeds.", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
+    for t in tables:
+        rows += [lab for lab in t.rows if lab not in rows]
+    order = {n: i for i, n in enumerate(SCHEME_ORDER)}
+    rows.sort(key=lambda lab: (order.get(lab.split("+")[0].split(" ")[0], 99), lab))
+    for lab in rows:
+        first = True
+        for t in tables:
+            if lab not in t.rows:
+                continue
+            cells = []
+            for L in lengths:
+                s = _fmt(t.cells.get((lab, L)), t.digits) if L in t.lengths else ""
+                cells.append(f"**{s}**" if L in t.lengths and t.is_best(lab, L) else s)
+            lines.append(f"| {lab if first else ''} | {t.metric} | " + " | ".join(cells) + " |")
+            first = False
+    return "\n".join(lines) + "\n"
 
 
 def save_figure(fig, ax, path: Path) -> Path:
@@ -260,9 +343,10 @@ def _plot_length(t: Table, path: Path) -> Path:
     if t.context in t.lengths:
         ax.axvline(t.context, label="training context", **CONTEXT_LINE)
     ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(ScalarFormatter())
-    ax.yaxis.set_minor_formatter(ScalarFormatter())
+    if not t.higher_is_better:  # perplexities and losses on a log axis; accuracies on a linear one
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(ScalarFormatter())
     ax.set_xlabel("evaluation length (tokens)")
     ax.set_ylabel(t.metric)
     ax.set_title(f"{t.metric} vs evaluation length ({t.protocol})")
@@ -274,7 +358,9 @@ def _plot_position(t: Table, df: pd.DataFrame, path: Path) -> Optional[Path]:
     import matplotlib.pyplot as plt
 
     L = t.lengths[-1]
-    sel = df[(df["protocol"] == t.protocol) & (df["status"] == "ok") & (df["length"] == L) & df["label"].isin(t.rows)
+    if t.task != "ppl":
+        return None
+    sel = df[(df["task"] == "ppl") & (df["protocol"] == t.protocol) & (df["status"] == "ok") & (df["length"] == L) & df["label"].isin(t.rows)
              & (df["split"] == t.split)]
     if sel.empty:
         return None

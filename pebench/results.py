@@ -16,27 +16,25 @@ from . import __version__
 from .errors import PebenchError, UsageError
 from .fsutil import atomic_write_json
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the task, metrics, intervals and details fields (1: perplexity only, upgraded on reading)
 RECORD_FIELDS = {
     "schema": "record schema version",
+    "task": "evaluation task (ppl, passkey, copy, ...; `pebench list` shows them)",
     "run": "run name (folder under runs/)",
     "scheme": "positional encoding",
     "variant": "RoPE scaling used at evaluation ('none' for none / non-RoPE)",
     "label": "row name in reports: scheme[+variant][ ftN for fine-tuned runs]",
     "seed": "training seed",
-    "protocol": "nonoverlap | sliding | fixed",
-    "protocol_params": "stride (sliding) or targets (fixed)",
+    "protocol": "ppl: nonoverlap | sliding | fixed; passkey: filler | corpus (the haystack); copy: text",
+    "protocol_params": "settings that key the record: stride (sliding), targets (fixed), trials, string_length, ...",
     "length": "evaluation window length in tokens",
     "train_context": "training context of the run",
     "multiple": "length / train_context",
     "status": "ok | undefined (the scheme cannot represent this length)",
     "reason": "why a record is undefined",
-    "loss": "mean cross-entropy per scored token (nats)",
-    "ppl": "exp(loss)",
-    "bpb": "bits per byte (= loss / ln 2 for the byte tokenizer)",
-    "tokens_scored": "number of scored tokens",
-    "windows": "number of windows evaluated",
-    "position_buckets": "per-position loss: [{lo, hi, tokens, loss}] over log-spaced context lengths",
+    "metrics": "the task's metrics: {name: value} (ppl, ppl_far, bpb, loss; passkey_exact, ...), null if undefined",
+    "intervals": "95% intervals of metrics measured over trials: {name: [lo, hi]}",
+    "details": "the task's own fields (below), e.g. per-position loss, per-depth cells",
     "rope": "{variant, factor, attention_factor} for RoPE runs",
     "provenance": "pebench/torch version, git commit, device, steps, params, corpus, fingerprints, timing",
     "created": "when the record was written (UTC, ISO 8601)",
@@ -46,15 +44,36 @@ RECORD_FIELDS = {
 # it existed, which were all on the validation split.
 OPTIONAL_RECORD_FIELDS = frozenset({"rope", "split"})
 EVAL_SPLITS = ("validation", "test")
+_V1_DETAILS = ("tokens_scored", "windows", "position_buckets")
+RECORD_V1 = [k for k in RECORD_FIELDS if k not in ("task", "metrics", "intervals", "details")] + [
+    "loss", "ppl", "bpb", *_V1_DETAILS]
+
+
+def upgrade_record(rec: dict) -> dict:
+    """A schema-1 record (perplexity only, metrics at the top level) in the schema-2 shape."""
+    out = {k: v for k, v in rec.items() if k not in ("loss", "ppl", "bpb") + _V1_DETAILS}
+    out.update(schema=SCHEMA_VERSION, task="ppl",
+               metrics={"ppl": rec.get("ppl"), "ppl_far": None, "bpb": rec.get("bpb"), "loss": rec.get("loss")},
+               intervals={}, details={k: rec.get(k) for k in _V1_DETAILS})
+    return out
 
 
 def check_record_fields(rec: dict) -> None:
-    """The writer's guard: a record has exactly the documented fields (``rope`` only for RoPE runs)."""
+    """The writer's guard: a record has exactly the documented fields (``rope`` only for RoPE runs) and its
+    details exactly its task's fields."""
     missing = set(RECORD_FIELDS) - OPTIONAL_RECORD_FIELDS - set(rec)
     unknown = set(rec) - set(RECORD_FIELDS)
     if missing or unknown:
         raise ValueError(f"record fields do not match RECORD_FIELDS: missing {sorted(missing)}, "
                          f"unknown {sorted(unknown)}")
+    from .tasks import TASKS
+
+    task = TASKS.get(rec["task"])
+    if rec["status"] == "ok" and set(rec["details"]) != set(task.fields):
+        raise ValueError(f"{rec['task']} record details {sorted(rec['details'])} do not match the task's fields "
+                         f"{sorted(task.fields)}")
+    if set(rec["metrics"]) != {m.name for m in task.metrics}:
+        raise ValueError(f"{rec['task']} record metrics {sorted(rec['metrics'])} are not the task's")
 
 
 def now() -> str:
@@ -162,7 +181,8 @@ class ResultsDir:
     def record_path(self, rec: dict) -> Path:
         label = rec["label"].replace(" ", "_").replace("+", "-")
         split = "" if rec.get("split", "validation") == "validation" else f"__{rec['split']}"
-        return self.records / rec["run"] / f"{label}__{protocol_key(rec)}{split}__L{rec['length']}.json"
+        task = "" if rec.get("task", "ppl") == "ppl" else f"{rec['task']}__"  # ppl keeps the schema-1 names
+        return self.records / rec["run"] / f"{task}{label}__{protocol_key(rec)}{split}__L{rec['length']}.json"
 
     def write_record(self, rec: dict) -> Path:
         check_record_fields(rec)
@@ -186,6 +206,8 @@ class ResultsDir:
             else:
                 if not isinstance(rec, dict) or "schema" not in rec:
                     reason = "not a pebench record"
+                elif rec["schema"] == 1 and not (set(RECORD_V1) - OPTIONAL_RECORD_FIELDS - set(rec)):
+                    rec = upgrade_record(rec)
                 elif rec["schema"] != SCHEMA_VERSION:
                     reason = f"record schema {rec['schema']!r}, this pebench reads schema {SCHEMA_VERSION}"
                 elif missing := sorted(set(RECORD_FIELDS) - OPTIONAL_RECORD_FIELDS - set(rec)):
@@ -196,10 +218,10 @@ class ResultsDir:
                 skipped.append((p, reason))
 
 
+_ABBREV = {"stride": "s", "targets": "k", "trials": "t", "string_length": "k", "far_n": "n"}
+
+
 def protocol_key(rec: dict) -> str:
+    """The protocol and its settings in one word: nonoverlap, sliding-s64, fixed-k256, filler-t20, text-t20-k24."""
     params = rec.get("protocol_params") or {}
-    if rec["protocol"] == "sliding":
-        return f"sliding-s{params['stride']}"
-    if rec["protocol"] == "fixed":
-        return f"fixed-k{params['targets']}"
-    return rec["protocol"]
+    return "-".join([rec["protocol"]] + [f"{_ABBREV.get(k, k)}{v}" for k, v in sorted(params.items())])

@@ -113,7 +113,7 @@ def _one(base: Config, tr: ResultsDir, scheme: str, lr: float, opts: tuple, devi
     except TrainingDiverged:
         return None
     (rec,) = evaluate_run(tr, name, [cfg.model.context], device=device, skip_existing=True)
-    return rec["loss"]
+    return rec["metrics"]["loss"]
 
 
 def overlay_dict(best: dict) -> dict:

@@ -61,12 +61,12 @@ def test_eval_records_with_provenance_and_undefined(trained):
         assert set(RECORD_FIELDS) - OPTIONAL_RECORD_FIELDS <= set(r) <= set(RECORD_FIELDS)
     by = {(r["scheme"], r["length"]): r for r in recs}
     ok = by[("alibi", 64)]
-    assert ok["status"] == "ok" and ok["ppl"] > 1 and ok["tokens_scored"] == 599
+    assert ok["status"] == "ok" and ok["metrics"]["ppl"] > 1 and ok["details"]["tokens_scored"] == 599
     for key in ("pebench_version", "torch_version", "device", "seed", "steps", "params", "corpus",
                 "corpus_fingerprint", "config_hash", "wall_s", "git_commit"):
         assert key in ok["provenance"], key
     und = by[("learned", 64)]
-    assert und["status"] == "undefined" and und["ppl"] is None
+    assert und["status"] == "undefined" and und["metrics"]["ppl"] is None
     assert by[("learned", 16)]["status"] == "ok"
 
 

@@ -64,7 +64,7 @@ def test_parallel_sweep_equals_sequential(tmp_path, cfg):
         out[mode] = {p.name: json.loads(p.read_text()) for p in (res / "records").rglob("*.json")}
     assert set(out["par"]) == set(out["seq"]) and len(out["par"]) == 6
     for k in out["par"]:
-        assert out["par"][k]["ppl"] == pytest.approx(out["seq"][k]["ppl"], rel=1e-4), k
+        assert out["par"][k]["metrics"]["ppl"] == pytest.approx(out["seq"][k]["metrics"]["ppl"], rel=1e-4), k
 
 
 def test_ranks_exit_cleanly_launch_after_launch():

@@ -37,7 +37,7 @@ def test_two_variants_write_two_rows(rope_run):
     assert y["variant"] == "yarn" and y["factor"] == 4.0 and y["attention_factor"] == pytest.approx(1.1386294)
     assert by[("rope+yarn", 16)]["rope"]["factor"] == 1.0
     # at 1x yarn with factor 1 is exactly the default rotation
-    assert by[("rope+yarn", 16)]["ppl"] == pytest.approx(by[("rope", 16)]["ppl"], rel=1e-6)
+    assert by[("rope+yarn", 16)]["metrics"]["ppl"] == pytest.approx(by[("rope", 16)]["metrics"]["ppl"], rel=1e-6)
     r = invoke("report", "--format", "csv", "--results", rope_run)
     assert r.exit_code == 0 and "rope+yarn" in r.output
 

@@ -122,7 +122,7 @@ def test_tune_writes_an_overlay_that_train_reads_back(tmp_path, micro):
     for scheme in ("rope", "alibi"):  # the choice is the argmin of the grid's own 1x records
         for lr in (1e-3, 1e-2):
             (rec,) = (res / "tune" / "records" / f"{scheme}-micro-lr{lr:g}-s0").glob("*.json")
-            losses[(scheme, lr, ())] = json.loads(rec.read_text())["loss"]
+            losses[(scheme, lr, ())] = json.loads(rec.read_text())["metrics"]["loss"]
     assert best == {s: lr for s, (lr, _) in pick_best(losses).items()}
     assert not (res / "records").exists()  # the grid never mixes with the benchmark's records
     r = runner.invoke(app, ["train", "--pe", "alibi", "--config", str(micro), "--overlay", str(overlay),
@@ -208,7 +208,7 @@ def test_eval_on_the_test_split_is_a_separate_record_and_report(tmp_path, micro)
     recs = {p.name: json.loads(p.read_text()) for p in (res / "records").rglob("*.json")}
     assert sorted(recs) == ["alibi__nonoverlap__L16.json", "alibi__nonoverlap__test__L16.json"]
     assert recs["alibi__nonoverlap__test__L16.json"]["split"] == "test"
-    assert recs["alibi__nonoverlap__test__L16.json"]["ppl"] != recs["alibi__nonoverlap__L16.json"]["ppl"]
+    assert recs["alibi__nonoverlap__test__L16.json"]["metrics"]["ppl"] != recs["alibi__nonoverlap__L16.json"]["metrics"]["ppl"]
     r = runner.invoke(app, ["report", "--split", "test", "--format", "md", "--results", str(res)])
     assert r.exit_code == 0 and "split: test" in r.output and (res / "report-test.md").exists()
     r = runner.invoke(app, ["eval", "--split", "train", "--results", str(res)])

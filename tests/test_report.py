@@ -15,11 +15,13 @@ runner = CliRunner()
 
 def rec(run, scheme, seed, L, ppl, protocol="nonoverlap", params=None, T=16, status="ok"):
     loss = math.log(ppl) if ppl else None
-    return {"schema": SCHEMA_VERSION, "run": run, "scheme": scheme, "variant": "none", "label": scheme,
-            "seed": seed, "protocol": protocol, "protocol_params": params or {}, "length": L, "train_context": T,
-            "multiple": L / T, "status": status, "reason": None, "loss": loss, "ppl": ppl,
-            "bpb": loss / math.log(2) if loss else None, "tokens_scored": 100,
-            "windows": 1, "position_buckets": [{"lo": 1, "hi": L - 1, "tokens": 100, "loss": loss or 0}],
+    return {"schema": SCHEMA_VERSION, "task": "ppl", "run": run, "scheme": scheme, "variant": "none",
+            "label": scheme, "seed": seed, "protocol": protocol, "protocol_params": params or {}, "length": L,
+            "train_context": T, "multiple": L / T, "status": status, "reason": None,
+            "metrics": {"loss": loss, "ppl": ppl, "ppl_far": ppl, "bpb": loss / math.log(2) if loss else None},
+            "intervals": {},
+            "details": {"tokens_scored": 100, "windows": 1, "far_tokens": 10, "far_n": 16, "far_distance": T,
+                        "position_buckets": [{"lo": 1, "hi": L - 1, "tokens": 100, "loss": loss or 0}]},
             "provenance": {}, "created": "2026-01-01T00:00:00+00:00"}
 
 
@@ -46,7 +48,7 @@ def test_confidence_interval_by_hand():
 
 def test_table_groups_seeds(results):
     t = rp.build_table(rp.records_frame(results))
-    m, ci, n = t.cells[("rope", 64)]
+    m, ci, n, _ = t.cells[("rope", 64)]
     assert n == 3 and m == pytest.approx(40 / 3) and ci > 0
     assert t.cells[("learned", 64)][0] is None
     assert t.best(16) == "alibi"
@@ -122,6 +124,11 @@ def test_record_fields_are_one_definition_the_writer_enforces_and_the_readme_lis
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     section = readme.split("### Records", 1)[1].split("\n## ", 1)[0]
     assert [f for f in RECORD_FIELDS if f"`{f}`" not in section] == []
+    from pebench.tasks import TASKS
+
+    for task in TASKS:  # every task's metrics and detail fields too
+        names = [m.name for m in TASKS.get(task).metrics] + list(TASKS.get(task).fields)
+        assert [f for f in names if f"`{f}`" not in section] == [], task
 
 
 def test_a_damaged_record_is_named_and_the_ratio_says_its_1x_is_missing(results):
@@ -132,7 +139,7 @@ def test_a_damaged_record_is_named_and_the_ratio_says_its_1x_is_missing(results)
     r = runner.invoke(app, ["report", "--format", "md", "--results", str(results.root)])
     assert r.exit_code == 0, r.output
     assert f"warning: skipped record {cut}: not valid JSON" in r.output
-    assert f"warning: skipped record {future}: record schema 99, this pebench reads schema 1" in r.output
+    assert f"warning: skipped record {future}: record schema 99, this pebench reads schema 2" in r.output
     assert "warning: 2 record file(s) skipped" in r.output
     t = rp.build_table(rp.records_frame(results))
     assert t.ratio["alibi"] is None and t.ratio_text("alibi") == "n/a (1x missing)"  # no silent 64/64 ratio

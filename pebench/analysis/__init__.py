@@ -37,9 +37,9 @@ def _ppl_by_length(results: ResultsDir, run: str) -> dict:
     """Validation perplexity of the run's own records (nonoverlap, no RoPE scaling), by length."""
     out = {}
     for rec in results.iter_records([]):
-        if (rec["run"] == run and rec["protocol"] == "nonoverlap" and rec["variant"] == "none"
+        if (rec["run"] == run and rec["task"] == "ppl" and rec["protocol"] == "nonoverlap" and rec["variant"] == "none"
                 and rec.get("split", "validation") == "validation" and rec["status"] == "ok"):
-            out[str(rec["length"])] = rec["ppl"]
+            out[str(rec["length"])] = rec["metrics"]["ppl"]
     return out
 
 

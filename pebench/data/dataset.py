@@ -12,6 +12,7 @@ import torch
 from ..errors import PebenchError
 from ..fsutil import atomic_path, atomic_write_json
 from .corpora import corpus_source
+from .needles import mix_needles
 from .tokenizer import SEPARATOR, ByteTokenizer
 
 SPLITS = ("train", "validation", "test")
@@ -85,19 +86,23 @@ def prepare_corpus(spec: str, cache_dir: Path, text_field: str = "text") -> Prep
 
 
 def sample_batch(tokens: np.ndarray, seed: int, step: int, batch_size: int, context: int,
-                 rank: int = 0, world: int = 1):
+                 rank: int = 0, world: int = 1, needles: float = 0.0, needle_lengths: tuple = (16, 64)):
     """Batch ``step`` of the seeded sample order: random windows of context+1 tokens.
 
     It depends only on (seed, step), so every scheme sees the same data, resuming needs no state,
-    and ranks of a data-parallel job take disjoint rows of the same global batch.
+    and ranks of a data-parallel job take disjoint rows of the same global batch. A fraction ``needles`` of the
+    rows (a seeded draw over the global batch) are retrieval documents (``needles.mix_needles``).
     """
     n = len(tokens) - context - 1
     if n <= 0:
         raise PebenchError(f"the training split ({len(tokens)} tokens) is shorter than the context {context}")
     rng = np.random.default_rng([seed, step])
     starts = rng.integers(0, n, size=batch_size)
-    per = batch_size // world
-    starts = starts[rank * per:(rank + 1) * per]
     idx = starts[:, None] + np.arange(context + 1)[None, :]
-    chunk = torch.from_numpy(np.asarray(tokens[idx]).astype(np.int64))
+    rows = np.asarray(tokens[idx])
+    if needles > 0:
+        rows = mix_needles(rows, seed, step, needles, tuple(needle_lengths))
+    per = batch_size // world
+    rows = rows[rank * per:(rank + 1) * per]
+    chunk = torch.from_numpy(rows.astype(np.int64))
     return chunk[:, :-1], chunk[:, 1:]

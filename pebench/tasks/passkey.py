@@ -1,0 +1,144 @@
+"""``passkey``: the passkey retrieval test (Mohtashami & Jaggi 2023, as used by Position Interpolation and YaRN).
+
+Each window is exactly L tokens: [task sentence] haystack with the needle "The pass key is NNNNN. Remember it.
+NNNNN is the pass key." at a depth, then "What is the pass key? The pass key is NNNNN". The five key digits are
+scored teacher-forced: per digit, whether the model ranks the right digit first among the ten (chance 10%), and
+exact match of all five. Where the standard template leaves less than half the window to the haystack (the task
+sentence alone is ~150 bytes), the compact form (needle and question only) is used; the record says which.
+Keys come from the evaluation stream (seed, length, depth, trial), never from training's.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..data.needles import EVAL, KEY_DIGITS, fixed_bytes, passkey_form, passkey_window, random_key
+from ..errors import UsageError
+from . import Metric, Task, mean_interval, parse_floats, register_task, wilson
+
+HAYSTACKS = ("filler", "corpus")
+DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
+
+
+def prompts(length: int, depth_index: int, depth: float, trials: int, seed: int, haystack=None):
+    """The ``trials`` windows of one (length, depth) cell; keys and haystack offsets from the evaluation stream
+    seeded by (seed, length, depth index). ``haystack``: None for the filler, else a token array to cut from."""
+    rng = np.random.default_rng([seed, EVAL, length, depth_index])
+    out = []
+    for _ in range(trials):
+        key = random_key(rng)
+        hay = None
+        if haystack is not None:
+            room = length - fixed_bytes(passkey_form(length))
+            start = int(rng.integers(0, len(haystack) - room + 1))
+            hay = np.asarray(haystack[start:start + room])
+        out.append(passkey_window(length, depth, key, hay))
+    return out
+
+
+def score(correct: np.ndarray) -> dict:
+    """Per-digit accuracy and exact match (with Wilson intervals) of a (trials, 5) boolean array."""
+    n = correct.shape[0]
+    exact = int(correct.all(axis=1).sum())
+    digit, lo, hi = mean_interval([float(v) for v in correct.mean(axis=1)])  # digits of one key are not independent
+    return {"exact": exact / n, "exact_ci": list(wilson(exact, n)), "digit": digit, "digit_ci": [lo, hi], "trials": n}
+
+
+class PasskeyTask(Task):
+    name = "passkey"
+    description = "passkey retrieval: 5-digit key in a haystack, teacher-forced, by length and depth"
+    metrics = (
+        Metric("passkey_exact", "passkey", True, "passkey: fraction of prompts with all 5 key digits right"),
+        Metric("passkey_digit", "passkey", True, "passkey: per-digit accuracy (right digit ranked first of ten; "
+                                                 "chance 0.1)"),
+    )
+    fields = {
+        "form": "passkey template: standard (task sentence, filler, needle, question) or compact (no task sentence)",
+        "haystack": "filler (the standard sentence repeated) or corpus (evaluation-split text)",
+        "trials": "prompts per depth",
+        "cells": "per depth: {depth, trials, exact, exact_ci, digit, digit_ci}",
+    }
+    options = {"trials": 20, "depths": "0,0.25,0.5,0.75,1", "haystack": "filler"}
+    headline = "passkey_exact"
+
+    def check(self, options, lengths, context):
+        if options["haystack"] not in HAYSTACKS:
+            raise UsageError(f"--haystack must be one of {', '.join(HAYSTACKS)}, got {options['haystack']!r}")
+        if not isinstance(options["trials"], int) or options["trials"] < 1:
+            raise UsageError(f"--trials must be an integer >= 1, got {options['trials']!r}")
+        parse_floats(options["depths"], "depths", 0.0, 1.0)
+        short = [L for L in lengths if passkey_form(L) is None]
+        if short:
+            raise UsageError(f"passkey needs lengths of at least {fixed_bytes('compact') + 1} tokens; got {short}")
+
+    def protocol(self, options, protocol):
+        return options["haystack"], {"trials": options["trials"]}
+
+    def measure(self, ctx, length: int) -> dict:
+        from ..evaluate import score_spans
+
+        depths = parse_floats(ctx.options["depths"], "depths", 0.0, 1.0)
+        hay = ctx.split_tokens if ctx.options["haystack"] == "corpus" else None
+        windows = [w for i, d in enumerate(depths)
+                   for w in prompts(length, i, d, ctx.options["trials"], ctx.seed, hay)]
+        rows = np.stack([w.tokens for w in windows])
+        correct, _ = score_spans(ctx, rows, length - KEY_DIGITS, length, choices=DIGITS)
+        t = ctx.options["trials"]
+        cells = [{"depth": d, **score(correct[i * t:(i + 1) * t])} for i, d in enumerate(depths)]
+        total = score(correct)
+        return {"status": "ok", "reason": None,
+                "metrics": {"passkey_exact": total["exact"], "passkey_digit": total["digit"]},
+                "intervals": {"passkey_exact": total["exact_ci"], "passkey_digit": total["digit_ci"]},
+                "details": {"form": windows[0].form, "haystack": ctx.options["haystack"], "trials": t,
+                            "cells": [{k: c[k] for k in ("depth", "trials", "exact", "exact_ci", "digit", "digit_ci")}
+                                      for c in cells]}}
+
+    def outputs(self, df, root, suffix: str = "") -> list:
+        """A heatmap per row label: exact match by depth (rows) and length (columns), the needle-in-a-haystack
+        picture; seeds pooled (counts summed)."""
+        return heatmaps(df, root, suffix)
+
+
+def heatmaps(df, root, suffix: str = "") -> list:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..fsutil import atomic_path
+
+    sel = df[(df["task"] == "passkey") & (df["status"] == "ok")]
+    paths = []
+    for (label, prot), g in sel.groupby(["label", "protocol"]):
+        hits: dict = {}
+        for L, det in zip(g["length"], g["details"]):
+            for c in det["cells"]:
+                h = hits.setdefault((c["depth"], int(L)), [0.0, 0])
+                h[0] += c["exact"] * c["trials"]
+                h[1] += c["trials"]
+        depths = sorted({d for d, _ in hits})
+        lengths = sorted({L for _, L in hits})
+        grid = np.full((len(depths), len(lengths)), np.nan)
+        for (d, L), (k, n) in hits.items():
+            grid[depths.index(d), lengths.index(L)] = k / n
+        fig, ax = plt.subplots(figsize=(1.1 * len(lengths) + 2.2, 0.55 * len(depths) + 1.6))
+        im = ax.imshow(grid, vmin=0, vmax=1, cmap="RdYlGn", aspect="auto")
+        for i in range(len(depths)):
+            for j in range(len(lengths)):
+                if not np.isnan(grid[i, j]):
+                    ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7)
+        ax.set_xticks(range(len(lengths)), [str(L) for L in lengths])
+        ax.set_yticks(range(len(depths)), [f"{d:.0%}" for d in depths])
+        ax.set_xlabel("length (tokens)")
+        ax.set_ylabel("needle depth")
+        ax.set_title(f"passkey exact match: {label} ({prot})", fontsize=9)
+        fig.colorbar(im, ax=ax, fraction=0.05)
+        name = f"passkey_{label}_{prot}{suffix}".replace(" ", "_").replace("+", "-")
+        path = root / f"heatmap_{name}.png"
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+register_task(PasskeyTask())

@@ -1,0 +1,87 @@
+"""``ppl``: perplexity of the evaluation stream under a protocol (evaluate.py's windows), and ``ppl_far``, the
+perplexity of the tokens only far context can predict (a model-free analogue of LongPPL, Fang et al. 2024).
+
+A target token i is *far* when the n bytes before it (tokens i-n .. i-1) occurred before in the stream, and their
+most recent earlier occurrence ends more than T tokens before i-1 (T = the training context): a model that sees
+only the last T tokens cannot copy its continuation, one that reads far enough back can.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import Metric, Task, register_task
+
+
+def far_tokens(stream: np.ndarray, n: int, distance: int) -> np.ndarray:
+    """Boolean mask over stream indices: True at i when the n-gram stream[i-n:i] last occurred (ending at e < i-1)
+    more than ``distance`` tokens earlier, i.e. (i-1) - e > distance. Exact (n-grams compared byte for byte)."""
+    s = np.ascontiguousarray(np.asarray(stream, dtype=np.uint8))
+    far = np.zeros(len(s), dtype=bool)
+    if len(s) <= n:
+        return far
+    grams = np.lib.stride_tricks.sliding_window_view(s, n)  # grams[j] = s[j:j+n], ends at e = j+n-1
+    keys = np.ascontiguousarray(grams).view(np.dtype((np.void, n))).ravel()
+    _, ids = np.unique(keys, return_inverse=True)
+    order = np.lexsort((np.arange(len(ids)), ids))  # by n-gram, then position
+    prev = np.full(len(ids), -1, dtype=np.int64)  # start of the previous occurrence of the same n-gram
+    same = ids[order[1:]] == ids[order[:-1]]
+    prev[order[1:][same]] = order[:-1][same]
+    j = np.arange(len(ids))
+    hit = (prev >= 0) & (j - prev > distance)
+    targets = j + n  # the token after the n-gram starting at j
+    ok = targets < len(s)
+    far[targets[ok & hit]] = True
+    return far
+
+
+class PplTask(Task):
+    name = "ppl"
+    description = "perplexity over the evaluation stream; ppl_far over the tokens only far context predicts"
+    metrics = (
+        Metric("ppl", "ppl", False, "perplexity: exp(mean cross-entropy per scored token)"),
+        Metric("ppl_far", "ppl", False, "perplexity over the far tokens (preceding n bytes last seen > T tokens "
+                                        "earlier)"),
+        Metric("bpb", "ppl", False, "bits per byte (= loss / ln 2 for the byte tokenizer)", 3),
+        Metric("loss", "ppl", False, "mean cross-entropy per scored token (nats)", 3),
+    )
+    fields = {
+        "tokens_scored": "number of scored tokens",
+        "windows": "number of windows evaluated",
+        "position_buckets": "per-position loss: [{lo, hi, tokens, loss}] over log-spaced context lengths",
+        "far_tokens": "scored tokens marked far (ppl_far is over these)",
+        "far_n": "n of the far-token marking (bytes of preceding context matched)",
+        "far_distance": "T of the far-token marking (the training context)",
+    }
+    options = {"far_n": 16}
+    headline = "ppl"
+
+    def check(self, options, lengths, context):
+        from ..errors import UsageError
+
+        if not isinstance(options["far_n"], int) or options["far_n"] < 1:
+            raise UsageError(f"--far-n must be an integer >= 1, got {options['far_n']!r}")
+
+    def prepare(self, ctx) -> None:
+        ctx.state["far"] = far_tokens(ctx.stream, ctx.options["far_n"], ctx.cfg.model.context)
+
+    def protocol(self, options, protocol):
+        params = protocol.params()
+        return protocol.name, params if options["far_n"] == 16 else {**params, "far_n": options["far_n"]}
+
+    def measure(self, ctx, length: int) -> dict:
+        from ..evaluate import score_stream
+
+        out = score_stream(ctx.model, ctx.stream, length, ctx.protocol, ctx.cfg.eval.batch_tokens, ctx.dev,
+                           ctx.max_length, ctx.progress, ctx.title, far=ctx.state["far"])
+        loss, far = out["loss"], out.pop("far")
+        metrics = {"ppl": math.exp(loss), "ppl_far": math.exp(far["loss"]) if far["tokens"] else None,
+                   "bpb": loss / math.log(2), "loss": loss}
+        details = {**out, "far_tokens": far["tokens"], "far_n": ctx.options["far_n"],
+                   "far_distance": ctx.cfg.model.context}
+        details.pop("loss")
+        return {"status": "ok", "reason": None, "metrics": metrics, "intervals": {}, "details": details}
+
+
+register_task(PplTask())
