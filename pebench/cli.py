@@ -119,13 +119,18 @@ def _sweep(base, schemes: list[str], seeds: list[int]):
     return plan_runs(base, schemes, seeds)
 
 
-def _load_cfg(config: str, steps, data, text_field, compile_, overlay=None):
+def _load_cfg(config: str, steps, data, text_field, compile_, overlay=None, needles: Optional[float] = None):
     from dataclasses import replace
 
     from .config import load_config
 
     cfg = load_config(config, tuple(overlay or ()))
     t = cfg.train
+    if needles is not None:  # the fraction joins the config name: such runs never take the names of runs without
+        if not 0 <= needles <= 1:
+            raise UsageError(f"--needles must be a fraction in [0, 1], got {needles}")
+        t = replace(t, needles=needles)
+        cfg = replace(cfg, name=f"{cfg.name}-needles{needles:g}")
     if steps is not None:
         if steps < 1:
             raise UsageError(f"--steps must be >= 1, got {steps}")
@@ -208,6 +213,8 @@ def train(
     rope_scaling: Optional[str] = typer.Option(None, "--rope-scaling", help="with --init-from: scaling to bake in"),
     rope_factor: Optional[float] = typer.Option(None, "--rope-factor"),
     compile_: Optional[bool] = typer.Option(None, "--compile/--no-compile", help="torch.compile the model"),
+    needles: Optional[float] = typer.Option(None, "--needles", help="fraction of training windows that are "
+                                                                    "retrieval documents (train.needles)"),
     results: Path = ResultsOpt,
 ):
     """Train one model per scheme and seed."""
@@ -216,13 +223,15 @@ def train(
 
     rd = ResultsDir(results)
     if init_from is not None:
+        if needles is not None:
+            raise UsageError("--needles applies to training from scratch; set train.needles in the parent's config")
         cfg, name, meta = _init_from_plan(rd, init_from, pe, steps, context, rope_scaling, rope_factor, compile_, name)
         _progress_train(cfg, rd, name, device=device, resume=resume, overwrite=overwrite, init_from=init_from,
                         parent_meta=meta)
         return
     if context or rope_scaling or rope_factor:
         raise UsageError("--context, --rope-scaling and --rope-factor need --init-from RUN")
-    base = _load_cfg(config, steps, data, text_field, compile_, overlay)
+    base = _load_cfg(config, steps, data, text_field, compile_, overlay, needles)
     schemes = _schemes(pe)
     seed_list = _seeds(seed, seeds, base.train.seed)
     if name and len(schemes) * len(seed_list) > 1:
@@ -414,8 +423,10 @@ def report(
 @app.command()
 @handle_errors
 def run(
-    pe: str = typer.Option("classic", "--pe", help="classic (default, the survey's seven), modern, all, or a comma list"),
-    config: str = typer.Option("tiny", "--config"),
+    pe: Optional[str] = typer.Option(None, "--pe", help="classic (default, the survey's seven), modern, all, or a comma list"),
+    suite: Optional[str] = typer.Option(None, "--suite", help="default (perplexity; the README's main job) | context "
+                                                              "(retrieval-trained models: ppl, ppl_far, passkey, copy)"),
+    config: Optional[str] = typer.Option(None, "--config", help="default: the suite's (tiny; context for --suite context)"),
     overlay: Optional[List[Path]] = OverlayOpt,
     steps: Optional[int] = typer.Option(None, "--steps"),
     seeds: Optional[str] = typer.Option(None, "--seeds", help="comma list of seeds"),
@@ -423,6 +434,8 @@ def run(
     text_field: Optional[str] = typer.Option(None, "--text-field"),
     lengths: Optional[str] = typer.Option(None, "--lengths"),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens"),
+    task: Optional[str] = typer.Option(None, "--task", help="evaluation tasks (default: the suite's)"),
+    trials: Optional[int] = typer.Option(None, "--trials", help="passkey, copy: prompts per cell"),
     rope_scaling: str = typer.Option("all", "--rope-scaling",
                                      help="variants evaluated for schemes that have them (default all; '' for none)"),
     device: str = DeviceOpt,
@@ -431,16 +444,24 @@ def run(
     compile_: Optional[bool] = typer.Option(None, "--compile/--no-compile"),
     final: bool = typer.Option(False, "--final", help="evaluate and report on the test split (after tuning "
                                                       "on validation)"),
-    results: Path = ResultsOpt,
+    results: Optional[Path] = typer.Option(None, "--results", help="results folder (default: the suite's; "
+                                                                   "results, or results/context)"),
 ):
     """Train, evaluate and report in one go (resumes what was interrupted, skips what is finished)."""
     from . import report as rp
     from .evaluate import Protocol, parse_lengths, parse_scalings
     from .results import ResultsDir
+    from .suites import get_suite
+    from .tasks import resolve_tasks, task_options
 
+    st = get_suite(suite)
+    config, results, task = config or st.config, results or Path(st.results), task or st.tasks
+    tasks = resolve_tasks(task)
+    opts = task_options(tasks, {"trials": trials if trials is not None else
+                                (st.trials if any("trials" in t.options for t in tasks) else None)})
     rd = ResultsDir(results)
     base = _load_cfg(config, steps, data, text_field, compile_, overlay)
-    schemes = _schemes(pe)
+    schemes = _schemes(pe or st.pe)
     seed_list = _seeds(None, seeds, base.train.seed)
     split = "test" if final else "validation"
     lens = parse_lengths(lengths)
@@ -451,9 +472,10 @@ def run(
     if devices is not None:
         from .sweep import jobs_for, parse_devices, run_sweep
 
-        opts = {"--config": config, "--overlay": overlay, "--steps": steps, "--data": data,
-                "--text-field": text_field, "--compile": compile_, "--lengths": lengths, "--max-tokens": max_tokens}
-        jobs = jobs_for(plan, results, opts, scalings, split, overwrite)
+        flags = {"--config": config, "--overlay": overlay, "--steps": steps, "--data": data,
+                 "--text-field": text_field, "--compile": compile_, "--lengths": lengths, "--max-tokens": max_tokens,
+                 "--task": task, "--trials": opts.get("passkey", opts.get("copy", {})).get("trials")}
+        jobs = jobs_for(plan, results, flags, scalings, split, overwrite)
         done = run_sweep(jobs, parse_devices(devices), rd, show=sys.stdout.isatty())
         failed = [j for j in done if j.state != "done"]
         for j in failed:
@@ -464,15 +486,25 @@ def run(
         for name, cfg in plan:
             _progress_train(cfg, rd, name, device=device, resume=not overwrite, overwrite=overwrite)
         if _eval_runs(rd, names, lens, Protocol(), scalings, None, max_tokens, device, "auto", False,
-                      skip_existing=not overwrite, split=split):
+                      skip_existing=not overwrite, split=split, tasks=tasks, options=opts):
             raise typer.Exit(1)
+    _run_report(rd, names, split, tasks)
+
+
+def _run_report(rd, names: list[str], split: str, tasks) -> None:
+    """The report of a run: the first task's headline table printed, every file written (with several tasks,
+    report-context.md too)."""
+    from . import report as rp
+
     df = _frame(rd)
     df = df[df["run"].isin(names)]
-    t = rp.build_table(df, "ppl", "nonoverlap", split=split)
+    t = rp.build_table(df, tasks[0].headline or tasks[0].metrics[0].name, None, split=split)
     paths = rp.write_reports(rd, t, df)
     from rich.console import Console
 
     Console(width=200).print(rp.to_rich(t))
+    if len(tasks) > 1:
+        typer.echo(rp.context_markdown(df, split=split))
     typer.echo("wrote " + ", ".join(str(p) for p in paths))
 
 
@@ -625,6 +657,13 @@ def list_cmd(results: Path = ResultsOpt):
         extra = DecoderLM(replace(tiny.model, pe=n)).num_params() - base
         typer.echo(f"  {group_of(n):<8} {n:<11} {extra:>7,}  {SCHEMES.get(n).description}")
     typer.echo("evaluation-time variants (--rope-scaling): " + ", ".join(all_variants()))
+    from .tasks import TASKS
+
+    typer.echo("evaluation tasks (eval --task), their metrics (report --metric; + higher, - lower is better):")
+    for n in TASKS:
+        t = TASKS.get(n)
+        ms = ", ".join(f"{m.name} {'+' if m.higher_is_better else '-'}" for m in t.metrics)
+        typer.echo(f"  {n:<9} {t.description}; {ms}")
     typer.echo("corpora:")
     for k, v in describe_corpora().items():
         typer.echo(f"  {k:<17} {v}")

@@ -54,7 +54,7 @@ def plan_runs(base, schemes: list[str], seeds: list[int]) -> list:
 
 
 TRAIN_FLAGS = ("--config", "--overlay", "--steps", "--data", "--text-field", "--compile")
-EVAL_FLAGS = ("--lengths", "--max-tokens")
+EVAL_FLAGS = ("--lengths", "--max-tokens", "--task", "--trials")
 
 
 def _flags(opts: dict, names: tuple) -> list[str]:

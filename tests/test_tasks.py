@@ -300,3 +300,36 @@ def test_sample_batch_with_and_without_needles(tmp_path):
     xa, _ = sample_batch(tokens, 0, 3, 8, 32, 0, 2, 0.5, (8, 12))
     xb, _ = sample_batch(tokens, 0, 3, 8, 32, 1, 2, 0.5, (8, 12))
     assert torch.equal(torch.cat([xa, xb]), x1)
+
+
+# -- every scheme and scaling ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("scheme", ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi", "kerple", "fire",
+                                    "xpos", "p-rope", "sandwich", "fox", "cope"])
+def test_passkey_copy_and_far_ppl_run_for_every_scheme_and_scaling(scheme):
+    from pebench.evaluate import EvalContext, Protocol, _measure
+    from pebench.model import DecoderLM
+    from pebench.tasks.ppl import PplTask
+    from conftest import tiny_model_config
+
+    model = DecoderLM(tiny_model_config(scheme, context=32)).eval()
+    cfg = type("Cfg", (), {"eval": EvalConfig(batch_tokens=2048), "model": model.cfg})()
+    stream = np.frombuffer(b"It was the best of times, it was the worst of times. " * 40, dtype=np.uint8)
+    base = model.pe
+    for variant in [None] + base.variants():
+        model.pe = base if variant is None else base.with_variant(variant)
+        tasks = [(passkey.PasskeyTask(), {"trials": 2, "depths": "0,1", "haystack": "filler"}, 128),
+                 (copying.CopyTask(), {"trials": 2, "string_length": 8}, 64),
+                 (PplTask(), {"far_n": 4}, 64)]
+        for task, opts, L in tasks:
+            ctx = EvalContext(model, cfg, torch.device("cpu"), stream, stream, Protocol(), L, opts)
+            task.prepare(ctx)
+            out = _measure(task, ctx, L)
+            if scheme == "learned":  # beyond its table: undefined, with the reason
+                assert out["status"] == "undefined" and "positions" in out["reason"]
+                continue
+            assert out["status"] == "ok", (scheme, variant, task.name)
+            for m in task.metrics:
+                v = out["metrics"][m.name]
+                assert v is not None and math.isfinite(v), (scheme, variant, m.name)
+            if task.name == "ppl":
+                assert out["details"]["far_tokens"] > 0 and out["metrics"]["ppl_far"] > 1
