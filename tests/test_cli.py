@@ -161,3 +161,23 @@ def test_help_for_every_command():
     for cmd in ("train", "eval", "report", "run", "list"):
         r = invoke(cmd, "--help")
         assert r.exit_code == 0 and "--results" in r.output
+
+
+def test_run_with_several_tasks_writes_the_context_table_and_needles_name_the_config(tmp_path, micro_config):
+    res = tmp_path / "res"
+    r = invoke("run", "--pe", "rope", "--config", micro_config, "--results", res, "--task", "ppl,copy",
+               "--trials", "2", "--lengths", "64,128", "--rope-scaling", "none,yarn")
+    assert r.exit_code == 0, r.output
+    ctx = (res / "report-context.md").read_text()
+    assert "| rope | ppl |" in ctx and "|  | copy_acc |" in ctx and "| rope+yarn | ppl |" in ctx
+    assert (res / "copy_by_distance.md").exists()
+    recs = [json.loads(p.read_text()) for p in (res / "records").rglob("copy__*.json")]
+    assert len(recs) == 4 and {r["protocol_params"]["trials"] for r in recs} == {2}  # 2 variants x 2 lengths
+    r = invoke("run", "--suite", "contxt", "--results", res)
+    assert r.exit_code == 2 and "unknown suite 'contxt'" in r.output and "context" in r.output
+    r = invoke("train", "--pe", "alibi", "--config", micro_config, "--needles", "0.5", "--results", res)
+    assert r.exit_code == 0, r.output
+    cfg = yaml.safe_load((res / "runs" / "alibi-micro-needles0.5-s0" / "config.yaml").read_text())
+    assert cfg["train"]["needles"] == 0.5
+    r = invoke("train", "--pe", "alibi", "--config", micro_config, "--needles", "1.5", "--results", res)
+    assert r.exit_code == 2 and "--needles must be a fraction in [0, 1]" in r.output

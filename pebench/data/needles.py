@@ -105,14 +105,14 @@ def copy_window(background: np.ndarray, string: np.ndarray, first: int, distance
 
 def training_document(rng: np.random.Generator, background: np.ndarray, copy_lengths: tuple[int, int]) -> np.ndarray:
     """One retrieval training window of ``len(background)`` bytes: half of them passkey windows (random depth,
-    filler or the background text as haystack), half a random string of ``copy_lengths`` bytes repeated at a
-    random distance inside the window."""
+    filler or the background text as haystack), half a random string of ``copy_lengths`` bytes (at most half the
+    window) repeated at a random distance inside the window."""
     n = len(background)
     if rng.random() < 0.5 and passkey_form(n) is not None:
         hay = None if rng.random() < 0.5 else background
         return passkey_window(n, float(rng.random()), random_key(rng), hay).tokens
-    lo, hi = copy_lengths
-    k = int(rng.integers(lo, min(hi, n // 2) + 1))
+    hi = min(copy_lengths[1], n // 2)  # both copies fit the window: lengths are capped at half of it
+    k = int(rng.integers(min(copy_lengths[0], hi), hi + 1))
     distance = int(rng.integers(k, n - k + 1))
     first = int(rng.integers(0, n - k - distance + 1))
     return copy_window(background, random_string(rng, k), first, distance).tokens
