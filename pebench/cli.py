@@ -436,6 +436,8 @@ def run(
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens"),
     task: Optional[str] = typer.Option(None, "--task", help="evaluation tasks (default: the suite's)"),
     trials: Optional[int] = typer.Option(None, "--trials", help="passkey, copy: prompts per cell"),
+    needles: Optional[float] = typer.Option(None, "--needles", help="fraction of training windows that are "
+                                                                    "retrieval documents (train.needles)"),
     rope_scaling: str = typer.Option("all", "--rope-scaling",
                                      help="variants evaluated for schemes that have them (default all; '' for none)"),
     device: str = DeviceOpt,
@@ -448,7 +450,6 @@ def run(
                                                                    "results, or results/context)"),
 ):
     """Train, evaluate and report in one go (resumes what was interrupted, skips what is finished)."""
-    from . import report as rp
     from .evaluate import Protocol, parse_lengths, parse_scalings
     from .results import ResultsDir
     from .suites import get_suite
@@ -456,11 +457,13 @@ def run(
 
     st = get_suite(suite)
     config, results, task = config or st.config, results or Path(st.results), task or st.tasks
+    max_tokens = max_tokens or st.max_tokens
+    proto = Protocol(st.protocol[0], stride=st.protocol[1]).validate()
     tasks = resolve_tasks(task)
     opts = task_options(tasks, {"trials": trials if trials is not None else
                                 (st.trials if any("trials" in t.options for t in tasks) else None)})
     rd = ResultsDir(results)
-    base = _load_cfg(config, steps, data, text_field, compile_, overlay)
+    base = _load_cfg(config, steps, data, text_field, compile_, overlay, needles)
     schemes = _schemes(pe or st.pe)
     seed_list = _seeds(None, seeds, base.train.seed)
     split = "test" if final else "validation"
@@ -472,9 +475,10 @@ def run(
     if devices is not None:
         from .sweep import jobs_for, parse_devices, run_sweep
 
-        flags = {"--config": config, "--overlay": overlay, "--steps": steps, "--data": data,
+        flags = {"--config": config, "--overlay": overlay, "--steps": steps, "--data": data, "--needles": needles,
                  "--text-field": text_field, "--compile": compile_, "--lengths": lengths, "--max-tokens": max_tokens,
-                 "--task": task, "--trials": opts.get("passkey", opts.get("copy", {})).get("trials")}
+                 "--task": task, "--trials": opts.get("passkey", opts.get("copy", {})).get("trials"),
+                 "--protocol": proto.name, "--stride": proto.stride}
         jobs = jobs_for(plan, results, flags, scalings, split, overwrite)
         done = run_sweep(jobs, parse_devices(devices), rd, show=sys.stdout.isatty())
         failed = [j for j in done if j.state != "done"]
@@ -485,7 +489,7 @@ def run(
     else:
         for name, cfg in plan:
             _progress_train(cfg, rd, name, device=device, resume=not overwrite, overwrite=overwrite)
-        if _eval_runs(rd, names, lens, Protocol(), scalings, None, max_tokens, device, "auto", False,
+        if _eval_runs(rd, names, lens, proto, scalings, None, max_tokens, device, "auto", False,
                       skip_existing=not overwrite, split=split, tasks=tasks, options=opts):
             raise typer.Exit(1)
     _run_report(rd, names, split, tasks)

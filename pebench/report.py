@@ -79,6 +79,7 @@ class Table:
     higher_is_better: bool = False  # the metric's direction: bold and "best" follow it
     digits: int = 2
     task: str = "ppl"
+    chosen_protocol: bool = True  # the protocol was asked for (False: the default one of the records present)
 
     def ratio_text(self, label: str) -> str:
         r = self.ratio.get(label)
@@ -109,6 +110,7 @@ def build_table(df: pd.DataFrame, metric: str = "ppl", protocol: Optional[str] =
                            + ("; evaluate with `pebench eval --split test`" if split == "test" else ""))
     df = df[df["split"] == split]
     protocols = sorted(df["protocol"].unique())
+    chosen = protocol is not None
     protocol = protocol or ("nonoverlap" if "nonoverlap" in protocols else protocols[0])
     if protocol not in protocols:
         raise PebenchError(f"no {m.task} records with protocol {protocol!r}; protocols present: {', '.join(protocols)}")
@@ -142,7 +144,7 @@ def build_table(df: pd.DataFrame, metric: str = "ppl", protocol: Optional[str] =
         top, one = cells.get((lab, lengths[-1]), (None,))[0], cells.get((lab, ctx), (None,))[0]
         ratio[lab] = top / one if top is not None and one else None
     return Table(metric, protocol, lengths, contexts, rows, cells, ratio, ctx, split, m.higher_is_better, m.digits,
-                 m.task)
+                 m.task, chosen)
 
 
 def _fmt(cell, digits: int) -> str:
@@ -237,7 +239,7 @@ def report_suffix(t: Table, schemes: Optional[list[str]] = None) -> str:
     """'' for the default view; otherwise e.g. '-sliding-s64-ratio', so a filtered report never
     replaces the main one."""
     parts = [p for p in (t.split if t.split != "validation" else "",
-                         t.protocol if t.protocol != "nonoverlap" else "", t.metric if t.metric != "ppl" else "",
+                         t.protocol if t.protocol != "nonoverlap" and t.chosen_protocol else "", t.metric if t.metric != "ppl" else "",
                          "+".join(schemes) if schemes else "") if p]
     return ("-" + "-".join(parts)).replace(" ", "_") if parts else ""
 

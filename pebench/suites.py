@@ -20,6 +20,8 @@ class Suite:
     tasks: str
     results: str
     trials: Optional[int] = None  # passkey and copy prompts per cell (None: the tasks' default)
+    protocol: tuple = ("nonoverlap", None)  # ppl's protocol and its stride (sliding)
+    max_tokens: Optional[int] = None  # evaluation stream (None: the config's)
     description: str = ""
 
 
@@ -27,7 +29,9 @@ SUITES = {
     "default": Suite("default", "tiny", "classic", "ppl", "results",
                      description="perplexity of the classic seven from 1x to 16x (the README's main job)"),
     "context": Suite("context", "context", "classic", "ppl,passkey,copy", "results/context", trials=20,
-                     description="the classic seven trained with retrieval data: ppl and ppl_far, passkey, copy"),
+                     protocol=("sliding", 64), max_tokens=16384,
+                     description="the classic seven trained with retrieval data: ppl and ppl_far scored with "
+                                 "long context (sliding, S = 64), passkey, copy"),
 }
 
 

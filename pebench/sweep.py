@@ -53,8 +53,8 @@ def plan_runs(base, schemes: list[str], seeds: list[int]) -> list:
     return out
 
 
-TRAIN_FLAGS = ("--config", "--overlay", "--steps", "--data", "--text-field", "--compile")
-EVAL_FLAGS = ("--lengths", "--max-tokens", "--task", "--trials")
+TRAIN_FLAGS = ("--config", "--overlay", "--steps", "--data", "--text-field", "--compile", "--needles")
+EVAL_FLAGS = ("--lengths", "--max-tokens", "--task", "--trials", "--protocol", "--stride")
 
 
 def _flags(opts: dict, names: tuple) -> list[str]:

@@ -181,3 +181,15 @@ def test_run_with_several_tasks_writes_the_context_table_and_needles_name_the_co
     assert cfg["train"]["needles"] == 0.5
     r = invoke("train", "--pe", "alibi", "--config", micro_config, "--needles", "1.5", "--results", res)
     assert r.exit_code == 2 and "--needles must be a fraction in [0, 1]" in r.output
+
+
+def test_suite_context_scores_ppl_with_long_context_and_writes_the_context_table(tmp_path, micro_config):
+    res = tmp_path / "ctx"
+    r = invoke("run", "--suite", "context", "--pe", "alibi", "--config", micro_config, "--lengths", "128,256",
+               "--trials", "2", "--max-tokens", "3000", "--results", res)
+    assert r.exit_code == 0, r.output
+    keys = sorted(p.name.split("__")[-2] for p in (res / "records" / "alibi-micro-s0").glob("alibi__*.json"))
+    assert keys == ["sliding-s64", "sliding-s64"]  # ppl scored with at least L - 64 tokens of context
+    ctx = (res / "report-context.md").read_text()
+    assert "ppl (sliding-s64" in ctx and "passkey_exact (filler-t2" in ctx and "| alibi | ppl |" in ctx
+    assert len(list(res.glob("heatmap_passkey_alibi_*.png"))) == 1
