@@ -223,9 +223,8 @@ def train(
 
     rd = ResultsDir(results)
     if init_from is not None:
-        if needles is not None:
-            raise UsageError("--needles applies to training from scratch; set train.needles in the parent's config")
-        cfg, name, meta = _init_from_plan(rd, init_from, pe, steps, context, rope_scaling, rope_factor, compile_, name)
+        cfg, name, meta = _init_from_plan(rd, init_from, pe, steps, context, rope_scaling, rope_factor, compile_, name,
+                                          overlay, needles)
         _progress_train(cfg, rd, name, device=device, resume=resume, overwrite=overwrite, init_from=init_from,
                         parent_meta=meta)
         return
@@ -240,10 +239,11 @@ def train(
         _progress_train(cfg, rd, name or run_name, device=device, resume=resume, overwrite=overwrite)
 
 
-def _init_from_plan(rd, init_from, pe, steps, context, rope_scaling, rope_factor, compile_, name):
+def _init_from_plan(rd, init_from, pe, steps, context, rope_scaling, rope_factor, compile_, name, overlay=None,
+                    needles=None):
     """(config, run name, metadata) of a run initialised from a finished one: a RoPE fine-tune at a longer
     context (--context, --rope-scaling), or the same context continued with another scheme (--pe; DroPE is
-    ``--pe none`` from a RoPE run)."""
+    ``--pe none`` from a RoPE run) or with the same one (a retrieval phase: --needles, --overlay)."""
     from dataclasses import replace
 
     from .pe import SOURCES
@@ -263,9 +263,23 @@ def _init_from_plan(rd, init_from, pe, steps, context, rope_scaling, rope_factor
         scheme = schemes[0]
         cfg = recalibration_config(parent_cfg, scheme, steps or max(1, parent_cfg.train.steps // 8),
                                    SOURCES.get(scheme, ""))
-        meta = {"recalibration": {"from_scheme": parent_cfg.model.pe, "to_scheme": scheme}}
-        name = name or f"{init_from}-to-{scheme}"
+        if scheme == parent_cfg.model.pe:  # the same scheme continued (a retrieval phase): labelled ftN
+            meta, suffix = {"continued": {"steps": cfg.train.steps}}, "cont"
+        else:
+            meta = {"recalibration": {"from_scheme": parent_cfg.model.pe, "to_scheme": scheme}}
+            suffix = f"to-{scheme}"
+        if overlay or needles is not None:
+            from .config import with_overlays
+
+            cfg, stems = with_overlays(cfg, tuple(overlay or ()))
+            if needles is not None:
+                cfg = replace(cfg, train=replace(cfg.train, needles=needles)).validate()
+            suffix += "".join(f"-{s}" for s in stems) + (f"-needles{needles:g}" if needles is not None else "")
+        name = name or f"{init_from}-{suffix}"
     else:
+        if overlay or needles is not None:
+            raise UsageError("--overlay and --needles with --init-from apply to a run continued at its own context "
+                             "(without --context)")
         ctx = _parse_context(context, parent_cfg.model.context)
         scaling = rope_scaling or "linear"
         from .evaluate import parse_scalings

@@ -89,6 +89,8 @@ class TrainConfig:
     # needle_lengths [lo, hi] bytes (data/needles.py), keys from the training seed's own stream; 0: off.
     needles: float = 0.0
     needle_lengths: list = field(default_factory=lambda: [16, 64])
+    needle_kinds: dict = field(default_factory=dict)  # kind -> weight (passkey, copy, repeat, periodic); {}: passkey
+    # and copy, half each
 
     def validate(self):
         if self.steps < 1:
@@ -112,6 +114,14 @@ class TrainConfig:
         if (not isinstance(nl, (list, tuple)) or len(nl) != 2 or not all(isinstance(v, int) for v in nl)
                 or not 1 <= nl[0] <= nl[1]):
             raise UsageError(f"train.needle_lengths must be [lo, hi] with 1 <= lo <= hi, got {nl!r}")
+        from .data.needles import NEEDLE_KINDS
+
+        for kind, w in self.needle_kinds.items():
+            if kind not in NEEDLE_KINDS or isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
+                raise UsageError(f"train.needle_kinds: {kind!r}: {w!r}; kinds are {', '.join(NEEDLE_KINDS)} with "
+                                 "weights >= 0")
+        if self.needle_kinds and not sum(self.needle_kinds.values()) > 0:
+            raise UsageError("train.needle_kinds: the weights sum to 0")
         if self.eval_every < 0:
             raise UsageError(f"train.eval_every must be >= 0 (0: no learning curve), got {self.eval_every}")
 
@@ -157,6 +167,7 @@ class Config:
         if not d["train"]["needles"]:  # keys added later leave the hashes of runs without them unchanged
             d["train"].pop("needles")
             d["train"].pop("needle_lengths")
+            d["train"].pop("needle_kinds")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -247,6 +258,11 @@ def load_config(spec: str = "tiny", overlays: tuple = ()) -> Config:
         raise UsageError(f"config file not found: {spec}")
     data = _read_yaml(path, spec)
     name = data.pop("name", path.stem)
+    data, name = _overlaid(data, name, overlays)
+    return config_from_dict(data, name=name)
+
+
+def _overlaid(data: dict, name: str, overlays: tuple) -> tuple[dict, str]:
     for o in overlays:
         op = Path(o)
         if not op.is_file():
@@ -255,4 +271,13 @@ def load_config(spec: str = "tiny", overlays: tuple = ()) -> Config:
         over.pop("name", None)
         data = _merge(data, over)
         name = f"{name}-{op.stem}"
-    return config_from_dict(data, name=name)
+    return data, name
+
+
+def with_overlays(cfg: Config, overlays: tuple) -> tuple[Config, list[str]]:
+    """A built config with overlays merged over it (a run continued from another: ``train --init-from``), and
+    the overlays' file names."""
+    data = cfg.to_dict()
+    data.pop("name", None)
+    data, _ = _overlaid(data, cfg.name, overlays)
+    return config_from_dict(data, name=cfg.name), [Path(o).stem for o in overlays]

@@ -349,7 +349,7 @@ def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_met
                 for g in opt.param_groups:
                     g["lr"] = lr
                 x, y = sample_batch(train_tokens, tc.seed, step, tc.batch_size, cfg.model.context, rank, world,
-                                    tc.needles, tc.needle_lengths)
+                                    tc.needles, tc.needle_lengths, tc.needle_kinds or None)
                 pos = (sample_positions(tc.seed, step, cfg.model.context, tc.random_positions, dev)
                        if tc.random_positions else None)
                 x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)

@@ -193,3 +193,19 @@ def test_suite_context_scores_ppl_with_long_context_and_writes_the_context_table
     ctx = (res / "report-context.md").read_text()
     assert "ppl (sliding-s64" in ctx and "passkey_exact (filler-t2" in ctx and "| alibi | ppl |" in ctx
     assert len(list(res.glob("heatmap_passkey_alibi_*.png"))) == 1
+
+
+def test_a_retrieval_phase_continues_a_run_with_needles(tmp_path, micro_config):
+    res = tmp_path / "res"
+    assert invoke("train", "--pe", "alibi", "--config", micro_config, "--results", res).exit_code == 0
+    over = tmp_path / "dense.yaml"
+    over.write_text("train: {needle_kinds: {repeat: 1}, needle_lengths: [4, 8]}\n")
+    r = invoke("train", "--pe", "alibi", "--init-from", "alibi-micro-s0", "--steps", "2", "--needles", "1",
+               "--overlay", over, "--results", res)
+    assert r.exit_code == 0, r.output
+    cfg = yaml.safe_load((res / "runs" / "alibi-micro-s0-cont-dense-needles1" / "config.yaml").read_text())
+    assert cfg["train"]["needles"] == 1.0 and cfg["train"]["needle_kinds"] == {"repeat": 1}
+    assert cfg["run"]["parent"] == "alibi-micro-s0" and cfg["train"]["steps"] == 2
+    r = invoke("train", "--pe", "alibi", "--init-from", "alibi-micro-s0", "--context", "2x", "--needles", "1",
+               "--results", res)
+    assert r.exit_code == 2 and "without --context" in r.output

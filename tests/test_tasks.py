@@ -333,3 +333,25 @@ def test_passkey_copy_and_far_ppl_run_for_every_scheme_and_scaling(scheme):
                 assert v is not None and math.isfinite(v), (scheme, variant, m.name)
             if task.name == "ppl":
                 assert out["details"]["far_tokens"] > 0 and out["metrics"]["ppl_far"] > 1
+
+
+def test_needle_kinds_build_what_they_say():
+    from pebench.config import load_config
+    from pebench.data.needles import training_document
+    from pebench.errors import UsageError
+
+    bg = np.frombuffer(b"x" * 129, dtype=np.uint8)
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        rep = training_document(rng, bg, (16, 64), {"repeat": 1})
+        k = next(k for k in range(16, 65) if (rep[:k] == rep[k:2 * k]).all())
+        assert np.isin(rep, ALPHABET).all()  # random letters, no text
+        per = training_document(rng, bg, (4, 24), {"periodic": 1})
+        p = next(p for p in range(4, 25) if (per[p:] == per[:-p]).all())
+        assert 4 <= p <= 24 and k >= 16
+        pk = bytes(training_document(rng, bg, (16, 64), {"passkey": 2, "copy": 0}))
+        assert pk.endswith(pk[-5:]) and b"pass key" in pk
+    cfg = load_config("tiny")
+    cfg.train.needle_kinds = {"needle": 1}
+    with pytest.raises(UsageError, match="kinds are passkey, copy, repeat, periodic"):
+        cfg.validate()

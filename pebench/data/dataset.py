@@ -5,6 +5,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -86,7 +87,8 @@ def prepare_corpus(spec: str, cache_dir: Path, text_field: str = "text") -> Prep
 
 
 def sample_batch(tokens: np.ndarray, seed: int, step: int, batch_size: int, context: int,
-                 rank: int = 0, world: int = 1, needles: float = 0.0, needle_lengths: tuple = (16, 64)):
+                 rank: int = 0, world: int = 1, needles: float = 0.0, needle_lengths: tuple = (16, 64),
+                 needle_kinds: Optional[dict] = None):
     """Batch ``step`` of the seeded sample order: random windows of context+1 tokens.
 
     It depends only on (seed, step), so every scheme sees the same data, resuming needs no state,
@@ -101,7 +103,7 @@ def sample_batch(tokens: np.ndarray, seed: int, step: int, batch_size: int, cont
     idx = starts[:, None] + np.arange(context + 1)[None, :]
     rows = np.asarray(tokens[idx])
     if needles > 0:
-        rows = mix_needles(rows, seed, step, needles, tuple(needle_lengths))
+        rows = mix_needles(rows, seed, step, needles, tuple(needle_lengths), needle_kinds)
     per = batch_size // world
     rows = rows[rank * per:(rank + 1) * per]
     chunk = torch.from_numpy(rows.astype(np.int64))

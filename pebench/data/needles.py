@@ -103,16 +103,37 @@ def copy_window(background: np.ndarray, string: np.ndarray, first: int, distance
     return Copy(tokens, first, first + distance, string)
 
 
-def training_document(rng: np.random.Generator, background: np.ndarray, copy_lengths: tuple[int, int]) -> np.ndarray:
-    """One retrieval training window of ``len(background)`` bytes: half of them passkey windows (random depth,
-    filler or the background text as haystack), half a random string of ``copy_lengths`` bytes (at most half the
-    window) repeated at a random distance inside the window."""
+NEEDLE_KINDS = ("passkey", "copy", "repeat", "periodic")
+
+
+def training_document(rng: np.random.Generator, background: np.ndarray, copy_lengths: tuple[int, int],
+                      kinds: Optional[dict] = None) -> np.ndarray:
+    """One retrieval training window of ``len(background)`` bytes, of a kind drawn with the weights ``kinds``
+    (default: passkey and copy, half each):
+    - ``passkey``: a passkey window (random depth and key; the filler or the background text as haystack);
+    - ``copy``: a random string of ``copy_lengths`` bytes written twice over the background text, at a random
+      distance inside the window;
+    - ``repeat``: a random string immediately followed by its repeat, the rest random letters (dense copying);
+    - ``periodic``: a random string repeated with its own period to fill the window.
+    Strings are at most half the window."""
     n = len(background)
-    if rng.random() < 0.5 and passkey_form(n) is not None:
+    if kinds:
+        names = list(kinds)
+        w = np.array([float(kinds[k]) for k in names])
+        kind = names[int(rng.choice(len(names), p=w / w.sum()))]
+    else:
+        kind = "passkey" if rng.random() < 0.5 else "copy"
+    if kind == "passkey" and passkey_form(n) is not None:
         hay = None if rng.random() < 0.5 else background
         return passkey_window(n, float(rng.random()), random_key(rng), hay).tokens
-    hi = min(copy_lengths[1], n // 2)  # both copies fit the window: lengths are capped at half of it
+    hi = min(copy_lengths[1], n // 2)  # both copies fit the window
     k = int(rng.integers(min(copy_lengths[0], hi), hi + 1))
+    if kind == "repeat":
+        out = random_string(rng, n)
+        out[:2 * k] = np.tile(random_string(rng, k), 2)
+        return out
+    if kind == "periodic":
+        return np.tile(random_string(rng, k), n // k + 1)[:n]
     distance = int(rng.integers(k, n - k + 1))
     first = int(rng.integers(0, n - k - distance + 1))
     return copy_window(background, random_string(rng, k), first, distance).tokens
@@ -126,7 +147,8 @@ def needle_rows(seed: int, step: int, batch_size: int, fraction: float) -> np.nd
     return rng.random(batch_size) < fraction
 
 
-def mix_needles(chunk: np.ndarray, seed: int, step: int, fraction: float, copy_lengths: tuple[int, int]) -> np.ndarray:
+def mix_needles(chunk: np.ndarray, seed: int, step: int, fraction: float, copy_lengths: tuple[int, int],
+                kinds: Optional[dict] = None) -> np.ndarray:
     """Replace the drawn rows of a training batch (rows of context+1 bytes) by retrieval documents built over the
     row's own text; keys and strings from the training stream (never the evaluation one)."""
     rows = np.flatnonzero(needle_rows(seed, step, len(chunk), fraction))
@@ -135,5 +157,5 @@ def mix_needles(chunk: np.ndarray, seed: int, step: int, fraction: float, copy_l
     out = np.array(chunk, copy=True)
     for r in rows:
         rng = np.random.default_rng([seed, step, TRAIN, 1, int(r)])
-        out[r] = training_document(rng, chunk[r], copy_lengths)
+        out[r] = training_document(rng, chunk[r], copy_lengths, kinds)
     return out
