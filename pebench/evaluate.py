@@ -334,6 +334,8 @@ def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = N
     for variant in scalings or [None]:
         model.pe = pe = base_pe if variant is None else base_pe.with_variant(variant, rope_factor)
         v, label = variant_label(cfg, pe, meta, logit_scale)
+        if variant is not None and (cfg.model.pe_options.get(cfg.model.pe) or {}).get("scaling"):
+            label += f" eval-{variant}"  # a scaling applied over the one baked in: never the baked run's label
         for task in tasks:
             ctx = EvalContext(model, cfg, dev, stream, tokens, protocol, max(lengths), options[task.name],
                               progress=progress)

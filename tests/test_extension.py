@@ -75,6 +75,12 @@ def test_finetune_records_parent_and_appears_in_report(rope_run):
     assert rec["rope"]["factor"] == 4.0
     r = invoke("report", "--format", "md", "--results", rope_run)
     assert "rope+yarn ft64" in r.output
+    # a scaling applied at evaluation over the baked one is another measurement: its own label, no overwrite
+    r = invoke("eval", "--run", name, "--lengths", "128", "--rope-scaling", "yarn", "--results", rope_run)
+    assert r.exit_code == 0, r.output
+    baked = json.loads((rope_run / "records" / name / "rope-yarn_ft64__nonoverlap__L128.json").read_text())
+    over = json.loads((rope_run / "records" / name / "rope-yarn_ft64_eval-yarn__nonoverlap__L128.json").read_text())
+    assert baked["rope"]["factor"] == 4.0 and over["rope"]["factor"] == 8.0
 
 
 def test_finetune_needs_a_rope_parent(rope_run):

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The retrieval recipes of the README's "Context use" section: RoPE (seed 0, the tiny config) trained with
+# retrieval documents in several ways, each scored at 1x and 2x for perplexity, passkey and copy.
+# Two single-threaded workers; about 30 minutes on 2 CPU cores. Needs the default run's rope-tiny-s0 (pebench run)
+# for the two recipes that continue it. Writes results/recipes/ (report-context.md and recipes.md).
+set -euo pipefail
+R=${R:-results/recipes}
+D=scripts/recipes
+export OMP_NUM_THREADS=1
+mkdir -p "$R/runs"
+if [ ! -d "$R/runs/rope-tiny-s0" ]; then cp -r results/runs/rope-tiny-s0 "$R/runs/"; fi
+t() { pebench train --pe rope --results "$R" --resume "$@" > /dev/null; }
+queue_a() {
+  t --overlay $D/n25.yaml --name mix25
+  t --overlay $D/n50-long.yaml --name mix50-long
+  t --overlay $D/only.yaml --steps 300 --name only-300
+  t --overlay $D/repeat64.yaml --steps 200 --name repeat64-200
+  t --overlay $D/periodic.yaml --steps 1200 --name periodic-1200
+  t --init-from rope-tiny-s0 --steps 500 --needles 1 --overlay $D/dense.yaml --name lm+repeat-500
+}
+queue_b() {
+  t --overlay $D/n50.yaml --name mix50
+  t --init-from rope-tiny-s0 --steps 200 --needles 0.5 --overlay $D/n50-long.yaml --name lm+mix50-long-200
+  t --overlay $D/repeat.yaml --steps 300 --name repeat-300
+  t --overlay $D/periodic.yaml --steps 400 --name periodic-400
+  t --overlay $D/repeat.yaml --steps 1200 --name repeat-1200
+  t --overlay $D/only-passkey.yaml --name passkey-only
+}
+queue_a & queue_b & wait
+OMP_NUM_THREADS=2 pebench eval --task ppl,passkey,copy --lengths 128,256 --trials 20 --results "$R" > /dev/null
+python3 scripts/recipes_table.py "$R" > "$R/recipes.md"
+cat "$R/recipes.md"
