@@ -34,16 +34,17 @@ def main(root: str) -> None:
         cells = {}
         for c in g[(g["task"] == "copy") & (g["length"] == 128)]["details"].iloc[0]["cells"]:
             cells[c["distance"]] = c["accuracy"]
-        rows.append(f"| {run} | {describe(cfg, meta)} | {rd.status(run).get('wall_s', 0):.0f} | "
+        st = rd.status(run)
+        rows.append(f"| {run} | {describe(cfg, meta)} | {st.get('wall_s', 0):.0f} | {st.get('final_loss', 0):.2f} | "
                     f"{val('ppl', 'ppl', 128):.2f} | {val('passkey', 'passkey_digit', 128):.2f} / "
                     f"{val('passkey', 'passkey_exact', 128):.2f} | {val('passkey', 'passkey_digit', 256):.2f} / "
                     f"{val('passkey', 'passkey_exact', 256):.2f} | "
                     + " / ".join(f"{cells[d]:.2f}" for d in sorted(cells)) + " |")
     print("Retrieval recipes for RoPE (seed 0, tiny config, validation split; 20 prompts per passkey depth and per copy "
           "distance). Training time: one single-threaded worker of two on the 2-core CPU.\n")
-    print("| run | trained on | train s | ppl 1x | passkey 1x digit / exact | passkey 2x digit / exact | "
-          "copy 1x at d = 32 / 64 / 102 |")
-    print("|---|---|---|---|---|---|---|")
+    print("| run | trained on | train s | last train loss | ppl 1x | passkey 1x digit / exact | "
+          "passkey 2x digit / exact | copy 1x at d = 32 / 64 / 102 |")
+    print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 
 

@@ -2,7 +2,7 @@
 # The retrieval recipes of the README's "Context use" section: RoPE (seed 0, the tiny config) trained with
 # retrieval documents in several ways, each scored at 1x and 2x for perplexity, passkey and copy.
 # Two single-threaded workers; about 30 minutes on 2 CPU cores. Needs the default run's rope-tiny-s0 (pebench run)
-# for the two recipes that continue it. Writes results/recipes/ (report-context.md and recipes.md).
+# for the two recipes that continue it. Writes results/recipes/recipes.md.
 set -euo pipefail
 R=${R:-results/recipes}
 D=scripts/recipes
