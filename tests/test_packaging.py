@@ -43,7 +43,8 @@ def wheel_env(tmp_path_factory):
 def test_wheel_ships_the_configs(wheel_env):
     whl, _, _ = wheel_env
     names = zipfile.ZipFile(whl).namelist()
-    assert {"pebench/configs/tiny.yaml", "pebench/configs/small.yaml"} <= set(names)
+    assert {"pebench/configs/tiny.yaml", "pebench/configs/small.yaml", "pebench/configs/context.yaml",
+            "pebench/tasks/passkey.py"} <= set(names)
 
 
 def test_installed_wheel_lists_and_trains_from_an_unrelated_folder(wheel_env):
@@ -60,7 +61,7 @@ def test_installed_wheel_lists_and_trains_from_an_unrelated_folder(wheel_env):
     assert where.stdout.strip().startswith(str(venv)), where.stdout + where.stderr  # the wheel, not the checkout
     r = run("list")
     assert r.returncode == 0, r.stderr
-    assert "configs: small, tiny" in r.stdout
+    assert "configs: context, small, tiny" in r.stdout and "passkey" in r.stdout  # configs and tasks ship
     r = run("train", "--pe", "rope", "--config", "tiny", "--steps", "2")
     assert r.returncode == 0, r.stderr
     assert (elsewhere / "results" / "runs" / "rope-tiny-s0" / "checkpoint.pt").is_file()
