@@ -98,6 +98,9 @@ def test_passkey_scoring_copier_scores_one_uniform_scores_chance():
     assert uni["metrics"]["passkey_exact"] == 0.0
     lo, hi = uni["intervals"]["passkey_exact"]
     assert lo == 0.0 and hi == pytest.approx(wilson(0, 120)[1])
+    corpus = passkey.PasskeyTask().measure(_ctx(Oracle(), **{**opts, "haystack": "corpus"}), 600)
+    assert corpus["metrics"]["passkey_exact"] == 1.0 and corpus["details"]["haystack"] == "corpus"
+    assert corpus["details"]["form"] == "standard"
 
 
 def test_copy_scoring_copier_scores_one_uniform_scores_zero():
