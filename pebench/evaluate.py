@@ -15,7 +15,6 @@ Protocols (each averages per-token losses over all scored tokens, never window m
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Iterable, Optional

@@ -9,7 +9,7 @@ from typing import Optional
 
 import pandas as pd
 
-from .errors import PebenchError, UsageError
+from .errors import PebenchError
 from .fsutil import atomic_path, atomic_write_text
 from .groups import SCHEME_ORDER  # rows of every table
 from .results import ResultsDir, protocol_key
