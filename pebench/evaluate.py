@@ -316,10 +316,7 @@ def evaluate_run(results: ResultsDir, run: str, lengths: Optional[list[int]] = N
     T = cfg.model.context
     lengths = lengths or [int(round(m * T)) for m in cfg.eval.multiples]
     for task in tasks:  # check every setting before computing anything
-        task.check(options[task.name], lengths, T)
-        if task.name == "ppl":
-            for L in lengths:
-                windows(len(stream), L, protocol, max(lengths))
+        task.check(options[task.name], lengths, T, len(stream), protocol)
     scalings = list(scalings)
     if scalings == ["all"]:
         scalings = model.pe.variants()

@@ -50,8 +50,9 @@ class Task:
         """(protocol name, params) written into the record: settings that change the measurement."""
         return protocol.name, protocol.params()
 
-    def check(self, options: dict, lengths: list[int], context: int) -> None:
-        """Raise UsageError for settings this task cannot measure, before anything runs."""
+    def check(self, options: dict, lengths: list[int], context: int, n_tokens: int, protocol) -> None:
+        """Raise UsageError for settings this task cannot measure (at these lengths, on an evaluation stream of
+        ``n_tokens`` tokens, under ``protocol``), before anything runs."""
 
     def prepare(self, ctx) -> None:
         """Once per run and variant, before the lengths (e.g. marking the stream)."""

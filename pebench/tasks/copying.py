@@ -60,7 +60,7 @@ class CopyTask(Task):
     options = {"trials": 20, "string_length": 24}
     headline = "copy_acc"
 
-    def check(self, options, lengths, context):
+    def check(self, options, lengths, context, n_tokens, protocol):
         k = options["string_length"]
         if not isinstance(k, int) or k < SKIP + 1:
             raise UsageError(f"--string-length must be an integer >= {SKIP + 1}, got {k!r}")

@@ -60,7 +60,7 @@ class PasskeyTask(Task):
     options = {"trials": 20, "depths": "0,0.25,0.5,0.75,1", "haystack": "filler"}
     headline = "passkey_exact"
 
-    def check(self, options, lengths, context):
+    def check(self, options, lengths, context, n_tokens, protocol):
         if options["haystack"] not in HAYSTACKS:
             raise UsageError(f"--haystack must be one of {', '.join(HAYSTACKS)}, got {options['haystack']!r}")
         if not isinstance(options["trials"], int) or options["trials"] < 1:

@@ -57,11 +57,14 @@ class PplTask(Task):
     options = {"far_n": 16}
     headline = "ppl"
 
-    def check(self, options, lengths, context):
+    def check(self, options, lengths, context, n_tokens, protocol):
         from ..errors import UsageError
+        from ..evaluate import windows
 
         if not isinstance(options["far_n"], int) or options["far_n"] < 1:
             raise UsageError(f"--far-n must be an integer >= 1, got {options['far_n']!r}")
+        for L in lengths:  # every length fits the stream under the protocol
+            windows(n_tokens, L, protocol, max(lengths))
 
     def prepare(self, ctx) -> None:
         ctx.state["far"] = far_tokens(ctx.stream, ctx.options["far_n"], ctx.cfg.model.context)
