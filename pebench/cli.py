@@ -474,8 +474,9 @@ def run(
     max_tokens = max_tokens or st.max_tokens
     proto = Protocol(st.protocol[0], stride=st.protocol[1]).validate()
     tasks = resolve_tasks(task)
-    opts = task_options(tasks, {"trials": trials if trials is not None else
-                                (st.trials if any("trials" in t.options for t in tasks) else None)})
+    if trials is None and any("trials" in t.options for t in tasks):
+        trials = st.trials  # the suite's, where a task takes trials
+    opts = task_options(tasks, {"trials": trials})
     rd = ResultsDir(results)
     base = _load_cfg(config, steps, data, text_field, compile_, overlay, needles)
     schemes = _schemes(pe or st.pe)
@@ -491,7 +492,7 @@ def run(
 
         flags = {"--config": config, "--overlay": overlay, "--steps": steps, "--data": data, "--needles": needles,
                  "--text-field": text_field, "--compile": compile_, "--lengths": lengths, "--max-tokens": max_tokens,
-                 "--task": task, "--trials": opts.get("passkey", opts.get("copy", {})).get("trials"),
+                 "--task": task, "--trials": trials,
                  "--protocol": proto.name, "--stride": proto.stride}
         jobs = jobs_for(plan, results, flags, scalings, split, overwrite)
         done = run_sweep(jobs, parse_devices(devices), rd, show=sys.stdout.isatty())

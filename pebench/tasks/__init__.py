@@ -111,7 +111,7 @@ def task_options(tasks: list[Task], given: dict) -> dict:
     known = {k for t in tasks for k in t.options}
     for k in given:
         if k not in known:
-            takes = [t.name for t in TASKS._items.values() if k in t.options]
+            takes = [n for n in TASKS if k in TASKS.get(n).options]
             raise UsageError(f"--{k.replace('_', '-')} is an option of the task(s) {', '.join(takes) or 'none'}, "
                              f"not of {', '.join(t.name for t in tasks)}")
     return {t.name: {k: given.get(k, d) for k, d in t.options.items()} for t in tasks}
