@@ -89,8 +89,13 @@ class TrainConfig:
     # needle_lengths [lo, hi] bytes (data/needles.py), keys from the training seed's own stream; 0: off.
     needles: float = 0.0
     needle_lengths: list = field(default_factory=lambda: [16, 64])
-    needle_kinds: dict = field(default_factory=dict)  # kind -> weight (passkey, copy, repeat, periodic); {}: passkey
-    # and copy, half each
+    needle_kinds: dict = field(default_factory=dict)  # kind -> weight (passkey, copy, repeat, periodic, pairs); {}:
+    # passkey and copy, half each
+    # Induction warm-up: the first induction_steps of the steps train on windows of random strings each followed by
+    # its repeat (induction_lengths [lo, hi] bytes), at lr held after its warmup; the language-model phase (the rest,
+    # with the needles above) starts its warmup and cosine schedule afresh. 0: off.
+    induction_steps: int = 0
+    induction_lengths: list = field(default_factory=lambda: [4, 16])
 
     def validate(self):
         if self.steps < 1:
@@ -110,10 +115,15 @@ class TrainConfig:
             raise UsageError(f"train.random_positions must be 0 (off) or M >= the context, got {self.random_positions}")
         if not 0.0 <= self.needles <= 1.0:
             raise UsageError(f"train.needles must be a fraction in [0, 1], got {self.needles}")
-        nl = self.needle_lengths
-        if (not isinstance(nl, (list, tuple)) or len(nl) != 2 or not all(isinstance(v, int) for v in nl)
-                or not 1 <= nl[0] <= nl[1]):
-            raise UsageError(f"train.needle_lengths must be [lo, hi] with 1 <= lo <= hi, got {nl!r}")
+        for key in ("needle_lengths", "induction_lengths"):
+            nl = getattr(self, key)
+            if (not isinstance(nl, (list, tuple)) or len(nl) != 2 or not all(isinstance(v, int) for v in nl)
+                    or not 1 <= nl[0] <= nl[1]):
+                raise UsageError(f"train.{key} must be [lo, hi] with 1 <= lo <= hi, got {nl!r}")
+        if isinstance(self.induction_steps, bool) or not isinstance(self.induction_steps, int) \
+                or not 0 <= self.induction_steps < self.steps:
+            raise UsageError(f"train.induction_steps must be 0 (off) or a number of steps below train.steps "
+                             f"({self.steps}), got {self.induction_steps!r}")
         from .data.needles import NEEDLE_KINDS
 
         for kind, w in self.needle_kinds.items():
@@ -168,6 +178,9 @@ class Config:
             d["train"].pop("needles")
             d["train"].pop("needle_lengths")
             d["train"].pop("needle_kinds")
+        if not d["train"]["induction_steps"]:
+            d["train"].pop("induction_steps")
+            d["train"].pop("induction_lengths")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 

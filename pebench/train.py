@@ -37,12 +37,26 @@ def resolve_device(device: str = "auto") -> torch.device:
 
 
 def lr_at(step: int, cfg) -> float:
-    """Linear warmup to lr, then cosine decay to min_lr_ratio * lr at the last step."""
+    """Linear warmup to lr, then cosine decay to min_lr_ratio * lr at the last step. With an induction warm-up
+    (``induction_steps``) the warm-up holds lr after its warmup (a decaying rate delays the phase change it waits
+    for) and the language-model phase after it has its own warmup and decay."""
+    first = cfg.induction_steps
+    if step < first:
+        return cfg.lr * min(1.0, (step + 1) / cfg.warmup) if cfg.warmup else cfg.lr
+    step, steps = step - first, cfg.steps - first
     if cfg.warmup and step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
-    span = max(1, cfg.steps - cfg.warmup)
+    span = max(1, steps - cfg.warmup)
     progress = min(1.0, (step - cfg.warmup) / span)
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def needle_settings(tc, step: int) -> tuple:
+    """(fraction, lengths, kinds) of the retrieval documents at ``step``: all ``pairs`` windows during the induction
+    warm-up, then the config's needles."""
+    if step < tc.induction_steps:
+        return 1.0, tc.induction_lengths, {"pairs": 1}
+    return tc.needles, tc.needle_lengths, tc.needle_kinds or None
 
 
 def decays(model: torch.nn.Module, name: str, param: torch.nn.Parameter) -> bool:
@@ -349,7 +363,7 @@ def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_met
                 for g in opt.param_groups:
                     g["lr"] = lr
                 x, y = sample_batch(train_tokens, tc.seed, step, tc.batch_size, cfg.model.context, rank, world,
-                                    tc.needles, tc.needle_lengths, tc.needle_kinds or None)
+                                    *needle_settings(tc, step))
                 pos = (sample_positions(tc.seed, step, cfg.model.context, tc.random_positions, dev)
                        if tc.random_positions else None)
                 x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)

@@ -14,7 +14,12 @@ def describe(cfg, meta) -> str:
     what = "language model only" if not t.needles else \
         f"needles {t.needles:g} ({kinds}; strings {t.needle_lengths[0]}-{t.needle_lengths[1]} bytes)"
     start = f"continues {meta['parent']}, " if meta.get("parent") else ""
-    return f"{start}{what}, {t.steps} steps at lr {t.lr:g}"
+    depth = f"{cfg.model.n_layers} layers, " if cfg.model.n_layers != 4 else ""
+    if t.induction_steps:  # an induction warm-up, then the language-model phase
+        lo, hi = t.induction_lengths
+        return (f"{depth}{t.induction_steps} steps of pairs ({lo}-{hi} bytes), then {what}, "
+                f"{t.steps - t.induction_steps} steps, each phase at lr {t.lr:g}")
+    return f"{start}{depth}{what}, {t.steps} steps at lr {t.lr:g}"
 
 
 def main(root: str) -> None:

@@ -356,5 +356,48 @@ def test_needle_kinds_build_what_they_say():
         assert pk.endswith(pk[-5:]) and b"pass key" in pk
     cfg = load_config("tiny")
     cfg.train.needle_kinds = {"needle": 1}
-    with pytest.raises(UsageError, match="kinds are passkey, copy, repeat, periodic"):
+    with pytest.raises(UsageError, match="kinds are passkey, copy, repeat, periodic, pairs"):
         cfg.validate()
+
+
+def test_pairs_windows_are_random_strings_each_followed_by_its_repeat():
+    from pebench.data.needles import pairs_window, training_document
+
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        w = pairs_window(rng, 129, (4, 16))
+        assert len(w) == 129 and np.isin(w, ALPHABET).all()
+        i, pairs = 0, 0
+        while i + 32 <= len(w):  # walk the pairs: each string's length is the one whose repeat follows it
+            k = next(k for k in range(4, 17) if (w[i:i + k] == w[i + k:i + 2 * k]).all())
+            i, pairs = i + 2 * k, pairs + 1
+        assert pairs >= 3
+    doc = training_document(np.random.default_rng(0), np.zeros(65, dtype=np.uint8), (40, 64), {"pairs": 1})
+    assert (doc[:32] == doc[32:64]).all()  # strings capped at half the window, like the other kinds
+
+
+def test_induction_warm_up_has_its_own_data_and_schedule():
+    from pebench.config import load_config
+    from pebench.errors import UsageError
+    from pebench.train import lr_at, needle_settings
+
+    cfg = load_config("context")
+    base_hash = load_config("tiny").hash()
+    tc = cfg.train
+    tc.steps, tc.induction_steps, tc.warmup, tc.lr, tc.min_lr_ratio = 300, 100, 10, 1.0, 0.1
+    assert needle_settings(tc, 99) == (1.0, [4, 16], {"pairs": 1})
+    assert needle_settings(tc, 100) == (0.5, [16, 64], None)
+    # the warm-up: linear warmup, then lr held; the language-model phase starts its warmup and cosine afresh
+    assert lr_at(0, tc) == pytest.approx(0.1) and lr_at(9, tc) == pytest.approx(1.0)
+    assert lr_at(50, tc) == lr_at(99, tc) == pytest.approx(1.0)
+    assert lr_at(100, tc) == pytest.approx(0.1) and lr_at(109, tc) == pytest.approx(1.0)
+    assert lr_at(299, tc) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 189 / 190)))
+    tc.induction_steps = 0
+    assert lr_at(100, tc) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 90 / 290)))
+    tiny = load_config("tiny")
+    assert tiny.hash() == base_hash  # the key is out of the hash while off: older runs keep their names
+    tiny.train.induction_steps = 50
+    assert tiny.hash() != base_hash
+    tiny.train.induction_steps = tiny.train.steps
+    with pytest.raises(UsageError, match="induction_steps must be 0"):
+        tiny.validate()

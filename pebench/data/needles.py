@@ -103,7 +103,7 @@ def copy_window(background: np.ndarray, string: np.ndarray, first: int, distance
     return Copy(tokens, first, first + distance, string)
 
 
-NEEDLE_KINDS = ("passkey", "copy", "repeat", "periodic")
+NEEDLE_KINDS = ("passkey", "copy", "repeat", "periodic", "pairs")
 
 
 def training_document(rng: np.random.Generator, background: np.ndarray, copy_lengths: tuple[int, int],
@@ -114,7 +114,9 @@ def training_document(rng: np.random.Generator, background: np.ndarray, copy_len
     - ``copy``: a random string of ``copy_lengths`` bytes written twice over the background text, at a random
       distance inside the window;
     - ``repeat``: a random string immediately followed by its repeat, the rest random letters (dense copying);
-    - ``periodic``: a random string repeated with its own period to fill the window.
+    - ``periodic``: a random string repeated with its own period to fill the window;
+    - ``pairs``: the window filled with random strings, each immediately followed by its repeat (dense copying at
+      many distances in one window: the data of the induction warm-up, ``train.induction_steps``).
     Strings are at most half the window."""
     n = len(background)
     if kinds:
@@ -134,9 +136,23 @@ def training_document(rng: np.random.Generator, background: np.ndarray, copy_len
         return out
     if kind == "periodic":
         return np.tile(random_string(rng, k), n // k + 1)[:n]
+    if kind == "pairs":
+        return pairs_window(rng, n, (min(copy_lengths[0], hi), hi))
     distance = int(rng.integers(k, n - k + 1))
     first = int(rng.integers(0, n - k - distance + 1))
     return copy_window(background, random_string(rng, k), first, distance).tokens
+
+
+def pairs_window(rng: np.random.Generator, n: int, lengths: tuple[int, int]) -> np.ndarray:
+    """``n`` bytes of random strings (lengths drawn from [lo, hi]), each immediately followed by its repeat; the
+    last pair is cut at the window's end."""
+    out, i = np.empty(n, dtype=np.uint8), 0
+    while i < n:
+        s = random_string(rng, int(rng.integers(lengths[0], lengths[1] + 1)))
+        pair = np.concatenate([s, s])[:n - i]
+        out[i:i + len(pair)] = pair
+        i += len(pair)
+    return out
 
 
 def needle_rows(seed: int, step: int, batch_size: int, fraction: float) -> np.ndarray:
