@@ -96,6 +96,7 @@ class TrainConfig:
     # with the needles above) starts its warmup and cosine schedule afresh. 0: off.
     induction_steps: int = 0
     induction_lengths: list = field(default_factory=lambda: [4, 16])
+    induction_kinds: dict = field(default_factory=lambda: {"pairs": 1})  # kind -> weight, as needle_kinds
 
     def validate(self):
         if self.steps < 1:
@@ -126,12 +127,14 @@ class TrainConfig:
                              f"({self.steps}), got {self.induction_steps!r}")
         from .data.needles import NEEDLE_KINDS
 
-        for kind, w in self.needle_kinds.items():
-            if kind not in NEEDLE_KINDS or isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
-                raise UsageError(f"train.needle_kinds: {kind!r}: {w!r}; kinds are {', '.join(NEEDLE_KINDS)} with "
-                                 "weights >= 0")
-        if self.needle_kinds and not sum(self.needle_kinds.values()) > 0:
-            raise UsageError("train.needle_kinds: the weights sum to 0")
+        for key in ("needle_kinds", "induction_kinds"):
+            kinds = getattr(self, key)
+            for kind, w in kinds.items():
+                if kind not in NEEDLE_KINDS or isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
+                    raise UsageError(f"train.{key}: {kind!r}: {w!r}; kinds are {', '.join(NEEDLE_KINDS)} with "
+                                     "weights >= 0")
+            if (kinds or key == "induction_kinds") and not sum(kinds.values()) > 0:
+                raise UsageError(f"train.{key}: the weights sum to 0")
         if self.eval_every < 0:
             raise UsageError(f"train.eval_every must be >= 0 (0: no learning curve), got {self.eval_every}")
 
@@ -181,6 +184,9 @@ class Config:
         if not d["train"]["induction_steps"]:
             d["train"].pop("induction_steps")
             d["train"].pop("induction_lengths")
+            d["train"].pop("induction_kinds")
+        elif d["train"]["induction_kinds"] == {"pairs": 1}:  # the default (the key came after the first warm-ups)
+            d["train"].pop("induction_kinds")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -52,10 +52,10 @@ def lr_at(step: int, cfg) -> float:
 
 
 def needle_settings(tc, step: int) -> tuple:
-    """(fraction, lengths, kinds) of the retrieval documents at ``step``: all ``pairs`` windows during the induction
-    warm-up, then the config's needles."""
+    """(fraction, lengths, kinds) of the retrieval documents at ``step``: every window during the induction warm-up
+    (``induction_kinds``, ``pairs`` by default), then the config's needles."""
     if step < tc.induction_steps:
-        return 1.0, tc.induction_lengths, {"pairs": 1}
+        return 1.0, tc.induction_lengths, tc.induction_kinds
     return tc.needles, tc.needle_lengths, tc.needle_kinds or None
 
 

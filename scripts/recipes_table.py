@@ -45,8 +45,9 @@ def main(root: str) -> None:
                     f"{val('passkey', 'passkey_exact', 128):.2f} | {val('passkey', 'passkey_digit', 256):.2f} / "
                     f"{val('passkey', 'passkey_exact', 256):.2f} | "
                     + " / ".join(f"{cells[d]:.2f}" for d in sorted(cells)) + " |")
-    print("Retrieval recipes for RoPE (seed 0, tiny config, validation split; 20 prompts per passkey depth and per copy "
-          "distance). Training time: one single-threaded worker of two on the 2-core CPU.\n")
+    print("Retrieval recipes for RoPE (seed 0, the tiny model unless the row says otherwise, validation split; 20 "
+          "prompts per passkey depth and per copy distance). Training time: one single-threaded worker of two on the "
+          "2-core CPU.\n")
     print("| run | trained on | train s | last train loss | ppl 1x | passkey 1x digit / exact | "
           "passkey 2x digit / exact | copy 1x at d = 32 / 64 / 102 |")
     print("|---|---|---|---|---|---|---|---|")

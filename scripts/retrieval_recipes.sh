@@ -2,13 +2,16 @@
 # The retrieval recipes of the README's "Context use" section: RoPE (seed 0, the tiny config) trained with
 # retrieval documents in several ways, each scored at 1x and 2x for perplexity, passkey and copy.
 # Two single-threaded workers; about 30 minutes on 2 CPU cores. Needs the default run's rope-tiny-s0 (pebench run)
-# for the two recipes that continue it. Writes results/recipes/recipes.md.
+# for the two recipes that continue it, and the context suite's rope-context-s0 (pebench run --suite context: the
+# induction warm-up recipe). Writes results/recipes/recipes.md.
 set -euo pipefail
 R=${R:-results/recipes}
 D=scripts/recipes
 export OMP_NUM_THREADS=1
 mkdir -p "$R/runs"
-if [ ! -d "$R/runs/rope-tiny-s0" ]; then cp -r results/runs/rope-tiny-s0 "$R/runs/"; fi
+for run in runs/rope-tiny-s0 context/runs/rope-context-s0; do
+  if [ ! -d "$R/runs/$(basename $run)" ]; then cp -r "results/$run" "$R/runs/"; fi
+done
 t() { pebench train --pe rope --results "$R" --resume "$@" > /dev/null; }
 queue_a() {
   t --overlay $D/n25.yaml --name mix25
@@ -25,6 +28,7 @@ queue_b() {
   t --overlay $D/periodic.yaml --steps 400 --name periodic-400
   t --overlay $D/repeat.yaml --steps 1200 --name repeat-1200
   t --overlay $D/only-passkey.yaml --name passkey-only
+  t --config configs/context.yaml --overlay $D/induct-3600.yaml --name induct-3600
 }
 queue_a & queue_b & wait
 OMP_NUM_THREADS=2 pebench eval --task ppl,passkey,copy --lengths 128,256 --trials 20 --results "$R" > /dev/null

@@ -352,6 +352,8 @@ def test_needle_kinds_build_what_they_say():
         per = training_document(rng, bg, (4, 24), {"periodic": 1})
         p = next(p for p in range(4, 25) if (per[p:] == per[:-p]).all())
         assert 4 <= p <= 24 and k >= 16
+        alt = training_document(rng, bg, (4, 16), {"alternate": 1})
+        assert (alt[2:] == alt[:-2]).all() and np.isin(alt, ALPHABET).all()
         pk = bytes(training_document(rng, bg, (16, 64), {"passkey": 2, "copy": 0}))
         assert pk.endswith(pk[-5:]) and b"pass key" in pk
     cfg = load_config("tiny")
@@ -392,12 +394,17 @@ def test_induction_warm_up_has_its_own_data_and_schedule():
     assert lr_at(50, tc) == lr_at(99, tc) == pytest.approx(1.0)
     assert lr_at(100, tc) == pytest.approx(0.1) and lr_at(109, tc) == pytest.approx(1.0)
     assert lr_at(299, tc) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 189 / 190)))
+    tc.induction_kinds = {"pairs": 3, "alternate": 1}
+    assert needle_settings(tc, 0) == (1.0, [4, 16], {"pairs": 3, "alternate": 1})
     tc.induction_steps = 0
     assert lr_at(100, tc) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 90 / 290)))
     tiny = load_config("tiny")
     assert tiny.hash() == base_hash  # the key is out of the hash while off: older runs keep their names
     tiny.train.induction_steps = 50
-    assert tiny.hash() != base_hash
+    warm = tiny.hash()
+    assert warm != base_hash
+    tiny.train.induction_kinds = {"pairs": 1, "alternate": 1}
+    assert tiny.hash() != warm
     tiny.train.induction_steps = tiny.train.steps
     with pytest.raises(UsageError, match="induction_steps must be 0"):
         tiny.validate()

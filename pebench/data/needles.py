@@ -103,7 +103,7 @@ def copy_window(background: np.ndarray, string: np.ndarray, first: int, distance
     return Copy(tokens, first, first + distance, string)
 
 
-NEEDLE_KINDS = ("passkey", "copy", "repeat", "periodic", "pairs")
+NEEDLE_KINDS = ("passkey", "copy", "repeat", "periodic", "pairs", "alternate")
 
 
 def training_document(rng: np.random.Generator, background: np.ndarray, copy_lengths: tuple[int, int],
@@ -116,7 +116,9 @@ def training_document(rng: np.random.Generator, background: np.ndarray, copy_len
     - ``repeat``: a random string immediately followed by its repeat, the rest random letters (dense copying);
     - ``periodic``: a random string repeated with its own period to fill the window;
     - ``pairs``: the window filled with random strings, each immediately followed by its repeat (dense copying at
-      many distances in one window: the data of the induction warm-up, ``train.induction_steps``).
+      many distances in one window: the data of the induction warm-up, ``train.induction_steps``);
+    - ``alternate``: two random letters alternating (each token is the one two back: rewards attending to the
+      previous token, the first half of an induction circuit).
     Strings are at most half the window."""
     n = len(background)
     if kinds:
@@ -138,6 +140,8 @@ def training_document(rng: np.random.Generator, background: np.ndarray, copy_len
         return np.tile(random_string(rng, k), n // k + 1)[:n]
     if kind == "pairs":
         return pairs_window(rng, n, (min(copy_lengths[0], hi), hi))
+    if kind == "alternate":
+        return np.tile(random_string(rng, 2), n // 2 + 1)[:n]
     distance = int(rng.integers(k, n - k + 1))
     first = int(rng.integers(0, n - k - distance + 1))
     return copy_window(background, random_string(rng, k), first, distance).tokens
