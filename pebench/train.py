@@ -416,8 +416,8 @@ def recalibration_config(parent: Config, scheme: str, steps: int, source: str = 
     encoding for a short recalibration phase), at the same context and batch, warmup shortened."""
     model = replace(parent.model, pe=scheme, pe_source=source)
     warm = min(parent.train.warmup, max(1, steps // 10))
-    return replace(parent, model=model, train=replace(parent.train, steps=steps, warmup=warm,
-                                                      random_positions=0)).validate()
+    return replace(parent, model=model, train=replace(parent.train, steps=steps, warmup=warm, random_positions=0,
+                                                      induction_steps=0)).validate()
 
 
 def finetune_config(parent: Config, context: int, scaling: str, factor: Optional[float], steps: int) -> Config:
@@ -430,4 +430,5 @@ def finetune_config(parent: Config, context: int, scaling: str, factor: Optional
     warm = min(parent.train.warmup, max(1, steps // 10))
     batch = max(1, parent.train.batch_size * parent.model.context // context)  # same tokens per step
     return replace(parent, model=model,
-                   train=replace(parent.train, steps=steps, warmup=warm, batch_size=batch)).validate()
+                   train=replace(parent.train, steps=steps, warmup=warm, batch_size=batch,
+                                 induction_steps=0)).validate()  # the parent's warm-up is behind it

@@ -17,7 +17,9 @@ def describe(cfg, meta) -> str:
     depth = f"{cfg.model.n_layers} layers, " if cfg.model.n_layers != 4 else ""
     if t.induction_steps:  # an induction warm-up, then the language-model phase
         lo, hi = t.induction_lengths
-        return (f"{depth}{t.induction_steps} steps of pairs ({lo}-{hi} bytes), then {what}, "
+        warm = ", ".join(f"{k} {w:g}" for k, w in t.induction_kinds.items()) if len(t.induction_kinds) > 1 else \
+            next(iter(t.induction_kinds))
+        return (f"{depth}{t.induction_steps} steps of {warm} ({lo}-{hi} bytes), then {what}, "
                 f"{t.steps - t.induction_steps} steps, each phase at lr {t.lr:g}")
     return f"{start}{depth}{what}, {t.steps} steps at lr {t.lr:g}"
 

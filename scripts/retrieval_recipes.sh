@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The retrieval recipes of the README's "Context use" section: RoPE (seed 0, the tiny config) trained with
 # retrieval documents in several ways, each scored at 1x and 2x for perplexity, passkey and copy.
-# Two single-threaded workers; about 30 minutes on 2 CPU cores. Needs the default run's rope-tiny-s0 (pebench run)
+# Two single-threaded workers; about 45 minutes on 2 CPU cores. Needs the default run's rope-tiny-s0 (pebench run)
 # for the two recipes that continue it, and the context suite's rope-context-s0 (pebench run --suite context: the
 # induction warm-up recipe). Writes results/recipes/recipes.md.
 set -euo pipefail
@@ -20,6 +20,7 @@ queue_a() {
   t --overlay $D/repeat64.yaml --steps 200 --name repeat64-200
   t --overlay $D/periodic.yaml --steps 1200 --name periodic-1200
   t --init-from rope-tiny-s0 --steps 500 --needles 1 --overlay $D/dense.yaml --name lm+repeat-500
+  t --config configs/context.yaml --overlay $D/induct-short.yaml --name induct-short
 }
 queue_b() {
   t --overlay $D/n50.yaml --name mix50
@@ -29,6 +30,7 @@ queue_b() {
   t --overlay $D/repeat.yaml --steps 1200 --name repeat-1200
   t --overlay $D/only-passkey.yaml --name passkey-only
   t --config configs/context.yaml --overlay $D/induct-3600.yaml --name induct-3600
+  t --config configs/context.yaml --overlay $D/induct-alternate.yaml --name induct-alternate
 }
 queue_a & queue_b & wait
 OMP_NUM_THREADS=2 pebench eval --task ppl,passkey,copy --lengths 128,256 --trials 20 --results "$R" > /dev/null

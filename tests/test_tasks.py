@@ -408,3 +408,14 @@ def test_induction_warm_up_has_its_own_data_and_schedule():
     tiny.train.induction_steps = tiny.train.steps
     with pytest.raises(UsageError, match="induction_steps must be 0"):
         tiny.validate()
+
+
+def test_a_continued_run_leaves_the_parents_warm_up_behind():
+    from pebench.config import load_config
+    from pebench.train import finetune_config, recalibration_config
+
+    parent = load_config("context")
+    assert parent.train.induction_steps > 0
+    for cfg in (recalibration_config(parent, "rope", 100), finetune_config(parent, 256, "yarn", None, 100)):
+        assert cfg.train.induction_steps == 0 and cfg.train.steps == 100
+        assert cfg.train.needles == parent.train.needles  # the retrieval documents stay
