@@ -19,7 +19,8 @@ def describe(cfg, meta) -> str:
         lo, hi = t.induction_lengths
         warm = ", ".join(f"{k} {w:g}" for k, w in t.induction_kinds.items()) if len(t.induction_kinds) > 1 else \
             next(iter(t.induction_kinds))
-        return (f"{depth}{t.induction_steps} steps of {warm} ({lo}-{hi} bytes), then {what}, "
+        return (f"{cfg.model.n_layers} layers, batch {t.batch_size}: {t.induction_steps} steps of {warm} ({lo}-{hi} "
+                f"bytes), then {what}, "
                 f"{t.steps - t.induction_steps} steps, each phase at lr {t.lr:g}")
     return f"{start}{depth}{what}, {t.steps} steps at lr {t.lr:g}"
 

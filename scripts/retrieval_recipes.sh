@@ -21,6 +21,7 @@ queue_a() {
   t --overlay $D/periodic.yaml --steps 1200 --name periodic-1200
   t --init-from rope-tiny-s0 --steps 500 --needles 1 --overlay $D/dense.yaml --name lm+repeat-500
   t --config configs/context.yaml --overlay $D/induct-short.yaml --name induct-short
+  t --config configs/context.yaml --overlay $D/induct-4layers.yaml --name induct-4layers
 }
 queue_b() {
   t --overlay $D/n50.yaml --name mix50
