@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The retrieval recipes of the README's "Context use" section: RoPE (seed 0, the tiny config) trained with
 # retrieval documents in several ways, each scored at 1x and 2x for perplexity, passkey and copy.
-# Two single-threaded workers; about 45 minutes on 2 CPU cores. Needs the default run's rope-tiny-s0 (pebench run)
+# Two single-threaded workers; over an hour on 2 CPU cores (the warm-up rows take 7-17 minutes each). Needs the default run's rope-tiny-s0 (pebench run)
 # for the two recipes that continue it, and the context suite's rope-context-s0 (pebench run --suite context: the
 # induction warm-up recipe). Writes results/recipes/recipes.md.
 set -euo pipefail
@@ -32,6 +32,7 @@ queue_b() {
   t --overlay $D/only-passkey.yaml --name passkey-only
   t --config configs/context.yaml --overlay $D/induct-3600.yaml --name induct-3600
   t --config configs/context.yaml --overlay $D/induct-alternate.yaml --name induct-alternate
+  t --config configs/context.yaml --overlay $D/induct-4layers-pairs.yaml --name induct-4layers-pairs
 }
 queue_a & queue_b & wait
 OMP_NUM_THREADS=2 pebench eval --task ppl,passkey,copy --lengths 128,256 --trials 20 --results "$R" > /dev/null
