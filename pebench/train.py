@@ -41,11 +41,13 @@ def lr_at(step: int, cfg) -> float:
     (``induction_steps``) the warm-up holds lr after its warmup (a decaying rate delays the phase change it waits
     for) and the language-model phase after it has its own warmup and decay."""
     first = cfg.induction_steps
-    if step < first:
-        return cfg.lr * min(1.0, (step + 1) / cfg.warmup) if cfg.warmup else cfg.lr
-    step, steps = step - first, cfg.steps - first
+    warming_up = step < first
+    if not warming_up:  # the language-model phase counts its own steps
+        step, steps = step - first, cfg.steps - first
     if cfg.warmup and step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
+    if warming_up:
+        return cfg.lr
     span = max(1, steps - cfg.warmup)
     progress = min(1.0, (step - cfg.warmup) / span)
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))

@@ -19,15 +19,11 @@ def repeat_accuracy(model, context: int, lengths: tuple, windows: int, seed: int
     rng = np.random.default_rng(seed)
     rows, masks = [], []
     for _ in range(windows):
-        w = pairs_window(rng, context + 1, lengths)
+        repeats = []
+        rows.append(pairs_window(rng, context + 1, lengths, repeats))
         m = np.zeros(context + 1, dtype=bool)
-        i = 0
-        while i < len(w):  # walk the pairs again: a string's length is where its repeat starts
-            k = next((k for k in range(lengths[0], lengths[1] + 1) if np.array_equal(w[i:i + k], w[i + k:i + 2 * k])),
-                     None) or (len(w) - i + 1) // 2  # the last pair may be cut at the window's end
-            m[i + k + 1:i + 2 * k] = True
-            i += 2 * k
-        rows.append(w)
+        for start, end in repeats:
+            m[start + 1:end] = True
         masks.append(m)
     x = torch.tensor(np.stack(rows), dtype=torch.long)
     mask = torch.from_numpy(np.stack(masks))[:, 1:]

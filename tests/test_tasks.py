@@ -367,7 +367,11 @@ def test_pairs_windows_are_random_strings_each_followed_by_its_repeat():
 
     for seed in range(20):
         rng = np.random.default_rng(seed)
-        w = pairs_window(rng, 129, (4, 16))
+        repeats = []
+        w = pairs_window(rng, 129, (4, 16), repeats)
+        for a, b in repeats[:-1]:  # each repeat copies the string before it (the last may be cut)
+            assert 4 <= b - a <= 16 and (w[a:b] == w[2 * a - b:a]).all()
+        assert len(repeats) >= 3
         assert len(w) == 129 and np.isin(w, ALPHABET).all()
         i, pairs = 0, 0
         while i + 32 <= len(w):  # walk the pairs: each string's length is the one whose repeat follows it

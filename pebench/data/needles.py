@@ -147,14 +147,18 @@ def training_document(rng: np.random.Generator, background: np.ndarray, copy_len
     return copy_window(background, random_string(rng, k), first, distance).tokens
 
 
-def pairs_window(rng: np.random.Generator, n: int, lengths: tuple[int, int]) -> np.ndarray:
+def pairs_window(rng: np.random.Generator, n: int, lengths: tuple[int, int],
+                 repeats: Optional[list] = None) -> np.ndarray:
     """``n`` bytes of random strings (lengths drawn from [lo, hi]), each immediately followed by its repeat; the
-    last pair is cut at the window's end."""
+    last pair is cut at the window's end. ``repeats``, if given, gets each repeat's (start, end) appended."""
     out, i = np.empty(n, dtype=np.uint8), 0
     while i < n:
-        s = random_string(rng, int(rng.integers(lengths[0], lengths[1] + 1)))
+        k = int(rng.integers(lengths[0], lengths[1] + 1))
+        s = random_string(rng, k)
         pair = np.concatenate([s, s])[:n - i]
         out[i:i + len(pair)] = pair
+        if repeats is not None and len(pair) > k:
+            repeats.append((i + k, i + len(pair)))
         i += len(pair)
     return out
 
