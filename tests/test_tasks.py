@@ -392,7 +392,7 @@ def test_induction_warm_up_has_its_own_data_and_schedule():
     tc = cfg.train
     tc.steps, tc.induction_steps, tc.warmup, tc.lr, tc.min_lr_ratio = 300, 100, 10, 1.0, 0.1
     assert needle_settings(tc, 99) == (1.0, [4, 16], {"pairs": 1})
-    assert needle_settings(tc, 100) == (0.5, [16, 64], None)
+    assert needle_settings(tc, 100) == (0.5, [16, 32], {"passkey": 1, "copy": 2, "pairs": 2})
     # the warm-up: linear warmup, then lr held; the language-model phase starts its warmup and cosine afresh
     assert lr_at(0, tc) == pytest.approx(0.1) and lr_at(9, tc) == pytest.approx(1.0)
     assert lr_at(50, tc) == lr_at(99, tc) == pytest.approx(1.0)
