@@ -10,7 +10,8 @@ from pebench.results import ResultsDir
 
 def describe(cfg, meta) -> str:
     scheme = f"{cfg.model.pe}: " if cfg.model.pe != "rope" else ""  # the recipes train RoPE unless a row says so
-    return scheme + _training(cfg, meta)
+    seed = f"seed {cfg.train.seed}, " if cfg.train.seed else ""  # and seed 0
+    return scheme + seed + _training(cfg, meta)
 
 
 def _training(cfg, meta) -> str:
@@ -53,7 +54,7 @@ def main(root: str) -> None:
                     f"{val('passkey', 'passkey_exact', 128):.2f} | {val('passkey', 'passkey_digit', 256):.2f} / "
                     f"{val('passkey', 'passkey_exact', 256):.2f} | "
                     + " / ".join(f"{cells[d]:.2f}" for d in sorted(cells)) + " |")
-    print("Retrieval recipes for RoPE unless a row names another scheme (seed 0, the tiny model unless the row says otherwise, validation split; 20 "
+    print("Retrieval recipes for RoPE unless a row names another scheme (seed 0 unless it names another, the tiny model unless the row says otherwise, validation split; 20 "
           "prompts per passkey depth and per copy distance). Training time: one single-threaded worker of two on the "
           "2-core CPU.\n")
     print("| run | trained on | train s | last train loss | ppl 1x | passkey 1x digit / exact | "

@@ -37,6 +37,7 @@ queue_b() {
   t --config $D/context-2layers.yaml --overlay $D/induct-4layers-pairs.yaml --name induct-4layers-pairs
   t --config $D/context-2layers.yaml --overlay $D/induct-4layers-copy75.yaml --name induct-4layers-copy75
   PE=t5 t --config configs/context.yaml --overlay $D/induct-6000.yaml --name t5-induct-6000
+  t --config configs/context.yaml --seed 1 --name induct-4layers-copy-s1
 }
 queue_a & queue_b & wait
 OMP_NUM_THREADS=2 pebench eval --task ppl,passkey,copy --lengths 128,256 --trials 20 --results "$R" > /dev/null
