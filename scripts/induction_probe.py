@@ -11,7 +11,7 @@ import torch
 
 from pebench.data.needles import pairs_window
 from pebench.results import ResultsDir
-from pebench.train import build_model
+from pebench.train import build_model, load_checkpoint
 
 
 def repeat_accuracy(model, context: int, lengths: tuple, windows: int, seed: int = 999) -> float:
@@ -44,7 +44,7 @@ def main() -> None:
         rd, name = ResultsDir(str(run.parent.parent)), run.name  # RESULTS/runs/NAME
         cfg, _ = rd.run_config(name)
         model = build_model(cfg).eval()
-        ckpt = torch.load(rd.run_dir(name) / "checkpoint.pt", map_location="cpu", weights_only=True)
+        ckpt = load_checkpoint(rd.run_dir(name) / "checkpoint.pt")  # unfinished runs too: a warm-up mid-way
         model.load_state_dict(ckpt["model"])
         acc = repeat_accuracy(model, cfg.model.context, lengths, a.windows)
         print(f"{name}\tstep {ckpt['step']}\trepeat accuracy {acc:.3f}")

@@ -14,17 +14,20 @@ def describe(cfg, meta) -> str:
     return scheme + seed + _training(cfg, meta)
 
 
+def _weights(kinds: dict) -> str:
+    return ", ".join(f"{k} {w:g}" for k, w in kinds.items())
+
+
 def _training(cfg, meta) -> str:
     t = cfg.train
-    kinds = ", ".join(f"{k} {w:g}" for k, w in t.needle_kinds.items()) if t.needle_kinds else "passkey 1, copy 1"
+    kinds = _weights(t.needle_kinds) if t.needle_kinds else "passkey 1, copy 1"
     what = "language model only" if not t.needles else \
         f"needles {t.needles:g} ({kinds}; strings {t.needle_lengths[0]}-{t.needle_lengths[1]} bytes)"
     start = f"continues {meta['parent']}, " if meta.get("parent") else ""
     depth = f"{cfg.model.n_layers} layers, " if cfg.model.n_layers != 4 else ""
     if t.induction_steps:  # an induction warm-up, then the language-model phase
         lo, hi = t.induction_lengths
-        warm = ", ".join(f"{k} {w:g}" for k, w in t.induction_kinds.items()) if len(t.induction_kinds) > 1 else \
-            next(iter(t.induction_kinds))
+        warm = _weights(t.induction_kinds) if len(t.induction_kinds) > 1 else next(iter(t.induction_kinds))
         return (f"{cfg.model.n_layers} layers, batch {t.batch_size}: {t.induction_steps} steps of {warm} ({lo}-{hi} "
                 f"bytes), then {what}, "
                 f"{t.steps - t.induction_steps} steps, each phase at lr {t.lr:g}")
@@ -54,9 +57,9 @@ def main(root: str) -> None:
                     f"{val('passkey', 'passkey_exact', 128):.2f} | {val('passkey', 'passkey_digit', 256):.2f} / "
                     f"{val('passkey', 'passkey_exact', 256):.2f} | "
                     + " / ".join(f"{cells[d]:.2f}" for d in sorted(cells)) + " |")
-    print("Retrieval recipes for RoPE unless a row names another scheme (seed 0 unless it names another, the tiny model unless the row says otherwise, validation split; 20 "
-          "prompts per passkey depth and per copy distance). Training time: one single-threaded worker of two on the "
-          "2-core CPU.\n")
+    print("Retrieval recipes for RoPE unless a row names another scheme (seed 0 unless it names another, the tiny model "
+          "unless the row says otherwise, validation split; 20 prompts per passkey depth and per copy distance). "
+          "Training time: one single-threaded worker of two on the 2-core CPU.\n")
     print("| run | trained on | train s | last train loss | ppl 1x | passkey 1x digit / exact | "
           "passkey 2x digit / exact | copy 1x at d = 32 / 64 / 102 |")
     print("|---|---|---|---|---|---|---|---|")
