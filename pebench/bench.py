@@ -19,7 +19,7 @@ import torch
 
 from .config import Config, ModelConfig
 from .model import DecoderLM
-from .train import autocast_for
+from .device import autocast_for
 
 
 @dataclass
@@ -282,3 +282,16 @@ def summary_markdown(rows: list[Measurement], peak: Peak, device: str) -> str:
 if __name__ == "__main__":  # worker entry: one isolated measurement, JSON on the last stdout line
     kw = json.loads(sys.argv[1])
     print(json.dumps(globals()[kw.pop("fn")](**kw)))
+
+
+def write_bench(root, rows: list[Measurement], peak: Peak, device: str) -> str:
+    """bench.md and bench.csv in ``root``, written atomically; returns the markdown."""
+    from pathlib import Path
+
+    from .fsutil import atomic_path, atomic_write_text
+
+    md = summary_markdown(rows, peak, device)
+    atomic_write_text(Path(root) / "bench.md", md)
+    with atomic_path(Path(root) / "bench.csv") as tmp:
+        to_frame(rows, peak).to_csv(tmp, index=False)
+    return md

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from .data.needles import DOC_KINDS
 from .errors import UsageError
 
 
@@ -32,9 +33,6 @@ def _config_dir() -> Path:
 CONFIG_DIR = _config_dir()
 
 
-LOGIT_SCALES = ("none", "logn", "drope")
-
-
 @dataclass
 class ModelConfig:
     vocab_size: int = 256
@@ -47,8 +45,8 @@ class ModelConfig:
     pe: str = "rope"
     pe_options: dict = field(default_factory=dict)
     pe_source: str = ""  # where a scheme from outside the package comes from (file.py:Class, entry-point:NAME)
-    # Logits multiplied per query beyond the training context: none; logn (log(i+1)/log(T), log-n / scalable
-    # softmax); drope (1 + c ln(L/T) for a sequence of L tokens, DroPE's evaluation scaling).
+    # Logits multiplied per query beyond the training context: a name in logit_scales.LOGIT_SCALES (none, logn,
+    # drope, ...), checked where the model is built.
     logit_scale: str = "none"
     logit_scale_c: float = 0.412
 
@@ -60,8 +58,6 @@ class ModelConfig:
             raise UsageError(f"model.d_model ({self.d_model}) must be divisible by model.n_heads ({self.n_heads})")
         if not 0 <= self.dropout < 1:
             raise UsageError(f"model.dropout must be in [0, 1), got {self.dropout}")
-        if self.logit_scale not in LOGIT_SCALES:
-            raise UsageError(f"model.logit_scale must be one of {', '.join(LOGIT_SCALES)}, got {self.logit_scale!r}")
 
 
 @dataclass
@@ -89,8 +85,8 @@ class TrainConfig:
     # needle_lengths [lo, hi] bytes (data/needles.py), keys from the training seed's own stream; 0: off.
     needles: float = 0.0
     needle_lengths: list = field(default_factory=lambda: [16, 64])
-    needle_kinds: dict = field(default_factory=dict)  # kind -> weight (passkey, copy, repeat, periodic, pairs); {}:
-    # passkey and copy, half each
+    needle_kinds: dict = field(default_factory=dict)  # kind (data.needles.DOC_KINDS) -> weight; {}: passkey and copy,
+    # half each
     # Induction warm-up: the first induction_steps of the steps train on windows of random strings each followed by
     # its repeat (induction_lengths [lo, hi] bytes), at lr held after its warmup; the language-model phase (the rest,
     # with the needles above) starts its warmup and cosine schedule afresh. 0: off.
@@ -125,13 +121,11 @@ class TrainConfig:
                 or not 0 <= self.induction_steps < self.steps:
             raise UsageError(f"train.induction_steps must be 0 (off) or a number of steps below train.steps "
                              f"({self.steps}), got {self.induction_steps!r}")
-        from .data.needles import NEEDLE_KINDS
-
         for key in ("needle_kinds", "induction_kinds"):
             kinds = getattr(self, key)
             for kind, w in kinds.items():
-                if kind not in NEEDLE_KINDS or isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
-                    raise UsageError(f"train.{key}: {kind!r}: {w!r}; kinds are {', '.join(NEEDLE_KINDS)} with "
+                if kind not in DOC_KINDS or isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
+                    raise UsageError(f"train.{key}: {kind!r}: {w!r}; kinds are {', '.join(DOC_KINDS)} with "
                                      "weights >= 0")
             if (kinds or key == "induction_kinds") and not sum(kinds.values()) > 0:
                 raise UsageError(f"train.{key}: the weights sum to 0")

@@ -114,3 +114,13 @@ class RunLock:
 
     def __exit__(self, *exc):
         self.release()
+
+
+def save_png(fig, path: Path, dpi: int = 110) -> Path:
+    """A matplotlib figure written atomically as PNG (tight bounding box), then closed."""
+    import matplotlib.pyplot as plt
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return Path(path)

@@ -7,7 +7,6 @@ runs at any length its scheme can represent.
 """
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import torch
@@ -16,6 +15,8 @@ from torch import nn
 
 from .attention import attend
 from .config import ModelConfig
+from .errors import UsageError
+from .logit_scales import LOGIT_SCALES, logit_scale_factors
 from .pe import PEContext, PositionalEncoding, build_pe
 from .pe.base import at_positions, scaled
 
@@ -23,20 +24,6 @@ from .pe.base import at_positions, scaled
 def scheme_options(cfg: ModelConfig) -> dict:
     """``pe_options`` maps scheme name -> options, so one config serves every scheme of a sweep."""
     return dict(cfg.pe_options.get(cfg.pe, {}) or {})
-
-
-def logit_scale_factors(kind: str, T: int, context: int, c: float, device) -> Optional[torch.Tensor]:
-    """Per-query logit multipliers [T], or None where every factor is 1: ``logn`` log(i+1)/log(context) beyond
-    the training context (log-n / scalable softmax), ``drope`` 1 + c ln(T/context) for a T-token sequence
-    (DroPE's evaluation scaling)."""
-    if kind == "none" or T <= context:
-        return None
-    if kind == "logn":
-        n = torch.arange(1, T + 1, device=device, dtype=torch.float32)
-        return (torch.log(n) / math.log(context)).clamp(min=1.0)
-    if kind == "drope":
-        return torch.full((T,), 1.0 + c * math.log(T / context), device=device)
-    raise ValueError(f"unknown logit scale {kind!r}")
 
 
 class CausalSelfAttention(nn.Module):
@@ -87,6 +74,7 @@ class DecoderLM(nn.Module):
     def __init__(self, cfg: ModelConfig, max_position: int = 0):
         super().__init__()
         cfg.validate()
+        LOGIT_SCALES.get(cfg.logit_scale)  # model.logit_scale names a registered scale
         self.cfg = cfg
         ctx = PEContext(cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.context, max_position)
         self.pe = build_pe(cfg.pe, ctx, scheme_options(cfg), cfg.pe_source)
@@ -124,6 +112,10 @@ class DecoderLM(nn.Module):
             self.pe.consecutive = positions is None
         if positions is None:
             positions = torch.arange(T, device=idx.device)
+        elif not torch.compiler.is_compiling() and positions.numel() and int(positions[-1]) >= max(
+                T, self.pe.ctx.positions):
+            raise UsageError(f"positions reach {int(positions[-1])}, but the model was built for positions below "
+                             f"{max(T, self.pe.ctx.positions)} (train.random_positions sets that bound)")
         x = self.pe.embed(self.tok(idx), positions)  # sinusoidal / learned act here
         x = self.drop(x)
         scale = logit_scale_factors(self.logit_scale, T, self.cfg.context, self.cfg.logit_scale_c, idx.device)

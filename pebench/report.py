@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -10,40 +9,25 @@ from typing import Optional
 import pandas as pd
 
 from .errors import PebenchError
-from .fsutil import atomic_path, atomic_write_text
-from .groups import SCHEME_ORDER  # rows of every table
+from .fsutil import atomic_path, atomic_write_text, save_png
+from .groups import row_key
+from .registry import Registry
 from .results import ResultsDir, protocol_key
 from .style import CONTEXT_LINE, style_for
-
-RATIO = "ratio"  # derived: ppl / ppl at 1x of the same run
-FORMATS = ("table", "md", "csv", "latex", "json")
-# Two-sided 95% Student t quantiles for 1..30 degrees of freedom (scipy is not a dependency).
-_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-        2.045, 2.042]
-
-
-def t95(dof: int) -> float:
-    return _T95[dof - 1] if dof <= 30 else 1.96
-
-
-def mean_ci(values: list[float]) -> tuple[float, float]:
-    """Mean and half-width of the 95% Student-t confidence interval (0 for a single value)."""
-    n = len(values)
-    m = sum(values) / n
-    if n < 2:
-        return m, 0.0
-    sd = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
-    return m, t95(n - 1) * sd / math.sqrt(n)
-
-
+from .stats import mean_ci, t95  # noqa: F401  (t95: reports' users)
+from .style import save_figure
+from .tasks import TASKS, metric, task_names
 def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.DataFrame:
     """One row per usable record (runs that failed in training left out); files that could not be used are
     appended to ``skipped`` as (path, reason), so the caller can name them."""
     rows = []
-    failed = {r for r in results.run_names() if results.status(r).get("state") == "failed"}
+    failed = set(results.runs_in("failed"))
     for rec in results.iter_records(skipped):
         if rec["run"] in failed:
+            continue
+        if stale := stale_version(rec):
+            if skipped is not None:
+                skipped.append((results.record_path(rec), stale))
             continue
         rows.append({
             "task": rec["task"], "run": rec["run"], "label": rec["label"], "scheme": rec["scheme"],
@@ -56,11 +40,18 @@ def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-def metric_of(name: str):
-    """The registered metric (its task and direction); ``ratio`` is ppl's, lower is better."""
-    from .tasks import Metric, metric
+def stale_version(rec: dict) -> Optional[str]:
+    """Why a record measured by another version of its task is left out (None when it is current)."""
+    if rec["task"] not in TASKS:
+        return None
+    have, want = rec.get("task_version", 1), TASKS.get(rec["task"]).version
+    return None if have == want else (f"measured by version {have} of task {rec['task']!r}, this pebench's is "
+                                      f"version {want}; rerun `pebench eval --task {rec['task']}`")
 
-    return Metric(RATIO, "ppl", False, "ppl / ppl at 1x of the same run", 3) if name == RATIO else metric(name)
+
+def metric_of(name: str):
+    """The registered metric (its task and direction; derived metrics such as ppl's ``ratio`` included)."""
+    return metric(name)
 
 
 @dataclass
@@ -120,15 +111,12 @@ def build_table(df: pd.DataFrame, metric: str = "ppl", protocol: Optional[str] =
     if df.empty:
         raise PebenchError(f"no records match protocol {protocol!r}" + (f" and schemes {schemes}" if schemes else "")
                            + f"; protocols present: {', '.join(protocols)}")
-    if metric == "ratio":  # value / value at 1x for the same run (perplexity)
-        one = df[(df["length"] == df["train_context"]) & (df["status"] == "ok")].set_index("run")["ppl"]
-        df = df.assign(ratio=[p / one[r] if r in one.index and p is not None and not pd.isna(p) else None
-                              for r, p in zip(df["run"], df["ppl"])])
+    if m.derived:  # computed from the task's records by the task (ppl's ratio to 1x)
+        df = TASKS.get(m.task).derive(df, metric)
     lengths = sorted(int(x) for x in df["length"].unique())
     ctx = int(df["train_context"].mode().iloc[0])
     contexts = {L: f"{L / ctx:g}x" for L in lengths}
-    order = {n: i for i, n in enumerate(SCHEME_ORDER)}
-    rows = sorted(df["label"].unique(), key=lambda lab: (order.get(lab.split("+")[0].split(" ")[0], 99), lab))
+    rows = sorted(df["label"].unique(), key=row_key)
     cells = {}
     for (label, L), g in df.groupby(["label", "length"]):
         ok = [(float(v), iv.get(metric)) for v, s, iv in zip(g[metric], g["status"], g["intervals"])
@@ -160,7 +148,7 @@ def _fmt(cell, digits: int) -> str:
 
 
 def _header(t: Table) -> list[str]:
-    last = "ratio" if t.metric == "ratio" else f"{t.metric} {t.contexts[t.lengths[-1]]}/1x"
+    last = f"{t.metric} {t.contexts[t.lengths[-1]]}/1x"
     return ["scheme"] + [f"{L} ({t.contexts[L]})" for L in t.lengths] + [last]
 
 
@@ -266,8 +254,6 @@ def write_reports(results: ResultsDir, t: Table, df: pd.DataFrame, schemes: Opti
 
 def task_outputs(results: ResultsDir, df: pd.DataFrame) -> list[Path]:
     """Whatever each task present in the records writes beside the tables (passkey heatmaps, copy by distance)."""
-    from .tasks import TASKS
-
     paths = []
     for name in sorted(df["task"].unique()) if not df.empty else []:
         if name in TASKS:
@@ -275,13 +261,18 @@ def task_outputs(results: ResultsDir, df: pd.DataFrame) -> list[Path]:
     return paths
 
 
-CONTEXT_METRICS = ("ppl", "ppl_far", "passkey_exact", "copy_acc")
+def context_metrics(df: pd.DataFrame) -> list[str]:
+    """The metrics of the context-use table: each task's summary metrics, for the tasks with records, in the
+    registry's order."""
+    present = set(df["task"]) if not df.empty else set()
+    return [m for n in task_names() if n in present for m in TASKS.get(n).summary_metrics()]
 
 
-def context_markdown(df: pd.DataFrame, metrics=CONTEXT_METRICS, split: str = "validation",
+def context_markdown(df: pd.DataFrame, metrics=None, split: str = "validation",
                      protocols: Optional[dict] = None) -> str:
     """The context-use table: one row per (label, metric), lengths as columns, each metric's best per column in
     bold (lowest perplexity, highest accuracy); metrics without records are left out."""
+    metrics = metrics or context_metrics(df)
     tables = []
     for m in metrics:
         try:
@@ -300,8 +291,7 @@ def context_markdown(df: pd.DataFrame, metrics=CONTEXT_METRICS, split: str = "va
     rows = []
     for t in tables:
         rows += [lab for lab in t.rows if lab not in rows]
-    order = {n: i for i, n in enumerate(SCHEME_ORDER)}
-    rows.sort(key=lambda lab: (order.get(lab.split("+")[0].split(" ")[0], 99), lab))
+    rows.sort(key=row_key)
     for lab in rows:
         first = True
         for t in tables:
@@ -314,17 +304,6 @@ def context_markdown(df: pd.DataFrame, metrics=CONTEXT_METRICS, split: str = "va
             lines.append(f"| {lab if first else ''} | {t.metric} | " + " | ".join(cells) + " |")
             first = False
     return "\n".join(lines) + "\n"
-
-
-def save_figure(fig, ax, path: Path) -> Path:
-    """Legend outside the axes (it never covers a curve), written atomically."""
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return path
 
 
 def _plot_length(t: Table, path: Path) -> Path:
@@ -355,90 +334,39 @@ def _plot_length(t: Table, path: Path) -> Path:
     return save_figure(fig, ax, path)
 
 
-def _plot_position(t: Table, df: pd.DataFrame, path: Path) -> Optional[Path]:
-    """Per-position loss at the longest length, averaged over seeds with a 95% band."""
-    import matplotlib.pyplot as plt
-
-    L = t.lengths[-1]
-    if t.task != "ppl":
-        return None
-    sel = df[(df["task"] == "ppl") & (df["protocol"] == t.protocol) & (df["status"] == "ok") & (df["length"] == L) & df["label"].isin(t.rows)
-             & (df["split"] == t.split)]
-    if sel.empty:
-        return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for lab in [r for r in t.rows if r in set(sel["label"])]:
-        by_hi: dict = {}
-        for buckets in sel[sel["label"] == lab]["position_buckets"]:
-            for b in buckets:
-                if b["tokens"] and b["loss"] is not None:
-                    by_hi.setdefault(b["hi"], []).append(b["loss"])
-        xs = sorted(by_hi)
-        stats = [mean_ci(by_hi[x]) for x in xs]
-        st = style_for(lab)
-        ax.plot(xs, [m for m, _ in stats], label=lab, **{**st.kwargs(), "marker": "."})
-        if any(c > 0 for _, c in stats):
-            ax.fill_between(xs, [m - c for m, c in stats], [m + c for m, c in stats], color=st.color, alpha=0.15,
-                            linewidth=0)
-    ax.axvline(int(sel["train_context"].iloc[0]), label="training context", **CONTEXT_LINE)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("context length of the scored token (bucket end)")
-    ax.set_ylabel("mean loss (nats)")
-    ax.set_title(f"per-position loss at length {L} ({t.protocol})")
-    return save_figure(fig, ax, path)
-
-
-def curves_frame(results: ResultsDir) -> pd.DataFrame:
-    """Learning curves, one row per (run, step, length): ppl against training tokens."""
-    rows = [{"run": c["run"], "scheme": c["scheme"], "seed": c["seed"], "step": c["step"], "tokens": c["tokens"],
-             "length": int(L), "ppl": p} for c in results.learning_curves() for L, p in c["curve"].items()]
-    return pd.DataFrame(rows, columns=["run", "scheme", "seed", "step", "tokens", "length", "ppl"])
-
-
-def _plot_curves(cf: pd.DataFrame, path: Path) -> Path:
-    """ppl against training tokens per scheme, at 1x (left) and the longest length (right), mean and 95% band
-    over seeds; one legend for both panels."""
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import ScalarFormatter
-
-    lengths = sorted(cf["length"].unique())
-    panels = [lengths[0], lengths[-1]] if len(lengths) > 1 else lengths
-    schemes = sorted(cf["scheme"].unique(), key=lambda s: (SCHEME_ORDER.index(s) if s in SCHEME_ORDER else 99, s))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
-    for ax, L in zip(axes[0], panels):
-        sel = cf[(cf["length"] == L) & cf["ppl"].notna()]
-        for scheme in schemes:
-            g = sel[sel["scheme"] == scheme].groupby("tokens")["ppl"].apply(list)
-            stats = [mean_ci(v) for v in g]
-            st = style_for(scheme)
-            ax.plot(g.index, [m for m, _ in stats], label=scheme, **{**st.kwargs(), "marker": "."})
-            if any(c > 0 for _, c in stats):
-                ax.fill_between(g.index, [m - c for m, c in stats], [m + c for m, c in stats], color=st.color,
-                                alpha=0.15, linewidth=0)
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(ScalarFormatter())
-        ax.yaxis.set_minor_formatter(ScalarFormatter())
-        ax.set_xlabel("training tokens")
-        ax.set_ylabel("ppl")
-        ax.set_title(f"learning curve at length {L}")
-    handles, labels = axes[0][0].get_legend_handles_labels()  # the 1x panel has every scheme
-    axes[0][-1].legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
-
-
 def write_plots(results: ResultsDir, t: Table, df: pd.DataFrame, sfx: str = "") -> list[Path]:
+    """The metric against length, and whatever the table's task plots beside it (ppl: loss by position, and
+    with the main report the learning curves)."""
     import matplotlib
 
     matplotlib.use("Agg")
     paths = [_plot_length(t, results.root / f"plot_length{sfx}.png")]
-    pos = _plot_position(t, df, results.root / f"plot_position{sfx}.png")
-    paths += [pos] if pos else []
-    cf = curves_frame(results)
-    if not sfx and not cf.empty:  # learning curves (train.eval_every), with the main report
-        with atomic_path(results.root / "curves.csv") as tmp:
-            cf.to_csv(tmp, index=False)
-        paths += [results.root / "curves.csv", _plot_curves(cf, results.root / "plot_curves.png")]
-    return paths
+    return paths + TASKS.get(t.task).plots(t, df, results.root, sfx)
+
+
+REPORT_FORMATS: Registry = Registry("report format")  # name -> fn(Table) -> text (or a rich renderable)
+
+
+@REPORT_FORMATS.register("table")
+def _fmt_table(t: Table):
+    return to_rich(t)
+
+
+REPORT_FORMATS.register("md")(to_markdown)
+REPORT_FORMATS.register("latex")(to_latex)
+REPORT_FORMATS.register("json")(to_json)
+
+
+@REPORT_FORMATS.register("csv")
+def _fmt_csv(t: Table) -> str:
+    return to_frame(t).to_csv(index=False)
+
+
+def suite_report(results: ResultsDir, df: pd.DataFrame, names: list[str], req) -> tuple[Table, str, list[Path]]:
+    """The report of `pebench run`: the table of its first task's headline metric, the context-use table when it
+    evaluated several tasks ('' otherwise), and every file written."""
+    df = df[df["run"].isin(names)]
+    tasks, _ = req.resolved_tasks()
+    t = build_table(df, tasks[0].headline or tasks[0].metrics[0].name, None, split=req.split)
+    paths = write_reports(results, t, df)
+    return t, context_markdown(df, split=req.split) if len(tasks) > 1 else "", paths

@@ -35,17 +35,20 @@ RECORD_FIELDS = {
     "metrics": "the task's metrics: {name: value} (ppl, ppl_far, bpb, loss; passkey_exact, ...), null if undefined",
     "intervals": "95% intervals of metrics measured over trials: {name: [lo, hi]}",
     "details": "the task's own fields (below), e.g. per-position loss, per-depth cells",
-    "rope": "{variant, factor, attention_factor} for RoPE runs",
+    "pe_state": "the scheme's own evaluation-time settings at this length, from its describe() (RoPE: variant, "
+                "factor, attention_factor); absent for schemes that report none",
+    "task_version": "version of the task's prompts and scoring; records of another version are never mixed in",
     "provenance": "pebench/torch version, git commit, device, steps, params, corpus, fingerprints, timing",
     "created": "when the record was written (UTC, ISO 8601)",
     "split": "validation | test: the documents the stream was taken from",
 }
-# Every other field is in every record: `rope` only for RoPE runs; `split` is absent from records written before
-# it existed, which were all on the validation split.
-OPTIONAL_RECORD_FIELDS = frozenset({"rope", "split"})
+# Every other field is in every record: `pe_state` only for schemes that describe one; `split` and `task_version`
+# are absent from records written before they existed (validation split; version 1).
+OPTIONAL_RECORD_FIELDS = frozenset({"pe_state", "split", "task_version"})
 EVAL_SPLITS = ("validation", "test")
 _V1_DETAILS = ("tokens_scored", "windows", "position_buckets")
-RECORD_V1 = [k for k in RECORD_FIELDS if k not in ("task", "metrics", "intervals", "details")] + [
+RECORD_V1 = [k for k in RECORD_FIELDS if k not in ("task", "metrics", "intervals", "details", "pe_state",
+                                                   "task_version")] + [
     "loss", "ppl", "bpb", *_V1_DETAILS]
 
 
@@ -58,22 +61,21 @@ def upgrade_record(rec: dict) -> dict:
     return out
 
 
+def upgrade_fields(rec: dict) -> dict:
+    """Older schema-2 records in today's shape: the RoPE-only ``rope`` key became the scheme's ``pe_state``."""
+    if "rope" in rec:
+        rec = {("pe_state" if k == "rope" else k): v for k, v in rec.items()}
+    return rec
+
+
 def check_record_fields(rec: dict) -> None:
-    """The writer's guard: a record has exactly the documented fields (``rope`` only for RoPE runs) and its
-    details exactly its task's fields."""
+    """The writer's guard on the record's own fields: exactly the documented ones (``pe_state`` only where the
+    scheme describes one). A task checks its metrics and details itself (``Task.check_record``)."""
     missing = set(RECORD_FIELDS) - OPTIONAL_RECORD_FIELDS - set(rec)
     unknown = set(rec) - set(RECORD_FIELDS)
     if missing or unknown:
         raise ValueError(f"record fields do not match RECORD_FIELDS: missing {sorted(missing)}, "
                          f"unknown {sorted(unknown)}")
-    from .tasks import TASKS
-
-    task = TASKS.get(rec["task"])
-    if rec["status"] == "ok" and set(rec["details"]) != set(task.fields):
-        raise ValueError(f"{rec['task']} record details {sorted(rec['details'])} do not match the task's fields "
-                         f"{sorted(task.fields)}")
-    if set(rec["metrics"]) != {m.name for m in task.metrics}:
-        raise ValueError(f"{rec['task']} record metrics {sorted(rec['metrics'])} are not the task's")
 
 
 def now() -> str:
@@ -142,6 +144,14 @@ class ResultsDir:
         except ValueError:
             return {"state": "unknown"}
 
+    def state(self, name: str) -> str:
+        """The run's state: missing, running, interrupted, failed, finished (or unknown for a damaged file)."""
+        return self.status(name).get("state", "unknown")
+
+    def runs_in(self, state: str) -> list[str]:
+        """The runs in one state, by name."""
+        return [r for r in self.run_names() if self.state(r) == state]
+
     def set_status(self, name: str, **fields) -> None:
         atomic_write_json(self.run_dir(name) / "status.json", {**fields, "updated": now()})
 
@@ -208,6 +218,8 @@ class ResultsDir:
                     reason = "not a pebench record"
                 elif rec["schema"] == 1 and not (set(RECORD_V1) - OPTIONAL_RECORD_FIELDS - set(rec)):
                     rec = upgrade_record(rec)
+                elif rec["schema"] == SCHEMA_VERSION and "rope" in rec:
+                    rec = upgrade_fields(rec)
                 elif rec["schema"] != SCHEMA_VERSION:
                     reason = f"record schema {rec['schema']!r}, this pebench reads schema {SCHEMA_VERSION}"
                 elif missing := sorted(set(RECORD_FIELDS) - OPTIONAL_RECORD_FIELDS - set(rec)):

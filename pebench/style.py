@@ -75,3 +75,11 @@ def style_for(label: str) -> LineStyle:
         color, dash, marker = VARIANT_STYLES.get(variant, (scheme_color(scheme), (0, (2, 1)), "X"))
         return LineStyle(color, dash, marker, finetuned)
     return LineStyle(scheme_color(scheme), "-", "o", finetuned)
+
+
+def save_figure(fig, ax, path):
+    """Legend outside the axes (it never covers a curve), written atomically."""
+    from .fsutil import save_png
+
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return save_png(fig, path)

@@ -1,22 +1,87 @@
-"""Run the independent jobs of a sweep (schemes x seeds) in parallel, one worker per device.
+"""Running the jobs a plan made: in this process, or in parallel worker processes, one per device.
 
-Each job is ``pebench train --resume`` followed by ``pebench eval`` in a subprocess pinned to its
-device, so a crash in one job cannot take the others down and an interrupted sweep resumes where it
-stopped (finished runs and existing records are skipped).
+A job is one run: train it (resuming what was interrupted, skipping what is finished), then evaluate it. For a
+worker the parent writes the resolved job (the run's full config and the evaluation request) to a file, and the
+worker runs ``pebench job FILE``: it reads that file and plans nothing, so a worker can never plan differently
+from its parent. A crash in one job cannot take the others down, and an interrupted sweep resumes where it stopped.
 """
 from __future__ import annotations
 
+import json
 import os
 import queue
-from contextlib import nullcontext
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Optional
 
-from .errors import UsageError
+from .config import Config, config_from_dict
+from .errors import PebenchError, UsageError
+from .evaluate import EvalRequest, evaluate_run
+from .fsutil import atomic_write_json
+from .parsing import parse_list
+from .plan import scalings_for
 from .results import ResultsDir
+from .scoring import Protocol
+from .tasks import TASKS
+
+JOBS = "jobs"  # RESULTS/jobs/NAME.json: the resolved jobs handed to workers
+
+
+def request_dict(req: EvalRequest) -> dict:
+    """An evaluation request as plain data (tasks by name)."""
+    d = {k: v for k, v in asdict(req).items() if k not in ("protocol", "tasks")}
+    return {**d, "protocol": asdict(req.protocol), "tasks": [t.name for t in req.resolved_tasks()[0]],
+            "options": req.resolved_tasks()[1]}
+
+
+def request_from_dict(d: dict) -> EvalRequest:
+    return EvalRequest(**{**d, "protocol": Protocol(**d["protocol"]), "tasks": [TASKS.get(n) for n in d["tasks"]]})
+
+
+def write_job(results: ResultsDir, name: str, cfg: Config, req: EvalRequest, overwrite: bool) -> Path:
+    """The job file a worker runs: the run's resolved config and this run's evaluation request."""
+    sc = scalings_for(cfg.model.pe, list(req.scalings), explicit=False)
+    spec = {"name": name, "results": str(results.root), "overwrite": overwrite, "config": cfg.to_dict(),
+            "eval": request_dict(replace(req, scalings=sc))}
+    path = results.root / JOBS / f"{name}.json"
+    atomic_write_json(path, spec)
+    return path
+
+
+def read_job(path: Path) -> tuple[ResultsDir, str, Config, EvalRequest, bool]:
+    try:
+        spec = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"job file {path} cannot be read: {e}")
+    cfg = config_from_dict(spec["config"], name=spec["config"].get("name", "custom"))
+    return ResultsDir(spec["results"]), spec["name"], cfg, request_from_dict(spec["eval"]), spec["overwrite"]
+
+
+def evaluate_runs(rd: ResultsDir, runs: list[str], req: EvalRequest, explicit: bool, on_error: Callable[[str], None],
+                  on_record=None, progress=None) -> int:
+    """Evaluate each run (its scheme's variants only, unless they were asked for ``explicit``ly); a run that
+    fails is reported through ``on_error`` and the others go on. Returns the number of failures."""
+    failures = 0
+    for run in runs:
+        cfg, _ = rd.run_config(run)
+        sc = scalings_for(cfg.model.pe, list(req.scalings), explicit)
+        if sc is None:
+            on_error(f"run {run!r} uses {cfg.model.pe!r}: --rope-scaling applies to the RoPE family only")
+            failures += 1
+            continue
+        try:
+            evaluate_run(rd, run, replace(req, scalings=sc), on_record=on_record, progress=progress)
+        except UsageError:
+            raise
+        except PebenchError as e:
+            on_error(f"{run}: {e}")
+            failures += 1
+    return failures
 
 
 @dataclass
@@ -24,71 +89,16 @@ class Job:
     name: str
     scheme: str
     seed: int
-    train_args: list[str]
-    eval_args: list[str]
+    spec: Path
     state: str = "queued"
     device: str = ""
     error: str = ""
     log: list[str] = field(default_factory=list)
 
 
-def plan_runs(base, schemes: list[str], seeds: list[int]) -> list:
-    """(run name, config) for every scheme x seed, each with its scheme's learning rate from
-    ``train.lr_by_scheme`` (else ``train.lr``); scheme options are validated before anything runs."""
-    from dataclasses import replace
-
-    from .pe import SCHEMES, SOURCES
-    from .train import build_model
-
-    for name in base.train.lr_by_scheme:
-        SCHEMES.get(name)  # a typo in a tuned overlay is an error, not a silently untuned scheme
-    out = []
-    for s in schemes:
-        for sd in seeds:
-            lr = float(base.train.lr_by_scheme.get(s, base.train.lr))
-            cfg = replace(base, model=replace(base.model, pe=s, pe_source=SOURCES.get(s, "")),
-                          train=replace(base.train, seed=sd, lr=lr)).validate()
-            build_model(cfg)
-            out.append((f"{s}-{cfg.name}-s{sd}", cfg))
-    return out
-
-
-TRAIN_FLAGS = ("--config", "--overlay", "--steps", "--data", "--text-field", "--compile", "--needles")
-EVAL_FLAGS = ("--lengths", "--max-tokens", "--task", "--trials", "--protocol", "--stride")
-
-
-def _flags(opts: dict, names: tuple) -> list[str]:
-    """Command-line flags for the options that were given (None: not given; lists repeat the flag)."""
-    out = []
-    for flag in names:
-        val = opts.get(flag)
-        if val is None or val == [] or val == ():
-            continue
-        if isinstance(val, bool):
-            out.append(flag if val else flag.replace("--", "--no-", 1))
-        else:
-            for v in val if isinstance(val, (list, tuple)) else [val]:
-                out += [flag, str(v)]
-    return out
-
-
-def jobs_for(plan: list, results, opts: dict, scalings: list[str], split: str, overwrite: bool) -> list[Job]:
-    """One ``train`` + ``eval`` job per planned run, for workers that run them as subprocesses."""
-    from .pe import SCHEMES
-
-    common = ["--results", str(results)]
-    jobs = []
-    for name, cfg in plan:
-        s, sd = cfg.model.pe, cfg.train.seed
-        targs = ["train", "--pe", cfg.model.pe_source or s, "--seed", str(sd), *_flags(opts, TRAIN_FLAGS), *common,
-                 "--overwrite" if overwrite else "--resume"]
-        eargs = ["eval", "--run", name, "--split", split, *_flags(opts, EVAL_FLAGS), *common]
-        own = SCHEMES.get(s).variants()
-        mine = own if scalings == ["all"] else [v for v in scalings if v in own]
-        if mine:
-            eargs += ["--rope-scaling", ",".join(mine)]
-        jobs.append(Job(name, s, sd, targs, eargs))
-    return jobs
+def jobs_for(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool) -> list[Job]:
+    """One job per planned run (name, config), its resolved file written for the worker."""
+    return [Job(name, cfg.model.pe, cfg.train.seed, write_job(rd, name, cfg, req, overwrite)) for name, cfg in runs]
 
 
 def parse_devices(spec: str) -> list[str]:
@@ -99,20 +109,10 @@ def parse_devices(spec: str) -> list[str]:
         n = torch.cuda.device_count()
         return [f"cuda:{i}" for i in range(n)] if n else ["cpu"]
     if spec.startswith("cpu"):
-        try:
-            n = int(spec.split(":", 1)[1]) if ":" in spec else 1
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise UsageError(f"--devices cpu:N needs N >= 1, got {spec!r}")
+        (n,) = parse_list(spec.split(":", 1)[1] if ":" in spec else "1", "--devices cpu:N", int, lo=1)
         return ["cpu"] * n
-    try:
-        ids = [int(x) for x in spec.split(",")]
-    except ValueError:
-        raise UsageError(f"--devices must be auto, cpu:N or GPU indices like 0,1,2; got {spec!r}")
-    if len(set(ids)) != len(ids) or any(i < 0 for i in ids):
-        raise UsageError(f"--devices lists an invalid or repeated GPU index: {spec!r}")
-    if ids and max(ids) >= torch.cuda.device_count():
+    ids = parse_list(spec, "--devices (auto, cpu:N or GPU indices like 0,1,2)", int, lo=0)
+    if max(ids) >= torch.cuda.device_count():
         raise UsageError(f"--devices {spec}: only {torch.cuda.device_count()} CUDA device(s) visible")
     return [f"cuda:{i}" for i in ids]
 
@@ -127,23 +127,35 @@ def _env_for(device: str, workers: int) -> dict:
 
 
 def _run_job(job: Job, device: str, workers: int) -> None:
-    dev = "cuda" if device.startswith("cuda") else "cpu"
-    env = _env_for(device, workers)
-    job.device = device
-    for phase, args in (("training", job.train_args), ("evaluating", job.eval_args)):
-        job.state = phase
-        cmd = [sys.executable, "-m", "pebench", *args, "--device", dev]
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        job.log.append(p.stdout + p.stderr)
-        if p.returncode != 0:
-            lines = [x for x in (p.stderr or p.stdout).strip().splitlines() if x.strip()]
-            job.state, job.error = "failed", (lines[-1] if lines else f"exit {p.returncode}")
-            return
+    job.device, job.state = device, "running"
+    cmd = [sys.executable, "-m", "pebench", "job", str(job.spec), "--device",
+           "cuda" if device.startswith("cuda") else "cpu"]
+    p = subprocess.run(cmd, env=_env_for(device, workers), capture_output=True, text=True)
+    job.log.append(p.stdout + p.stderr)
+    if p.returncode != 0:
+        lines = [x for x in (p.stderr or p.stdout).strip().splitlines() if x.strip()]
+        job.state, job.error = "failed", (lines[-1] if lines else f"exit {p.returncode}")
+        return
     job.state = "done"
+
+
+def _view(jobs: list[Job], workers: int, results: ResultsDir):
+    from rich.table import Table
+
+    t = Table(title=f"sweep: {len(jobs)} jobs on {workers} worker(s)")
+    for col in ("run", "device", "state", "step"):
+        t.add_column(col)
+    for j in jobs:
+        st = results.status(j.name)
+        t.add_row(j.name, j.device, j.state if not j.error else f"failed: {j.error}",
+                  f"{st.get('step', 0)}/{st.get('steps', '?')}")
+    return t
 
 
 def run_sweep(jobs: list[Job], devices: list[str], results: ResultsDir, show: bool = True) -> list[Job]:
     """Run jobs on the workers; a rich table shows every job's state and training step."""
+    from rich.live import Live
+
     q: "queue.Queue[Job]" = queue.Queue()
     for j in jobs:
         q.put(j)
@@ -159,24 +171,47 @@ def run_sweep(jobs: list[Job], devices: list[str], results: ResultsDir, show: bo
     threads = [threading.Thread(target=worker, args=(d,), daemon=True) for d in devices]
     for t in threads:
         t.start()
-    from rich.live import Live
-    from rich.table import Table
-
-    def view() -> Table:
-        t = Table(title=f"sweep: {len(jobs)} jobs on {len(devices)} worker(s)")
-        for col in ("run", "device", "state", "step"):
-            t.add_column(col)
-        for j in jobs:
-            st = results.status(j.name)
-            t.add_row(j.name, j.device, j.state if not j.error else f"failed: {j.error}",
-                      f"{st.get('step', 0)}/{st.get('steps', '?')}")
-        return t
-
-    with Live(view(), refresh_per_second=2, transient=False, redirect_stdout=False) if show else nullcontext() as live:
+    with Live(_view(jobs, len(devices), results), refresh_per_second=2, redirect_stdout=False) if show \
+            else nullcontext() as live:
         while any(t.is_alive() for t in threads):
             time.sleep(0.5)
             if show:
-                live.update(view())
+                live.update(_view(jobs, len(devices), results))
         if show:
-            live.update(view())
+            live.update(_view(jobs, len(devices), results))
     return jobs
+
+
+def failed_jobs(jobs: list[Job]) -> list[Job]:
+    return [j for j in jobs if j.state != "done"]
+
+
+def run_local(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool, train_fn, on_error, on_record=None,
+              progress=None) -> int:
+    """Every run trained then evaluated in this process, in order; returns the number of evaluation failures."""
+    for name, cfg in runs:
+        train_fn(cfg, rd, name, device=req.device, resume=not overwrite, overwrite=overwrite)
+    return evaluate_runs(rd, [n for n, _ in runs], req, False, on_error, on_record, progress)
+
+
+def run_all(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool, devices: Optional[str], train_fn, on_error,
+            on_record=None, progress=None, show: bool = False) -> int:
+    """The runs of a plan trained and evaluated: in this process (``devices`` None), else on parallel workers
+    (``auto``, GPU indices or ``cpu:N``). Returns the number of runs or jobs that failed, each reported."""
+    if devices is None:
+        return run_local(rd, runs, req, overwrite, train_fn, on_error, on_record, progress)
+    jobs = run_sweep(jobs_for(rd, runs, req, overwrite), parse_devices(devices), rd, show=show)
+    for j in failed_jobs(jobs):
+        on_error(f"job {j.name} failed: {j.error}")
+    return len(failed_jobs(jobs))
+
+
+def run_job_file(path: Path, device: str, train_fn, on_error, on_record=None, progress=None) -> int:
+    """A worker's job: train the run its file names, then evaluate it, exactly as the parent planned."""
+    rd, name, cfg, req, overwrite = read_job(path)
+    train_fn(cfg, rd, name, device=device, resume=not overwrite, overwrite=overwrite)
+    return evaluate_runs(rd, [name], replace(req, device=device), False, on_error, on_record, progress)
+
+
+__all__ = ["Job", "evaluate_runs", "jobs_for", "parse_devices", "read_job", "run_job_file", "run_local",
+           "run_sweep", "write_job"]

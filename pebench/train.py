@@ -6,10 +6,9 @@ import json
 import math
 import shutil
 import signal
-import sys
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -19,21 +18,12 @@ import yaml
 from .config import Config
 from .data import prepare_corpus, sample_batch
 from .errors import PebenchError, TrainingDiverged, UsageError
+from .checkpoint import CHECKPOINT, build_model, check_compatible, load_checkpoint, load_shared_weights
+from .device import autocast_for, resolve_device
 from .fsutil import RunLock, append_line, atomic_save, atomic_write_text
 from .model import DecoderLM
 from .results import ResultsDir, environment, now
-
-CHECKPOINT = "checkpoint.pt"
-
-
-def resolve_device(device: str = "auto") -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise UsageError(f"unknown device {device!r}; valid: auto, cpu, cuda")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UsageError("--device cuda was asked for but no CUDA GPU is available")
-    return torch.device(device)
+from .scoring import Protocol, score_stream
 
 
 def lr_at(step: int, cfg) -> float:
@@ -77,33 +67,6 @@ def make_optimizer(model: torch.nn.Module, cfg, device: torch.device) -> torch.o
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device.type == "cuda")
 
 
-def load_checkpoint(path: Path) -> dict:
-    """Load with weights_only=True: a pickle that tries to run code is refused, never executed."""
-    path = Path(path)
-    if not path.exists():
-        raise PebenchError(f"checkpoint not found: {path}")
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - torch raises several types for bad files
-        msg = str(e)
-        if "weights_only" in msg or "Unsupported global" in msg or "Unsupported operand" in msg:
-            raise PebenchError(f"refusing to load {path}: it contains code or objects that are not plain "
-                               "tensors (loaded with weights_only=True)")
-        raise PebenchError(f"checkpoint {path} is truncated or corrupted: {msg.splitlines()[0][:160]}")
-    if not isinstance(ckpt, dict) or "model" not in ckpt or "config" not in ckpt:
-        raise PebenchError(f"checkpoint {path} is not a pebench checkpoint")
-    return ckpt
-
-
-def check_compatible(saved: dict, cfg: Config, path: Path) -> None:
-    mine = cfg.to_dict()
-    for section in ("model",):
-        for key, value in saved.get(section, {}).items():
-            if mine[section].get(key) != value:
-                raise PebenchError(f"checkpoint {path} was trained with {section}.{key}={value!r}, "
-                                   f"this run has {mine[section].get(key)!r}")
-
-
 def _truncate_metrics(path: Path, step: int) -> None:
     """After a resume from ``step``, drop log lines of steps that will be trained again."""
     if not path.exists():
@@ -135,13 +98,6 @@ def _rng_state(device: torch.device) -> dict:
     return state
 
 
-def autocast_for(device: torch.device):
-    """bf16 autocast on CUDA, nothing elsewhere (CPU runs in fp32)."""
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
 def train(cfg: Config, results: ResultsDir, name: str, device: str = "auto", resume: bool = False,
           overwrite: bool = False, init_from: Optional[str] = None, parent_meta: Optional[dict] = None,
           progress: Optional[Callable[[int, int, float, float], None]] = None,
@@ -157,7 +113,7 @@ def train(cfg: Config, results: ResultsDir, name: str, device: str = "auto", res
     # Read (or build) the corpus first: a bad corpus spec must not leave an empty run folder behind.
     corpus = prepare_corpus(tc.data, results.cache, tc.text_field)
     if is_main:
-        state = results.status(name)["state"]
+        state = results.state(name)
         if state == "finished" and not overwrite:
             if resume:
                 _check_same_config(results, name, cfg)
@@ -223,6 +179,8 @@ def _init_state(cfg: Config, dev: torch.device, ckpt_path: Path, resume: bool, i
         ckpt = load_checkpoint(ckpt_path)
         check_compatible(ckpt["config"], cfg, ckpt_path)
         model.load_state_dict(ckpt["model"])
+        with torch.no_grad():
+            model.pe.after_step()
         opt.load_state_dict(ckpt["optimizer"])
         torch.set_rng_state(ckpt["rng"]["torch"])
         if dev.type == "cuda" and "cuda" in ckpt["rng"]:
@@ -231,25 +189,6 @@ def _init_state(cfg: Config, dev: torch.device, ckpt_path: Path, resume: bool, i
     if init_from is not None:
         load_shared_weights(model, load_checkpoint(init_from)["model"], init_from.parent.name)
     return model, opt, 0
-
-
-def load_shared_weights(model: torch.nn.Module, state: dict, parent: str) -> tuple[list, list]:
-    """Every weight the parent and this model share (same name and shape) is loaded; one of the same name and
-    another shape is an error. Returns and prints (one line each) what was not loaded: the parent's weights
-    this model has no place for, and this model's weights left at initialisation (e.g. RoPE -> NoPE for
-    DroPE has none of either; NoPE -> ALiBi neither; learned -> none drops pe.table)."""
-    own = model.state_dict()
-    bad = [k for k in state if k in own and own[k].shape != state[k].shape]
-    if bad:
-        raise PebenchError(f"cannot initialise from {parent!r}: {bad[0]} has shape {tuple(state[bad[0]].shape)} "
-                           f"there and {tuple(own[bad[0]].shape)} here")
-    result = model.load_state_dict(state, strict=False)
-    dropped, fresh = list(result.unexpected_keys), list(result.missing_keys)
-    if dropped:
-        print(f"init from {parent}: not loaded (no place in this model): {', '.join(dropped)}", file=sys.stderr)
-    if fresh:
-        print(f"init from {parent}: left at initialisation (not in the parent): {', '.join(fresh)}", file=sys.stderr)
-    return dropped, fresh
 
 
 def _check_same_config(results: ResultsDir, name: str, cfg: Config) -> None:
@@ -268,11 +207,6 @@ def sample_positions(seed: int, step: int, T: int, M: int, device) -> torch.Tens
     (seed, step) and the same for every rank."""
     gen = torch.Generator().manual_seed(seed * 1_000_003 + step + 7)
     return torch.randperm(M, generator=gen)[:T].sort().values.to(device)
-
-
-def build_model(cfg: Config) -> DecoderLM:
-    """The model of a config (a learned table holds every random training position)."""
-    return DecoderLM(cfg.model, cfg.train.random_positions)
 
 
 def _train_step(fwd, net, opt, x, y, tc, dev, world: int, pg, stop: StopRequest,
@@ -302,8 +236,6 @@ def curve_point(model: DecoderLM, cfg: Config, val_tokens, dev: torch.device) ->
     """Perplexity at 1x and at the longest evaluation multiple on the first ``eval.curve_tokens`` validation
     tokens (non-overlapping windows): one point of the learning curve. Evaluation mode and no random numbers,
     so the training trajectory is untouched (tested bitwise)."""
-    from .evaluate import Protocol, score_stream  # evaluate imports this module
-
     T = cfg.model.context
     stream = val_tokens[:min(len(val_tokens), cfg.eval.curve_tokens)]
     limit = model.pe.max_positions()
@@ -321,11 +253,10 @@ def curve_point(model: DecoderLM, cfg: Config, val_tokens, dev: torch.device) ->
     return out
 
 
-def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_meta, progress, rank, world, pg):
-    tc = cfg.train
-    folder = results.run_dir(name)
-    is_main = rank == 0
-    train_tokens = corpus.tokens("train")
+def _prepare(cfg: Config, results: ResultsDir, name: str, dev, corpus, resume: bool, init_from: Optional[str],
+             parent_meta: Optional[dict], rank: int, world: int):
+    """Model, optimizer and first step of a run; on rank 0 its config.yaml and status written."""
+    tc, folder = cfg.train, results.run_dir(name)
     if tc.batch_size % (world * tc.grad_accum):
         raise UsageError(f"train.batch_size {tc.batch_size} must be divisible by ranks x grad_accum "
                          f"({world} x {tc.grad_accum})")
@@ -336,7 +267,7 @@ def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_met
     model, opt, start_step = _init_state(cfg, dev, folder / CHECKPOINT, resume, parent_ckpt)
     if resume:  # drop log lines past the checkpoint (all of them when there is none yet)
         _truncate_metrics(folder / "metrics.jsonl", start_step)
-    if is_main:
+    if rank == 0:
         run_meta = {"name": name, "created": now(), "parent": init_from, **(parent_meta or {}),
                     "corpus": corpus.spec, "corpus_fingerprint": corpus.fingerprint,
                     "config_hash": cfg.hash(), "params": model.num_params(), "world_size": world}
@@ -344,93 +275,122 @@ def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_met
             atomic_write_text(folder / "config.yaml", yaml.safe_dump({**cfg.to_dict(), "run": run_meta},
                                                                      sort_keys=False))
         results.set_status(name, state="running", step=start_step, steps=tc.steps)
+    return model, opt, start_step
 
+
+@dataclass
+class _Loop:
+    """One run's training loop: each step's batch and update, and what it writes (log lines, learning-curve
+    points, checkpoints, status)."""
+
+    cfg: Config
+    results: ResultsDir
+    name: str
+    dev: torch.device
+    corpus: object
+    model: DecoderLM
+    opt: torch.optim.Optimizer
+    rank: int
+    world: int
+    pg: object
+    progress: Optional[Callable]
+    train_tokens: object = None
+    saved: int = 0
+    window_t: float = 0.0
+    window_tokens: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def folder(self) -> Path:
+        return self.results.run_dir(self.name)
+
+    def step(self, step: int, fwd, net, stop: StopRequest) -> float:
+        tc, T = self.cfg.train, self.cfg.model.context
+        lr = lr_at(step, tc)
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        x, y = sample_batch(self.train_tokens, tc.seed, step, tc.batch_size, T, self.rank, self.world,
+                            *needle_settings(tc, step))
+        pos = sample_positions(tc.seed, step, T, tc.random_positions, self.dev) if tc.random_positions else None
+        x, y = x.to(self.dev, non_blocking=True), y.to(self.dev, non_blocking=True)
+        loss, stopping = _train_step(fwd, net, self.opt, x, y, tc, self.dev, self.world, self.pg, stop, pos)
+        if not math.isfinite(loss):
+            if self.is_main:
+                self.results.set_status(self.name, state="failed", step=step, reason=f"loss {loss} at step {step}")
+            raise TrainingDiverged(f"training diverged: loss is {loss} at step {step}; the last good checkpoint is "
+                                   f"kept in {self.folder}; lower train.lr and rerun with --overwrite")
+        self.opt.step()
+        with torch.no_grad():
+            self.model.pe.after_step()  # a scheme projects its parameters back into their domain
+        self.window_tokens += tc.batch_size * T
+        self.after(step + 1, loss, lr, stopping, stop)
+        return loss
+
+    def after(self, done: int, loss: float, lr: float, stopping: bool, stop: StopRequest) -> None:
+        tc = self.cfg.train
+        if self.is_main and (done % tc.log_every == 0 or done == tc.steps or stopping):
+            self.log(done, loss, lr)
+        if self.is_main and tc.eval_every and (done % tc.eval_every == 0 or done == tc.steps):
+            point = curve_point(self.model, self.cfg, self.corpus.tokens("validation"), self.dev)
+            append_line(self.folder / "metrics.jsonl", json.dumps(
+                {"step": done, "tokens": done * tc.batch_size * self.cfg.model.context, "curve": point}))
+        if done % tc.checkpoint_every == 0 or done == tc.steps or stopping:
+            self.save(done)
+        if stopping and done < tc.steps:
+            why = stop.signal or "a signal on another rank"
+            if self.is_main:
+                self.results.set_status(self.name, state="interrupted", step=done, steps=tc.steps, signal=why)
+            raise TrainingInterrupted(f"{self.name}: interrupted by {why} at step {done}/{tc.steps}; checkpoint "
+                                      f"saved, rerun with --resume to continue")
+        if self.is_main and done % tc.checkpoint_every == 0 and done < tc.steps:
+            self.results.set_status(self.name, state="running", step=done, steps=tc.steps)
+
+    def log(self, done: int, loss: float, lr: float) -> None:
+        el = time.time() - self.window_t
+        tps = self.window_tokens / el if el > 0 else 0.0
+        append_line(self.folder / "metrics.jsonl", f'{{"step": {done}, "loss": {loss:.6f}, "lr": {lr:.6g}, '
+                                                   f'"tokens_per_s": {tps:.1f}}}')
+        self.window_t, self.window_tokens = time.time(), 0
+        if self.progress:
+            self.progress(done, self.cfg.train.steps, loss, tps)
+
+    def save(self, step: int) -> None:
+        if self.is_main:
+            ckpt = {"model": self.model.state_dict(), "optimizer": self.opt.state_dict(), "step": step,
+                    "config": self.cfg.to_dict(), "rng": _rng_state(self.dev)}
+            atomic_save(self.folder / CHECKPOINT, lambda p: torch.save(ckpt, p))
+        self.saved = step
+
+    def interrupted_at_once(self) -> None:
+        """A second Ctrl-C: stop at once, from the last checkpoint."""
+        steps = self.cfg.train.steps
+        if self.is_main:
+            self.results.set_status(self.name, state="interrupted", step=self.saved, steps=steps, signal="SIGINT")
+        raise TrainingInterrupted(f"{self.name}: interrupted at once; the last checkpoint is at step {self.saved}/"
+                                  f"{steps}, rerun with --resume to continue")
+
+
+def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_meta, progress, rank, world, pg):
+    tc = cfg.train
+    model, opt, start_step = _prepare(cfg, results, name, dev, corpus, resume, init_from, parent_meta, rank, world)
     net = torch.nn.parallel.DistributedDataParallel(model, process_group=pg) if world > 1 else model
     fwd = torch.compile(net) if tc.compile else net
-
-    def save(step: int) -> None:
-        if is_main:
-            ckpt = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
-                    "config": cfg.to_dict(), "rng": _rng_state(dev)}
-            atomic_save(folder / CHECKPOINT, lambda p: torch.save(ckpt, p))
-
-    t0 = time.time()
-    window_t, window_tokens = time.time(), 0
-    loss_val, saved = float("nan"), start_step
+    loop = _Loop(cfg, results, name, dev, corpus, model, opt, rank, world, pg, progress, corpus.tokens("train"),
+                 saved=start_step)
+    t0 = loop.window_t = time.time()
+    loss_val = float("nan")
     model.train()
     with StopRequest() as stop:
         try:
             for step in range(start_step, tc.steps):
-                lr = lr_at(step, tc)
-                for g in opt.param_groups:
-                    g["lr"] = lr
-                x, y = sample_batch(train_tokens, tc.seed, step, tc.batch_size, cfg.model.context, rank, world,
-                                    *needle_settings(tc, step))
-                pos = (sample_positions(tc.seed, step, cfg.model.context, tc.random_positions, dev)
-                       if tc.random_positions else None)
-                x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-                loss_val, stopping = _train_step(fwd, net, opt, x, y, tc, dev, world, pg, stop, pos)
-                if not math.isfinite(loss_val):
-                    if is_main:
-                        results.set_status(name, state="failed", step=step, reason=f"loss {loss_val} at step {step}")
-                    raise TrainingDiverged(f"training diverged: loss is {loss_val} at step {step}; the last good "
-                                       f"checkpoint is kept in {folder}; lower train.lr and rerun with --overwrite")
-                opt.step()
-                window_tokens += tc.batch_size * cfg.model.context
-                done = step + 1
-                if is_main and (done % tc.log_every == 0 or done == tc.steps or stopping):
-                    el = time.time() - window_t
-                    tps = window_tokens / el if el > 0 else 0.0
-                    append_line(folder / "metrics.jsonl", f'{{"step": {done}, "loss": {loss_val:.6f}, '
-                                                          f'"lr": {lr:.6g}, "tokens_per_s": {tps:.1f}}}')
-                    window_t, window_tokens = time.time(), 0
-                    if progress:
-                        progress(done, tc.steps, loss_val, tps)
-                if is_main and tc.eval_every and (done % tc.eval_every == 0 or done == tc.steps):
-                    point = curve_point(model, cfg, corpus.tokens("validation"), dev)
-                    append_line(folder / "metrics.jsonl", json.dumps(
-                        {"step": done, "tokens": done * tc.batch_size * cfg.model.context, "curve": point}))
-                if done % tc.checkpoint_every == 0 or done == tc.steps or stopping:
-                    save(done)
-                    saved = done
-                if stopping and done < tc.steps:
-                    why = stop.signal or "a signal on another rank"
-                    if is_main:
-                        results.set_status(name, state="interrupted", step=done, steps=tc.steps, signal=why)
-                    raise TrainingInterrupted(f"{name}: interrupted by {why} at step {done}/{tc.steps}; checkpoint "
-                                              f"saved, rerun with --resume to continue")
-                if is_main and done % tc.checkpoint_every == 0 and done < tc.steps:
-                    results.set_status(name, state="running", step=done, steps=tc.steps)
-        except KeyboardInterrupt:  # a second Ctrl-C: stop at once, from the last checkpoint
-            if is_main:
-                results.set_status(name, state="interrupted", step=saved, steps=tc.steps, signal="SIGINT")
-            raise TrainingInterrupted(f"{name}: interrupted at once; the last checkpoint is at step {saved}/"
-                                      f"{tc.steps}, rerun with --resume to continue")
+                loss_val = loop.step(step, fwd, net, stop)
+        except KeyboardInterrupt:
+            loop.interrupted_at_once()
     wall = time.time() - t0
-    if is_main:
+    if rank == 0:
         results.set_status(name, state="finished", step=tc.steps, steps=tc.steps, final_loss=loss_val,
                            wall_s=round(wall, 2), env=environment(str(dev)))
-    return TrainResult(name, folder, tc.steps, loss_val, wall)
-
-
-def recalibration_config(parent: Config, scheme: str, steps: int, source: str = "") -> Config:
-    """The parent's config continued with another scheme (DroPE: a RoPE run continued without positional
-    encoding for a short recalibration phase), at the same context and batch, warmup shortened."""
-    model = replace(parent.model, pe=scheme, pe_source=source)
-    warm = min(parent.train.warmup, max(1, steps // 10))
-    return replace(parent, model=model, train=replace(parent.train, steps=steps, warmup=warm, random_positions=0,
-                                                      induction_steps=0)).validate()
-
-
-def finetune_config(parent: Config, context: int, scaling: str, factor: Optional[float], steps: int) -> Config:
-    """The parent's config at a longer context with the RoPE scaling baked in (PI / YaRN fine-tuning)."""
-    pe_options = {k: dict(v) for k, v in parent.model.pe_options.items()}
-    opts = pe_options.setdefault(parent.model.pe, {})
-    opts.update(scaling=scaling, factor=float(factor or context / parent.model.context),
-                original_context=parent.model.context)
-    model = replace(parent.model, context=context, pe_options=pe_options)
-    warm = min(parent.train.warmup, max(1, steps // 10))
-    batch = max(1, parent.train.batch_size * parent.model.context // context)  # same tokens per step
-    return replace(parent, model=model,
-                   train=replace(parent.train, steps=steps, warmup=warm, batch_size=batch,
-                                 induction_steps=0)).validate()  # the parent's warm-up is behind it
+    return TrainResult(name, folder=results.run_dir(name), steps=tc.steps, final_loss=loss_val, wall_s=wall)

@@ -98,7 +98,7 @@ def grid_run_name(scheme: str, config_name: str, lr: float, seed: int, opts: tup
 
 
 def _one(base: Config, tr: ResultsDir, scheme: str, lr: float, opts: tuple, device: str) -> Optional[float]:
-    from .evaluate import evaluate_run
+    from .evaluate import EvalRequest, evaluate_run
     from .train import train
 
     pe_options = dict(base.model.pe_options)
@@ -112,7 +112,7 @@ def _one(base: Config, tr: ResultsDir, scheme: str, lr: float, opts: tuple, devi
         train(cfg, tr, name, device=device, resume=True)
     except TrainingDiverged:
         return None
-    (rec,) = evaluate_run(tr, name, [cfg.model.context], device=device, skip_existing=True)
+    (rec,) = evaluate_run(tr, name, EvalRequest(lengths=[cfg.model.context], device=device, skip_existing=True))
     return rec["metrics"]["loss"]
 
 
@@ -159,16 +159,17 @@ def describe_grid(options: dict) -> str:
 def parse_option_grid(specs: list[str]) -> dict[str, list]:
     """``["table_scale=1,0.3", "weight_decay=false,true"]`` -> ``{"table_scale": [1, 0.3], ...}`` (values read as
     YAML scalars, so numbers and booleans come out typed)."""
+    from .parsing import parse_assignment, parse_list
+
     grid: dict[str, list] = {}
     for spec in specs:
-        name, sep, values = spec.partition("=")
-        name = name.strip()
-        if not sep or not name or not values.strip():
+        if "=" not in spec:
             raise UsageError(f"--option must be NAME=V1,V2,..., got {spec!r}")
+        name, values = parse_assignment(spec, "--option")
         if name in grid:
             raise UsageError(f"--option {name} is given twice")
         try:
-            grid[name] = [yaml.safe_load(v.strip()) for v in values.split(",")]
+            grid[name] = [yaml.safe_load(v) for v in parse_list(values, f"--option {name}", unique=False)]
         except yaml.YAMLError:
             raise UsageError(f"--option {name}: values must be numbers, true/false or words, got {values!r}")
     return grid

@@ -4,6 +4,7 @@ length. Usage: python scripts/context_tables.py [RESULTS_DIR] (default results/c
 import math
 import sys
 
+from pebench.groups import row_key
 from pebench.report import records_frame
 from pebench.results import ResultsDir
 
@@ -22,10 +23,7 @@ def cell(g, task: str, metric: str, L: int, interval: bool = False) -> str:
 def main(root: str) -> None:
     df = records_frame(ResultsDir(root))
     lengths = sorted(df["length"].unique())
-    classic = ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"]  # the survey's order
-    labels = df.drop_duplicates("label")
-    order = sorted(labels["label"], key=lambda lab: (classic.index(lab.split("+")[0]) if lab.split("+")[0] in classic
-                                                     else len(classic), lab))
+    order = sorted(df["label"].unique(), key=row_key)  # the one row order of every table
     mult = [f"{L // lengths[0]}x" for L in lengths]
     print("| scheme | " + " | ".join(f"ppl / ppl_far {m}" for m in mult) + " |")
     print("|---|" + "---|" * len(lengths))

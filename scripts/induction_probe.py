@@ -11,7 +11,7 @@ import torch
 
 from pebench.data.needles import pairs_window
 from pebench.results import ResultsDir
-from pebench.train import build_model, load_checkpoint
+from pebench.checkpoint import build_model, load_checkpoint
 
 
 def repeat_accuracy(model, context: int, lengths: tuple, windows: int, seed: int = 999) -> float:

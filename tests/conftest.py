@@ -7,10 +7,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from pebench.config import ModelConfig  # noqa: E402
+from pebench.pe import GROUPS, scheme_names  # noqa: E402
 
-CLASSIC = ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"]
-MODERN = ["kerple", "fire", "xpos", "p-rope", "sandwich", "fox", "cope"]
-SCHEMES = CLASSIC + MODERN
+# From the registry: a built-in scheme added as one new module is in every test that iterates these.
+CLASSIC, MODERN = list(GROUPS["classic"]), list(GROUPS["modern"])
+SCHEMES = scheme_names()
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from typer.testing import CliRunner
 
 from conftest import SCHEMES, tiny_model_config
 from pebench.analysis.attention import (attention_stats, bin_edges, distance_bin, entropy_ceiling, n_bins,
@@ -18,8 +17,8 @@ from pebench.cli import app
 from pebench.model import DecoderLM
 from pebench.pe import PEContext, build_pe
 from pebench.pe.alibi import alibi_slopes
+from support import micro, runner
 
-runner = CliRunner()
 
 
 def _uniform(n_q, K, offset=0):
@@ -142,14 +141,7 @@ def test_spearman():
     assert math.isnan(spearman([1, 2], [1, 2]))
 
 
-MICRO = {
-    "name": "micro",
-    "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_mlp": 64, "context": 16,
-              "pe_options": {"shaw": {"k_max": 4}, "t5": {"num_buckets": 8, "max_distance": 16}}},
-    "train": {"steps": 2, "batch_size": 4, "lr": 0.003, "warmup": 1, "log_every": 1, "checkpoint_every": 2,
-              "data": "sotu"},
-    "eval": {"multiples": [1, 4], "max_tokens": 600, "batch_tokens": 256},
-}
+MICRO = micro(model={'pe_options': {'shaw': {'k_max': 4}, 't5': {'num_buckets': 8, 'max_distance': 16}}}, eval={'multiples': [1, 4]})
 
 
 def test_analyze_every_scheme_end_to_end(tmp_path):

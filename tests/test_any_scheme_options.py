@@ -8,26 +8,20 @@ import sys
 import pytest
 import torch
 import yaml
-from typer.testing import CliRunner
 
 from conftest import tiny_model_config
 from pebench.cli import app
 from pebench.errors import UsageError
-from pebench.model import DecoderLM, logit_scale_factors
+from pebench.logit_scales import logit_scale_factors
+from pebench.model import DecoderLM
 from pebench.pe import PEContext, build_pe
 from pebench.pe.alibi import alibi_slopes
 from pebench.pe.base import at_positions
 from pebench.train import sample_positions
+from support import micro as micro_cfg, runner
 
-runner = CliRunner()
 
-MICRO = {
-    "name": "micro",
-    "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_mlp": 64, "context": 16},
-    "train": {"steps": 2, "batch_size": 4, "lr": 0.003, "warmup": 1, "log_every": 1, "checkpoint_every": 2,
-              "data": "sotu"},
-    "eval": {"multiples": [1, 2], "max_tokens": 600, "batch_tokens": 256},
-}
+MICRO = micro_cfg()
 
 
 @pytest.fixture(autouse=True)
@@ -145,7 +139,7 @@ def test_drope_continues_a_rope_run_without_positions_and_names_what_it_did_not_
     labels = {json.loads(p.read_text())["label"] for p in (res / "records" / "rope-micro-s0-to-none").glob("*.json")}
     assert labels == {"none+drope from-rope"}
     r = runner.invoke(app, ["eval", "--run", "rope-micro-s0", "--logit-scale", "bogus", "--results", str(res)])
-    assert r.exit_code == 2 and "--logit-scale must be one of none, logn, drope" in r.output
+    assert r.exit_code == 2 and "unknown logit scale 'bogus'; valid: none, logn, drope" in r.output
 
 
 USER_SCHEME = '''

@@ -1,10 +1,10 @@
 """`pebench bench` end to end on a micro config: every row measured, files written (no timing asserts)."""
 import pandas as pd
 import yaml
-from typer.testing import CliRunner
 
 from pebench.bench import matmul_peak, measure
 from pebench.cli import app
+from support import runner
 
 
 def test_measure_train_and_eval_in_process():
@@ -19,7 +19,7 @@ def test_bench_cli_writes_table_and_csv(tmp_path):
     cfg = tmp_path / "micro.yaml"
     cfg.write_text(yaml.safe_dump({"model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_mlp": 64, "context": 16},
                                    "train": {"batch_size": 4}, "eval": {"batch_tokens": 64}}))
-    r = CliRunner().invoke(app, ["bench", "--config", str(cfg), "--pe", "learned,alibi", "--multiples", "1,4",
+    r = runner.invoke(app, ["bench", "--config", str(cfg), "--pe", "learned,alibi", "--multiples", "1,4",
                                  "--repeats", "1", "--no-compile", "--no-baseline", "--results", str(tmp_path / "r")])
     assert r.exit_code == 0, r.output
     df = pd.read_csv(tmp_path / "r" / "bench.csv")

@@ -4,19 +4,12 @@ import json
 import pandas as pd
 import pytest
 import yaml
-from typer.testing import CliRunner
 
 from pebench.cli import app
+from support import invoke as _invoke, micro, runner, write_micro  # noqa: F401
 
-runner = CliRunner()
 
-MICRO = {
-    "name": "micro",
-    "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_mlp": 64, "context": 16},
-    "train": {"steps": 4, "batch_size": 4, "lr": 0.003, "warmup": 1, "log_every": 2, "checkpoint_every": 2,
-              "data": "sotu"},
-    "eval": {"multiples": [1, 2], "max_tokens": 600, "batch_tokens": 256},
-}
+MICRO = micro(train={'steps': 4, 'log_every': 2})
 
 
 def invoke(*args):
@@ -126,12 +119,12 @@ BAD = [
     (["eval", "--lengths", "12,abc"], 2, "--lengths must be integers"),
     (["eval", "--lengths", "0,16"], 2, ">= 2"),
     (["eval", "--lengths", "-16"], 2, ">= 2"),
-    (["eval", "--lengths", "16,16"], 2, "duplicates"),
+    (["eval", "--lengths", "16,16"], 2, "twice"),
     (["eval", "--protocol", "sliding"], 2, "needs --stride"),
     (["eval", "--protocol", "fixd"], 2, "did you mean 'fixed'"),
     (["eval", "--rope-scaling", "yarm"], 2, "did you mean 'yarn'"),
     (["eval"], 2, "no finished runs"),
-    (["report", "--format", "xml"], 2, "unknown format"),
+    (["report", "--format", "xml"], 2, "unknown report format"),
     (["report"], 1, "no records"),
 ]
 
@@ -209,3 +202,40 @@ def test_a_retrieval_phase_continues_a_run_with_needles(tmp_path, micro_config):
     r = invoke("train", "--pe", "alibi", "--init-from", "alibi-micro-s0", "--context", "2x", "--needles", "1",
                "--results", res)
     assert r.exit_code == 2 and "without --context" in r.output
+
+
+def test_debug_works_anywhere_on_the_line():
+    for args in (["--debug", "list"], ["list", "--debug"]):
+        r = invoke(*args)
+        assert r.exit_code == 0 and "schemes by group" in r.output, args
+
+
+def test_a_usage_error_is_one_line():
+    for args, msg in ((["eval", "--bogus"], "No such option: --bogus"), (["evall"], "No such command 'evall'"),
+                      (["train", "--steps", "x"], "--steps")):
+        r = invoke(*args)
+        lines = [x for x in r.output.splitlines() if x.strip()]
+        assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and msg in lines[0], r.output
+        assert "─" not in r.output and "╭" not in r.output  # no box art
+
+
+def test_a_continuation_saves_the_rate_it_trained_at(tmp_path):
+    """train --init-from RUN --pe none continues at the parent's rate (it continues the parent's optimisation), and
+    its saved config says exactly that: no lr_by_scheme that names another rate for its scheme."""
+    cfg = write_micro(tmp_path, train={"steps": 4, "warmup": 2, "lr_by_scheme": {"rope": 0.01, "none": 0.003}})
+    res = tmp_path / "res"
+    assert invoke("train", "--pe", "rope", "--config", cfg, "--results", res).exit_code == 0
+    r = invoke("train", "--pe", "none", "--init-from", "rope-micro-s0", "--steps", "20", "--results", res)
+    assert r.exit_code == 0, r.output
+    saved = yaml.safe_load((res / "runs" / "rope-micro-s0-to-none" / "config.yaml").read_text())["train"]
+    logged = [json.loads(x)["lr"] for x in (res / "runs" / "rope-micro-s0-to-none" / "metrics.jsonl").read_text()
+              .splitlines() if '"lr"' in x]
+    assert saved["lr"] == 0.01 and saved["lr_by_scheme"] == {}
+    assert max(logged) == pytest.approx(saved["lr"])  # the peak of the schedule is the saved rate
+
+
+def test_steps_says_what_else_it_changed(tmp_path):
+    cfg = write_micro(tmp_path, train={"warmup": 5, "checkpoint_every": 50})
+    r = invoke("train", "--pe", "alibi", "--config", cfg, "--steps", "3", "--results", tmp_path / "res")
+    assert r.exit_code == 0
+    assert "note: --steps 3 also set train.warmup 5 -> 0, train.checkpoint_every 50 -> 3" in r.output

@@ -7,13 +7,9 @@ import sys
 import pytest
 import yaml
 
-CFG = {
-    "name": "micro",
-    "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_mlp": 64, "context": 16},
-    "train": {"steps": 6, "batch_size": 8, "lr": 0.003, "warmup": 1, "log_every": 1, "checkpoint_every": 3,
-              "data": "sotu"},
-    "eval": {"multiples": [1, 2], "max_tokens": 600, "batch_tokens": 256},
-}
+from support import micro
+
+CFG = micro(train={"steps": 6, "batch_size": 8, "checkpoint_every": 3})
 
 
 def run(cmd, **kw):
@@ -76,16 +72,27 @@ def test_ranks_exit_cleanly_launch_after_launch():
         assert r.returncode == 0, f"launch {i + 1}: exit {r.returncode}\n{r.stderr[-1500:]}"
 
 
-def test_sweep_jobs_carry_every_given_option():
+def test_sweep_jobs_hand_workers_the_resolved_config_and_request(tmp_path):
+    """A worker reads the run's config exactly as the parent planned it (overlays, steps, per-scheme rate) and the
+    evaluation request (lengths, split, tasks, options), so it can never plan differently from its parent."""
     from pebench.config import load_config
-    from pebench.sweep import jobs_for, plan_runs
+    from pebench.plan import eval_request, plan_runs
+    from pebench.results import ResultsDir
+    from pebench.sweep import jobs_for, read_job
 
-    plan = plan_runs(load_config("tiny"), ["rope", "alibi"], [3])
-    opts = {"--config": "tiny", "--overlay": ["a.yaml", "b.yaml"], "--steps": 7, "--data": None,
-            "--text-field": None, "--compile": False, "--lengths": "128,256", "--max-tokens": None}
-    rope, alibi = jobs_for(plan, "res", opts, ["none", "yarn"], "test", overwrite=False)
-    assert rope.train_args == ["train", "--pe", "rope", "--seed", "3", "--config", "tiny", "--overlay", "a.yaml",
-                               "--overlay", "b.yaml", "--steps", "7", "--no-compile", "--results", "res", "--resume"]
-    assert rope.eval_args == ["eval", "--run", "rope-tiny-s3", "--split", "test", "--lengths", "128,256",
-                              "--results", "res", "--rope-scaling", "none,yarn"]
-    assert "--rope-scaling" not in alibi.eval_args
+    base = load_config("tiny")
+    base.train.lr_by_scheme = {"alibi": 0.0123}
+    runs = plan_runs(base, ["rope", "alibi"], [3])
+    req = eval_request("128,256", rope_scaling="none,yarn", task="ppl,copy", task_opts=["copy.trials=3"],
+                       split="test")
+    rd = ResultsDir(tmp_path)
+    rope, alibi = jobs_for(rd, runs, req, overwrite=False)
+    for job, (name, cfg) in zip((rope, alibi), runs):
+        got_rd, got_name, got_cfg, got_req, overwrite = read_job(job.spec)
+        assert (got_rd.root, got_name, overwrite) == (rd.root, name, False)
+        assert got_cfg.to_dict() == cfg.to_dict() and got_cfg.hash() == cfg.hash()
+        assert got_req.lengths == [128, 256] and got_req.split == "test"
+        assert [t.name for t in got_req.tasks] == ["ppl", "copy"] and got_req.options["copy"]["trials"] == 3
+    assert read_job(alibi.spec)[2].train.lr == 0.0123
+    assert read_job(rope.spec)[3].scalings == ["none", "yarn"]
+    assert read_job(alibi.spec)[3].scalings == []  # alibi has no variants: none asked of it

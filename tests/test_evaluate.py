@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from pebench.errors import UsageError
-from pebench.evaluate import Protocol, bucket_edges, score_stream, windows
+from pebench.scoring import Protocol, bucket_edges, score_stream, windows
 
 
 def scored(n, L, proto, Lmax=None):

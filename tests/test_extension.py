@@ -3,12 +3,11 @@ import json
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
 from pebench.cli import app
 from test_cli import MICRO
+from support import runner
 
-runner = CliRunner()
 
 
 def invoke(*args):
@@ -33,9 +32,9 @@ def test_two_variants_write_two_rows(rope_run):
     recs = [json.loads(p.read_text()) for p in (rope_run / "records" / "rope-micro-s0").glob("*.json")]
     by = {(x["label"], x["length"]): x for x in recs}
     assert set(by) == {("rope", 16), ("rope", 64), ("rope+yarn", 16), ("rope+yarn", 64)}
-    y = by[("rope+yarn", 64)]["rope"]
+    y = by[("rope+yarn", 64)]["pe_state"]
     assert y["variant"] == "yarn" and y["factor"] == 4.0 and y["attention_factor"] == pytest.approx(1.1386294)
-    assert by[("rope+yarn", 16)]["rope"]["factor"] == 1.0
+    assert by[("rope+yarn", 16)]["pe_state"]["factor"] == 1.0
     # at 1x yarn with factor 1 is exactly the default rotation
     assert by[("rope+yarn", 16)]["metrics"]["ppl"] == pytest.approx(by[("rope", 16)]["metrics"]["ppl"], rel=1e-6)
     r = invoke("report", "--format", "csv", "--results", rope_run)
@@ -47,7 +46,7 @@ def test_scaling_on_a_non_rope_run_is_an_error_for_that_run(rope_run):
                "--lengths", "16", "--results", rope_run)
     assert r.exit_code == 1
     errors = [x for x in r.output.splitlines() if x.startswith("error:")]
-    assert len(errors) == 1 and "alibi-micro-s0" in errors[0] and "rope runs only" in errors[0]
+    assert len(errors) == 1 and "alibi-micro-s0" in errors[0] and "RoPE family only" in errors[0]
     assert "rope+linear" in r.output  # the rope run was still evaluated
 
 
@@ -56,7 +55,7 @@ def test_fixed_rope_factor(rope_run):
                "--lengths", "64", "--results", rope_run)
     assert r.exit_code == 0, r.output
     rec = json.loads((rope_run / "records" / "rope-micro-s0" / "rope-linear__nonoverlap__L64.json").read_text())
-    assert rec["rope"]["factor"] == 2.0
+    assert rec["pe_state"]["factor"] == 2.0
 
 
 def test_finetune_records_parent_and_appears_in_report(rope_run):
@@ -72,7 +71,7 @@ def test_finetune_records_parent_and_appears_in_report(rope_run):
     assert r.exit_code == 0, r.output
     rec = json.loads(next((rope_run / "records" / name).glob("*L64.json")).read_text())
     assert rec["label"] == "rope+yarn ft64" and rec["provenance"]["parent"] == "rope-micro-s0"
-    assert rec["rope"]["factor"] == 4.0
+    assert rec["pe_state"]["factor"] == 4.0
     r = invoke("report", "--format", "md", "--results", rope_run)
     assert "rope+yarn ft64" in r.output
     # a scaling applied at evaluation over the baked one is another measurement: its own label, no overwrite
@@ -80,10 +79,10 @@ def test_finetune_records_parent_and_appears_in_report(rope_run):
     assert r.exit_code == 0, r.output
     baked = json.loads((rope_run / "records" / name / "rope-yarn_ft64__nonoverlap__L128.json").read_text())
     over = json.loads((rope_run / "records" / name / "rope-yarn_ft64_eval-yarn__nonoverlap__L128.json").read_text())
-    assert baked["rope"]["factor"] == 4.0 and over["rope"]["factor"] == 8.0
+    assert baked["pe_state"]["factor"] == 4.0 and over["pe_state"]["factor"] == 8.0
 
 
 def test_finetune_needs_a_rope_parent(rope_run):
     r = invoke("train", "--init-from", "alibi-micro-s0", "--context", "2x", "--rope-scaling", "yarn",
                "--results", rope_run)
-    assert r.exit_code == 2 and "needs a rope run" in r.output
+    assert r.exit_code == 2 and "needs a run of the RoPE family" in r.output

@@ -8,21 +8,14 @@ import sys
 import pytest
 import torch
 import yaml
-from typer.testing import CliRunner
 
 from pebench.cli import app
 from pebench.errors import UsageError
 from pebench.tune import check_option_grid, grid_markdown, option_settings, overlay_dict, parse_option_grid, pick_best
+from support import micro as micro_cfg, runner
 
-runner = CliRunner()
 
-MICRO = {
-    "name": "micro",
-    "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_mlp": 64, "context": 16},
-    "train": {"steps": 6, "batch_size": 4, "lr": 0.003, "warmup": 1, "log_every": 1, "checkpoint_every": 3,
-              "data": "sotu"},
-    "eval": {"multiples": [1, 2], "max_tokens": 600, "batch_tokens": 256, "curve_tokens": 300},
-}
+MICRO = micro_cfg(train={'steps': 6, 'checkpoint_every': 3}, eval={'curve_tokens': 300})
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +126,7 @@ def test_tune_writes_an_overlay_that_train_reads_back(tmp_path, micro):
 
 
 def test_bad_tuning_input_gets_one_line(tmp_path, micro):
-    for args, msg in ((["--lr", "0.01,abc"], "--lr must be numbers"), (["--lr", "0.01,0.01"], "distinct"),
+    for args, msg in ((["--lr", "0.01,abc"], "--lr must be numbers"), (["--lr", "0.01,0.01"], "twice"),
                       (["--pe", "ropee"], "did you mean 'rope'"),
                       (["--pe", "rope", "--option", "table_scale=0.3"], "no scheme of rope has an option 'table_scale'"),
                       (["--pe", "sinusoidal", "--option", "table_scale"], "--option must be NAME=V1,V2")):

@@ -21,19 +21,30 @@ def test_package_list_names_every_subpackage():
     assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"
 
 
+def dependency_dirs() -> list[str]:
+    """The site directories the running interpreter imports its packages from: a venv's, a conda env's, the
+    system's or the user's, whichever this is (not the base interpreter's, which a venv may not share)."""
+    return [p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages")) and os.path.isdir(p)]
+
+
 @pytest.fixture(scope="module")
 def wheel_env(tmp_path_factory):
-    """Build a wheel of this checkout and install it into a fresh venv (system packages visible, no network)."""
+    """Build a wheel of this checkout and install it into a fresh venv that sees the dependencies of the
+    environment running the tests (listed in a .pth file, which adds the folders only: the checkout's editable
+    install is not among what it sees), no network."""
     tmp = tmp_path_factory.mktemp("wheel")
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
                         "-q", "-w", str(tmp / "dist"), str(ROOT)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     (whl,) = (tmp / "dist").glob("pebench-*.whl")
     venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
-    r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(whl)],
-                       capture_output=True, text=True, timeout=300)
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site) / "_pebench_test_deps.pth").write_text("".join(d + "\n" for d in dependency_dirs()))
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", "--no-index",
+                        str(whl)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     elsewhere = tmp / "elsewhere"
     elsewhere.mkdir()

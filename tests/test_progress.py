@@ -79,7 +79,7 @@ def test_evaluation_reports_its_real_cost(tmp_path):
     import torch
 
     from conftest import tiny_model_config
-    from pebench.evaluate import Protocol, score_stream, windows
+    from pebench.scoring import Protocol, score_stream, windows
     from pebench.model import DecoderLM
 
     class Record(Progress):

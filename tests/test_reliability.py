@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from typer.testing import CliRunner
 
 from pebench.cli import app
 from pebench.errors import PebenchError
 from pebench.fsutil import RunLock
-from pebench.train import load_checkpoint
+from pebench.checkpoint import load_checkpoint
+from support import runner
 
-runner = CliRunner()
 
 SLOW = {
     "name": "slow",

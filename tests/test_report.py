@@ -4,13 +4,12 @@ import math
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
 from pebench import report as rp
 from pebench.cli import app
 from pebench.results import SCHEMA_VERSION, ResultsDir
+from support import runner
 
-runner = CliRunner()
 
 
 def rec(run, scheme, seed, L, ppl, protocol="nonoverlap", params=None, T=16, status="ok"):

@@ -122,7 +122,7 @@ def test_dynamic_equals_default_up_to_training_length():
 
 
 def test_registry_and_validation():
-    assert ROPE_VARIANTS.names() == VARIANTS
+    assert ROPE_VARIANTS.names()[:len(VARIANTS)] == VARIANTS  # the built-in ones first; others may follow
     with pytest.raises(UsageError, match="did you mean 'yarn'"):
         rope_frequencies("yarm", 64, 10000, 2, 128)
     with pytest.raises(UsageError, match=">= 1"):

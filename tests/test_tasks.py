@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
 
 from pebench import report as rp
 from pebench.cli import app
@@ -18,8 +17,8 @@ from pebench.results import SCHEMA_VERSION, ResultsDir
 from pebench.tasks import METRICS, TASKS, Metric, Task, register_task, unregister_task, wilson
 from pebench.tasks import copying, passkey
 from pebench.tasks.ppl import far_tokens
+from support import runner
 
-runner = CliRunner()
 
 
 # -- passkey prompts ---------------------------------------------------------------------------------------------
@@ -77,7 +76,8 @@ class Uniform(torch.nn.Module):
 
 
 def _ctx(model, stream=None, **options):
-    from pebench.evaluate import EvalContext, Protocol
+    from pebench.scoring import Protocol
+    from pebench.tasks import EvalContext
 
     cfg = type("Cfg", (), {"eval": EvalConfig(batch_tokens=4096), "model": ModelConfig(context=128)})()
     s = stream if stream is not None else np.frombuffer(b"The quick brown fox jumps over the lazy dog. " * 200,
@@ -260,8 +260,8 @@ def test_a_task_added_outside_shows_up_in_eval_and_report(outside_task, tmp_path
     assert (rd.records / "alibi-s0" / "window-size__alibi__plain__L32.json").exists()
     r = runner.invoke(app, ["report", "--metric", "window_tokens", "--format", "md", "--results", str(tmp_path)])
     assert r.exit_code == 0 and "| alibi | **16.00** | **32.00** | 2.00 |" in r.output, r.output
-    r = runner.invoke(app, ["eval", "--task", "window-size", "--depths", "0,1", "--results", str(tmp_path)])
-    assert r.exit_code == 2 and "--depths is an option of the task(s) passkey" in r.output
+    r = runner.invoke(app, ["eval", "--task", "window-size", "--task-opt", "depths=0,1", "--results", str(tmp_path)])
+    assert r.exit_code == 2 and "'depths' is an option of the task(s) passkey" in r.output
     r = runner.invoke(app, ["eval", "--task", "passkey", "--lengths", "64", "--results", str(tmp_path)])
     assert r.exit_code == 2 and "passkey needs lengths of at least" in r.output
     r = runner.invoke(app, ["eval", "--task", "pasky", "--results", str(tmp_path)])
@@ -309,7 +309,9 @@ def test_sample_batch_with_and_without_needles(tmp_path):
 @pytest.mark.parametrize("scheme", ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi", "kerple", "fire",
                                     "xpos", "p-rope", "sandwich", "fox", "cope"])
 def test_passkey_copy_and_far_ppl_run_for_every_scheme_and_scaling(scheme):
-    from pebench.evaluate import EvalContext, Protocol, _measure
+    from pebench.evaluate import _measure
+    from pebench.scoring import Protocol
+    from pebench.tasks import EvalContext
     from pebench.model import DecoderLM
     from pebench.tasks.ppl import PplTask
     from conftest import tiny_model_config
@@ -416,7 +418,7 @@ def test_induction_warm_up_has_its_own_data_and_schedule():
 
 def test_a_continued_run_leaves_the_parents_warm_up_behind():
     from pebench.config import load_config
-    from pebench.train import finetune_config, recalibration_config
+    from pebench.plan import finetune_config, recalibration_config
 
     parent = load_config("context")
     assert parent.train.induction_steps > 0

@@ -59,9 +59,10 @@ def _encoding(pe, context: int, longest: int, k: float) -> dict:
 
 def analyze_run(results: ResultsDir, run: str, opts: AnalyzeOptions) -> dict:
     """Attention statistics at each length and the encoding's own numbers for one finished run."""
+    from ..checkpoint import load_run_model
     from ..data import prepare_corpus
-    from ..evaluate import load_run_model, variant_label
-    from ..train import resolve_device
+    from ..device import resolve_device
+    from ..evaluate import variant_label
 
     dev = resolve_device(opts.device)
     cfg, meta, model = load_run_model(results, run, dev)
@@ -81,7 +82,7 @@ def analyze_run(results: ResultsDir, run: str, opts: AnalyzeOptions) -> dict:
     _, label = variant_label(cfg, model.pe, meta)
     return {"run": run, "scheme": cfg.model.pe, "label": label, "context": T, "lengths": lengths,
             "head_dim": cfg.model.d_model // cfg.model.n_heads,
-            "rope_base": float((cfg.model.pe_options.get("rope") or {}).get("base", 10000.0)),
+            "rope_base": model.pe.describe(T).get("base"),  # the scheme's rotary base; None without rotation
             "stats": stats, "ppl": _ppl_by_length(results, run),
             "encoding": _encoding(model.pe, T, max(lengths), opts.window_k)}
 
@@ -98,7 +99,7 @@ def _reference_tables(context: int, d_model: int) -> tuple[dict, float]:
 def analyze(results: ResultsDir, runs: Optional[list[str]] = None, opts: AnalyzeOptions = AnalyzeOptions(),
             on_run: Callable[[dict], None] = lambda a: None) -> dict:
     """Analyse the runs (default: every finished run) and write RESULTS/analysis/. Returns the data."""
-    finished = [r for r in results.run_names() if results.status(r).get("state") == "finished"]
+    finished = results.runs_in("finished")
     runs = runs or finished
     if not runs:
         raise PebenchError(f"no finished runs in {results.root}; train some first (pebench run)")
@@ -135,10 +136,10 @@ def _rounded(x, digits: int = 5):
 
 
 def _global(data: dict, analyses: list[dict]) -> None:
-    a0 = analyses[0]
+    a0 = next((a for a in analyses if a["rope_base"] is not None), analyses[0])  # a rotary run, if any
     T, longest = a0["context"], max(max(a["lengths"]) for a in analyses)
     factor = longest / T
-    curves = rope_bound_curves(a0["head_dim"], a0["rope_base"], T, factor, torch.arange(longest + 1))
+    curves = rope_bound_curves(a0["head_dim"], a0["rope_base"] or 10000.0, T, factor, torch.arange(longest + 1))
     data["rope_bound"] = {"context": T, "longest": longest, "factor": factor, "curves": curves}
     tables = [a for a in analyses if "table" in a["encoding"]]
     if tables:

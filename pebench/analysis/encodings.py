@@ -48,12 +48,13 @@ def rope_bound(inv_freq: torch.Tensor, distances: torch.Tensor) -> torch.Tensor:
 
 
 def rope_bound_curves(head_dim: int, base: float, context: int, factor: float, distances: torch.Tensor,
-                      variants=("default", "linear", "ntk", "yarn", "llama3")) -> dict:
-    """The bound against distance for each frequency scaling at ``factor`` (default: unscaled)."""
-    from ..pe.rope import rope_frequencies
+                      variants=None) -> dict:
+    """The bound against distance for each frequency scaling at ``factor`` (default: unscaled): by default every
+    registered scaling with a fixed factor (dynamic ones depend on the sequence, not a factor)."""
+    from ..pe.rope import ROPE_VARIANTS, is_dynamic, rope_frequencies
 
     out = {}
-    for v in variants:
+    for v in variants or [v for v in ROPE_VARIANTS.names() if not is_dynamic(v)]:
         inv, _ = rope_frequencies(v, head_dim, base, factor if v != "default" else 1.0, context)
         out[v] = rope_bound(inv, distances).tolist()
     return out

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..report import save_figure
+from ..style import save_figure
 from ..style import CONTEXT_LINE, style_for
 
 

@@ -6,9 +6,12 @@ and evaluation prompts (tag ``EVAL``) never share a random stream.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from dataclasses import dataclass
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
+
+from ..registry import Registry
 
 TASK = ("There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
         "I will quiz you about the important information there.")
@@ -103,48 +106,88 @@ def copy_window(background: np.ndarray, string: np.ndarray, first: int, distance
     return Copy(tokens, first, first + distance, string)
 
 
-NEEDLE_KINDS = ("passkey", "copy", "repeat", "periodic", "pairs", "alternate")
+@dataclass(frozen=True)
+class DocKind:
+    """A kind of retrieval training window: ``make(rng, background, k, lengths)`` -> the window's bytes, with ``k``
+    a string length drawn from ``lengths`` (lo, hi) first when ``string`` (else both None; ``make`` may then return
+    None where the window is too short for it, and a ``copy`` window is made instead)."""
+
+    make: Callable[..., Optional[np.ndarray]]
+    description: str
+    string: bool = True
+
+
+DOC_KINDS: Registry[DocKind] = Registry("training-document kind")
+
+
+def doc_kind(name: str, description: str, string: bool = True):
+    """Register a kind of training window (``train.needle_kinds`` / ``induction_kinds`` name it)."""
+    def deco(fn):
+        DOC_KINDS.register(name)(DocKind(fn, description, string))
+        return fn
+    return deco
+
+
+@doc_kind("passkey", "a passkey window (random depth and key; the filler or the background text as haystack)", False)
+def _passkey_doc(rng, background, k, lengths):
+    n = len(background)
+    if passkey_form(n) is None:
+        return None
+    hay = None if rng.random() < 0.5 else background
+    return passkey_window(n, float(rng.random()), random_key(rng), hay).tokens
+
+
+@doc_kind("copy", "a random string written twice over the background text, at a random distance in the window")
+def _copy_doc(rng, background, k, lengths):
+    n = len(background)
+    distance = int(rng.integers(k, n - k + 1))
+    first = int(rng.integers(0, n - k - distance + 1))
+    return copy_window(background, random_string(rng, k), first, distance).tokens
+
+
+@doc_kind("repeat", "a random string immediately followed by its repeat, the rest random letters (dense copying)")
+def _repeat_doc(rng, background, k, lengths):
+    out = random_string(rng, len(background))
+    out[:2 * k] = np.tile(random_string(rng, k), 2)
+    return out
+
+
+@doc_kind("periodic", "a random string repeated with its own period to fill the window")
+def _periodic_doc(rng, background, k, lengths):
+    n = len(background)
+    return np.tile(random_string(rng, k), n // k + 1)[:n]
+
+
+@doc_kind("pairs", "random strings, each immediately followed by its repeat (the induction warm-up's data)")
+def _pairs_doc(rng, background, k, lengths):
+    return pairs_window(rng, len(background), lengths)
+
+
+@doc_kind("alternate", "two random letters alternating (rewards attending to the previous token)")
+def _alternate_doc(rng, background, k, lengths):
+    n = len(background)
+    return np.tile(random_string(rng, 2), n // 2 + 1)[:n]
 
 
 def training_document(rng: np.random.Generator, background: np.ndarray, copy_lengths: tuple[int, int],
                       kinds: Optional[dict] = None) -> np.ndarray:
-    """One retrieval training window of ``len(background)`` bytes, of a kind drawn with the weights ``kinds``
-    (default: passkey and copy, half each):
-    - ``passkey``: a passkey window (random depth and key; the filler or the background text as haystack);
-    - ``copy``: a random string of ``copy_lengths`` bytes written twice over the background text, at a random
-      distance inside the window;
-    - ``repeat``: a random string immediately followed by its repeat, the rest random letters (dense copying);
-    - ``periodic``: a random string repeated with its own period to fill the window;
-    - ``pairs``: the window filled with random strings, each immediately followed by its repeat (dense copying at
-      many distances in one window: the data of the induction warm-up, ``train.induction_steps``);
-    - ``alternate``: two random letters alternating (each token is the one two back: rewards attending to the
-      previous token, the first half of an induction circuit).
-    Strings are at most half the window."""
+    """One retrieval training window of ``len(background)`` bytes, of a kind (``DOC_KINDS``) drawn with the weights
+    ``kinds`` (default: passkey and copy, half each). Strings are at most half the window."""
     n = len(background)
     if kinds:
         names = list(kinds)
         w = np.array([float(kinds[k]) for k in names])
-        kind = names[int(rng.choice(len(names), p=w / w.sum()))]
+        kind = DOC_KINDS.get(names[int(rng.choice(len(names), p=w / w.sum()))])
     else:
-        kind = "passkey" if rng.random() < 0.5 else "copy"
-    if kind == "passkey" and passkey_form(n) is not None:
-        hay = None if rng.random() < 0.5 else background
-        return passkey_window(n, float(rng.random()), random_key(rng), hay).tokens
+        kind = DOC_KINDS.get("passkey" if rng.random() < 0.5 else "copy")
+    if not kind.string:
+        out = kind.make(rng, background, None, None)
+        if out is not None:
+            return out
+        kind = DOC_KINDS.get("copy")  # too short for its kind: a copy window instead
     hi = min(copy_lengths[1], n // 2)  # both copies fit the window
     k = int(rng.integers(min(copy_lengths[0], hi), hi + 1))
-    if kind == "repeat":
-        out = random_string(rng, n)
-        out[:2 * k] = np.tile(random_string(rng, k), 2)
-        return out
-    if kind == "periodic":
-        return np.tile(random_string(rng, k), n // k + 1)[:n]
-    if kind == "pairs":
-        return pairs_window(rng, n, (min(copy_lengths[0], hi), hi))
-    if kind == "alternate":
-        return np.tile(random_string(rng, 2), n // 2 + 1)[:n]
-    distance = int(rng.integers(k, n - k + 1))
-    first = int(rng.integers(0, n - k - distance + 1))
-    return copy_window(background, random_string(rng, k), first, distance).tokens
+    return kind.make(rng, background, k, (min(copy_lengths[0], hi), hi))
 
 
 def pairs_window(rng: np.random.Generator, n: int, lengths: tuple[int, int],

@@ -17,10 +17,7 @@ from typing import Any, Optional
 
 from ..errors import UsageError
 from ..groups import GROUPS, SCHEME_ORDER
-from ..registry import Registry
-from .base import PEContext, PositionalEncoding, ScoreMod
-
-SCHEMES: Registry[type[PositionalEncoding]] = Registry("positional encoding")
+from .base import SCHEMES, PEContext, PositionalEncoding, ScoreMod
 
 SOURCES: dict[str, str] = {}  # scheme name -> "file.py:Class" or "entry-point:NAME", for schemes from outside
 ENTRY_POINT_GROUP = "pebench.schemes"
@@ -103,10 +100,10 @@ def resolve_scheme(spec: str) -> str:
 
 def resolve_schemes(spec: str) -> list[str]:
     """``--pe``: ``all``, a group (``classic``, ``modern``), or a comma list of names, groups and file specs."""
+    from ..parsing import parse_list
+
     out: list[str] = []
-    for part in [p.strip() for p in spec.split(",")]:
-        if not part:
-            raise UsageError(f"--pe must be a comma-separated list, got {spec!r}")
+    for part in parse_list(spec, "--pe", unique=False):
         names = scheme_names() if part == "all" else GROUPS.get(part) or [resolve_scheme(part)]
         out += [n for n in names if n not in out]
     return out

@@ -5,8 +5,7 @@ import math
 
 import torch
 
-from . import SCHEMES
-from .base import PositionalEncoding, ScoreMod
+from .base import SCHEMES, PositionalEncoding, ScoreMod
 
 
 def alibi_slopes(n_heads: int) -> list[float]:

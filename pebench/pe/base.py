@@ -18,7 +18,7 @@ FlexAttention (scalar index tensors) and on a materialized index grid (the refer
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Callable, ClassVar, Optional
 
 import torch
@@ -27,6 +27,7 @@ from torch import nn
 
 from ..config import type_matches
 from ..errors import UsageError
+from ..registry import Registry
 
 
 @dataclass
@@ -174,6 +175,8 @@ class PositionalEncoding(nn.Module):
     # True if the logit term depends on the head and the distance i - j only (not on the content): analysis
     # then plots it per head against distance (ALiBi, T5).
     static_bias: ClassVar[bool] = False
+    # The evaluation-time variant this instance computes ("default": the scheme as trained).
+    variant: str = "default"
 
     def __init__(self, ctx: PEContext, options: Optional[dict[str, Any]] = None):
         super().__init__()
@@ -189,6 +192,19 @@ class PositionalEncoding(nn.Module):
 
     def with_variant(self, variant: str, factor: Optional[float] = None) -> "PositionalEncoding":
         raise UsageError(f"scheme {self.name!r} has no evaluation-time variants")
+
+    def describe(self, seq_len: int) -> dict:
+        """The scheme's own settings at a sequence length, written into each record as ``pe_state`` (RoPE: its
+        variant, factor and attention factor); empty for schemes with nothing to say."""
+        return {}
+
+    def frequencies(self, seq_len: int) -> Optional[torch.Tensor]:
+        """Rotary inverse frequencies [d_h/2] used at ``seq_len`` (float64), for analysis; None without rotation."""
+        return None
+
+    def after_step(self) -> None:
+        """Called after every optimizer step (under no_grad): a scheme may project its parameters back into
+        their domain here, so a bound never cuts the gradient (KERPLE)."""
 
     def with_options(self, **changes) -> "PositionalEncoding":
         """A copy of this scheme (the same class, so a subclass keeps its maths) with some options changed and
@@ -212,7 +228,8 @@ class PositionalEncoding(nn.Module):
                 raise UsageError(
                     f"unknown option {key!r} for scheme {cls.name!r}; allowed: {', '.join(allowed)}"
                 )
-            default = allowed[key].default
+            f = allowed[key]
+            default = f.default if f.default is not MISSING else f.default_factory()
             if not type_matches(value, default):
                 raise UsageError(
                     f"option {key!r} of scheme {cls.name!r} must be {type(default).__name__}, got {value!r}"
@@ -249,3 +266,7 @@ class PositionalEncoding(nn.Module):
         """The logit term for this layer's queries ``q`` [B, H, T, d_h]; data-dependent schemes also read the
         keys ``k`` (CoPE's gates) or the layer's input ``x`` [B, T, d_model] (FoX's forget gates)."""
         return None
+
+
+# Every scheme registers here under its name (``@SCHEMES.register("name")``); ``pebench.pe`` discovers the modules.
+SCHEMES: Registry[type[PositionalEncoding]] = Registry("positional encoding")

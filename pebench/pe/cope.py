@@ -14,8 +14,7 @@ import torch
 from torch import nn
 
 from ..errors import UsageError
-from . import SCHEMES
-from .base import PositionalEncoding, ScoreMod
+from .base import SCHEMES, PositionalEncoding, ScoreMod
 
 
 @dataclass

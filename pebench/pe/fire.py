@@ -1,6 +1,7 @@
 """FIRE (Li et al. 2024): a learned function of the progressively normalised distance,
 b_h(i, j) = MLP(psi(i - j) / psi(max(i, L)))_h with psi(x) = log(c x + 1). The MLP (1 -> 32 -> H, ReLU) is shared
-by heads' outputs and by layers; c > 0 (init 0.1) and the threshold L > 0 (init the training context) are learned.
+by heads' outputs and by layers; c > 0 (init 0.1) and the threshold L (init the training context, kept > 1 as
+|L_raw| + 1) are learned.
 The input lies in [0, 1] at any length, which is FIRE's route to extrapolation.
 
 The term needs a small MLP per score, which FlexAttention's score function cannot hold efficiently, so it is
@@ -15,8 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import UsageError
-from . import SCHEMES
-from .base import PositionalEncoding, ScoreMod
+from .base import SCHEMES, PositionalEncoding, ScoreMod
 
 
 @dataclass
@@ -47,7 +47,7 @@ class Fire(PositionalEncoding):
         hdim = self.options.hidden
         self.mlp = nn.Sequential(nn.Linear(1, hdim), nn.ReLU(), nn.Linear(hdim, ctx.n_heads))
         self.c_raw = nn.Parameter(torch.tensor(math.log(math.expm1(self.options.c_init))))  # softplus^-1
-        self.L_raw = nn.Parameter(torch.tensor(float(ctx.context)))
+        self.L_raw = nn.Parameter(torch.tensor(float(ctx.context - 1)))  # L = |L_raw| + 1 starts at the context
 
     def decayed(self, name, param):
         return False  # a tiny function of distance: no weight decay (as for the other position terms)

@@ -1,7 +1,9 @@
 """KERPLE (Chi et al. 2022): a learned conditionally positive definite kernel of the distance as a logit term,
 -p_h log(1 + a_h r) (``kind: log``, the paper's best) or -a_h r^p_h (``kind: power``), r = i - j, with two
-positive scalars per head shared by all layers (clamped to >= 0.01 each forward, as the reference code does;
-p <= 2 for the power kernel). Added to the scaled logits as they are, like ALiBi."""
+positive scalars per head shared by all layers. As in the reference code, a parameter that an optimizer step takes
+below 0.01 is reset to 0.01 (and p above 2 to 2 for the power kernel) after the step (``after_step``), so it keeps
+its gradient and can move back; clamping inside the forward pass instead would give it zero gradient forever.
+Added to the scaled logits as they are, like ALiBi."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,8 +12,7 @@ import torch
 from torch import nn
 
 from ..errors import UsageError
-from . import SCHEMES
-from .base import PositionalEncoding, ScoreMod
+from .base import SCHEMES, PositionalEncoding, ScoreMod
 
 EPS = 0.01
 
@@ -45,8 +46,17 @@ class Kerple(PositionalEncoding):
         super().__init__(ctx, options)
         self.p = nn.Parameter(torch.rand(ctx.n_heads) * 2)
         self.a = nn.Parameter(torch.rand(ctx.n_heads))
+        with torch.no_grad():
+            self.after_step()
+
+    def after_step(self) -> None:
+        """Project the parameters back into their domain (the reference code's reset to the bound)."""
+        self.p.clamp_(min=EPS, max=2.0 if self.options.kind == "power" else None)
+        self.a.clamp_(min=EPS)
 
     def params(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The kernel's parameters, clamped to their domain as a guard. ``after_step`` keeps the stored values in the
+        domain, where the clamp is the identity and passes the gradient (at the bound too)."""
         p = self.p.clamp(min=EPS, max=2.0) if self.options.kind == "power" else self.p.clamp(min=EPS)
         return p, self.a.clamp(min=EPS)
 

@@ -7,8 +7,7 @@ import torch
 from torch import nn
 
 from ..errors import PositionOutOfRange
-from . import SCHEMES
-from .base import PositionalEncoding
+from .base import SCHEMES, PositionalEncoding
 
 
 @dataclass

@@ -1,6 +1,5 @@
 """NoPE: no positional signal; only the causal mask breaks permutation symmetry."""
-from . import SCHEMES
-from .base import PositionalEncoding
+from .base import SCHEMES, PositionalEncoding
 
 
 @SCHEMES.register("none")

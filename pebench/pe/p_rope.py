@@ -1,12 +1,14 @@
 """p-RoPE (Barbero et al. 2025): RoPE on the highest fraction p of its frequencies only; the lowest
 (1 - p) are left unrotated (inverse frequency 0), which frees them to carry content. ``fraction: 1`` is
-``rope`` and ``fraction: 0`` is ``none``, exactly. Every RoPE scaling applies to the rotated part."""
+``rope`` and ``fraction: 0`` is ``none``, exactly. The number kept is floor(p * d_h/2), as in the paper's code and
+Gemma's (p = 0.1, 0.3, 0.6 of 16 frequencies keep 1, 4, 9). Every RoPE scaling applies to the rotated part."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from . import SCHEMES
+from .base import SCHEMES
 from .rope import RoPE, RopeOptions
 
 
@@ -21,7 +23,8 @@ class PRopeOptions(RopeOptions):
 
 
 def kept_frequencies(n_freq: int, fraction: float) -> int:
-    return int(round(fraction * n_freq))
+    """floor(fraction * n_freq), with a tolerance for products that float rounding puts just below an integer."""
+    return int(math.floor(fraction * n_freq + 1e-9))
 
 
 @SCHEMES.register("p-rope")

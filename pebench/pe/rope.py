@@ -10,21 +10,35 @@ as with interleaved pairs.
 """
 from __future__ import annotations
 
+import inspect
 import math
-from dataclasses import dataclass
-from typing import Callable, Optional
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Optional
 
 import torch
 
+from ..config import type_matches
 from ..errors import UsageError
 from ..registry import Registry
-from . import SCHEMES
-from .base import PositionalEncoding
+from .base import SCHEMES, PositionalEncoding
 
 RopeFn = Callable[..., tuple[torch.Tensor, float]]
 ROPE_VARIANTS: Registry[RopeFn] = Registry("RoPE scaling")
-# Variants whose frequencies depend on the actual sequence length rather than a fixed factor.
-DYNAMIC_VARIANTS = {"dynamic-ntk"}
+# Every variant takes these; its other keyword parameters (with defaults) are its options, set in
+# ``pe_options.rope`` by name. A variant with a ``seq_len`` parameter is dynamic: its frequencies follow the actual
+# sequence length rather than a fixed factor.
+COMMON_ARGS = ("head_dim", "base", "factor", "original_context")
+SEQ_LEN = "seq_len"
+
+
+def variant_options(variant: str) -> dict[str, Any]:
+    """A variant's own options and their defaults, read from its function's signature."""
+    fn = ROPE_VARIANTS.get(canonical_variant(variant))
+    return {n: p.default for n, p in inspect.signature(fn).parameters.items() if n not in COMMON_ARGS + (SEQ_LEN,)}
+
+
+def is_dynamic(variant: str) -> bool:
+    return SEQ_LEN in inspect.signature(ROPE_VARIANTS.get(canonical_variant(variant))).parameters
 
 
 def default_inv_freq(head_dim: int, base: float) -> torch.Tensor:
@@ -122,9 +136,7 @@ def rope_frequencies(variant: str, head_dim: int, base: float = 10000.0, factor:
     """Public entry point: float64 inverse frequencies [head_dim/2] and the attention factor."""
     fn = ROPE_VARIANTS.get(canonical_variant(variant))
     _check(head_dim, base, factor, original_context)
-    import inspect
-
-    allowed = set(inspect.signature(fn).parameters) - {"head_dim", "base", "factor", "original_context"}
+    allowed = set(inspect.signature(fn).parameters) - set(COMMON_ARGS)
     unknown = set(options) - allowed
     if unknown:
         raise UsageError(
@@ -149,11 +161,24 @@ class RopeOptions:
     truncate: bool = True
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
+    # Options of variants that the fields above do not name (a variant registered from another module), by name.
+    params: dict = field(default_factory=dict)
 
     def validate(self):
         ROPE_VARIANTS.get(canonical_variant(self.scaling))
         if self.factor != 0 and self.factor < 1:
             raise UsageError(f"rope factor must be >= 1 (or 0 for automatic), got {self.factor}")
+
+    def for_variant(self, variant: str) -> dict:
+        """The keyword options the variant's function takes: set here by name (a field or ``params``), else its
+        own defaults."""
+        out = {}
+        for name in variant_options(variant):
+            if name in self.params:
+                out[name] = self.params[name]
+            elif hasattr(self, name) and name != "params":
+                out[name] = getattr(self, name)
+        return out
 
 
 @SCHEMES.register("rope")
@@ -170,23 +195,46 @@ class RoPE(PositionalEncoding):
     def variant(self) -> str:
         return canonical_variant(self.options.scaling)
 
+    @classmethod
+    def parse_options(cls, options: dict):
+        """Options of any registered variant that the options dataclass does not name go to ``params``, checked
+        against the type of the variant function's default."""
+        own = {f.name for f in fields(cls.Options)}
+        extra = {k: v for k, v in options.items() if k not in own}
+        known = {n: d for v in ROPE_VARIANTS.names() for n, d in variant_options(v).items()}
+        for k, v in extra.items():
+            if k not in known:
+                raise UsageError(f"unknown option {k!r} for scheme {cls.name!r}; allowed: {', '.join(sorted(own - {'params'}))}"
+                                 f", or a scaling's own: {', '.join(sorted(set(known) - own)) or 'none'}")
+            if not type_matches(v, known[k]):
+                raise UsageError(f"option {k!r} of scheme {cls.name!r} must be {type(known[k]).__name__}, got {v!r}")
+        rest = {k: v for k, v in options.items() if k in own}
+        if extra:
+            rest["params"] = {**rest.get("params", {}), **extra}
+        return super().parse_options(rest)
+
     def resolved(self, seq_len: int) -> tuple[torch.Tensor, float, float]:
         """(inv_freq, attention_factor, factor) used for a sequence of ``seq_len`` tokens."""
         o = self.options
         orig = o.original_context or self.ctx.context
-        factor = o.factor if o.factor else max(1.0, seq_len / orig)
+        extra = o.for_variant(self.variant)
         if self.variant == "default":
             factor = 1.0
-        extra = {}
-        if self.variant in DYNAMIC_VARIANTS:
-            extra["seq_len"] = seq_len
+        elif is_dynamic(self.variant):
+            extra[SEQ_LEN] = seq_len
             factor = o.factor or 1.0
-        elif self.variant == "yarn":
-            extra = dict(beta_fast=o.beta_fast, beta_slow=o.beta_slow, truncate=o.truncate)
-        elif self.variant == "llama3":
-            extra = dict(low_freq_factor=o.low_freq_factor, high_freq_factor=o.high_freq_factor)
+        else:
+            factor = o.factor if o.factor else max(1.0, seq_len / orig)
         inv, att = rope_frequencies(self.variant, self.ctx.head_dim, o.base, factor, orig, **extra)
         return inv, att, factor
+
+    def describe(self, seq_len: int) -> dict:
+        _, att, factor = self.resolved(seq_len)
+        return {"variant": "none" if self.variant == "default" else self.variant, "factor": factor,
+                "attention_factor": att, "base": self.options.base}
+
+    def frequencies(self, seq_len: int) -> torch.Tensor:
+        return self.resolved(seq_len)[0]
 
     def _cos_sin(self, positions: torch.Tensor, dtype: torch.dtype):
         seq_len = positions.shape[0]  # positions are 0 .. T-1 (a Python int keeps torch.compile graphs whole)

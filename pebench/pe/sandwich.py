@@ -1,6 +1,11 @@
 """Sandwich (Chi et al. 2023): a parameter-free logit term from the inner product of two sinusoidal embeddings,
 sum_{k=1..d'/2} cos(r / 10000^(2k/d')) - d'/2 (0 at r = 0, negative beyond), divided per head by ALiBi-like
-ratios 8h/H (h = 1..H), so heads see the same shape compressed to different widths."""
+ratios 8h/H (h = 1..H), so heads see the same shape compressed to different widths.
+
+d' is the model width by default, the paper's d (its embeddings are model-width sinusoids); NeMo's implementation
+uses the head dimension instead. ``pe_options.sandwich.dim`` sets it (e.g. to the head dimension, to follow NeMo).
+The term is a lookup in a table of max(T, positions the model was built for) distances; the model refuses
+positions beyond what it was built for (``DecoderLM.forward``), so the lookup is never clamped short."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,8 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import UsageError
-from . import SCHEMES
-from .base import PositionalEncoding, ScoreMod
+from .base import SCHEMES, PositionalEncoding, ScoreMod
 
 
 @dataclass

@@ -16,8 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import UsageError
-from . import SCHEMES
-from .base import PositionalEncoding, RelativeVectors, ScoreMod, band_scores
+from .base import SCHEMES, PositionalEncoding, RelativeVectors, ScoreMod, band_scores
 
 
 @dataclass

@@ -6,8 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import SCHEMES
-from .base import PositionalEncoding
+from .base import SCHEMES, PositionalEncoding
 
 
 def sinusoidal_frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:

@@ -1,16 +1,21 @@
 """xPos (Sun et al. 2023): RoPE with an exponential decay per frequency pair. Query n is scaled by
 zeta_k^(n/B) and key m by zeta_k^(-m/B) on pair k, zeta_k = (2k/d_h + 0.4) / 1.4, so each pair's part of the
 logit gains zeta_k^((n-m)/B) <= 1, a decay with distance that is strongest on the fastest-rotating pairs.
-Positions are centred on the sequence's middle, as in x-transformers (the logits do not change; the scales stay
-within float32 at long lengths). Every RoPE scaling applies to the rotation, and the decay stays."""
+Positions are centred on the middle of the positions used (of 0..T-1, or of random training positions drawn from
+[0, M)), as in x-transformers: the logits do not change, and the scales zeta^(+-half the span / B) stay in float32's
+normal range as long as that exponent's log stays below ``LOG_LIMIT``. Longer spans are refused with one line
+(training) or marked undefined (evaluation, via ``max_positions``). Every RoPE scaling applies to the rotation, and
+the decay stays."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
 from ..errors import UsageError
-from . import SCHEMES
+from .base import SCHEMES
 from .rope import RoPE, RopeOptions
 
 
@@ -23,6 +28,14 @@ class XposOptions(RopeOptions):
         super().validate()
         if not self.scale_base > 0:
             raise UsageError(f"xpos scale_base must be > 0, got {self.scale_base}")
+
+
+LOG_LIMIT = 80.0  # |ln scale| <= 80: the scales and their inverses stay within float32's normal range
+
+
+def xpos_span_limit(scale_base: float, gamma: float) -> int:
+    """The longest span of positions whose scales stay within LOG_LIMIT: (span / 2) / B * ln(1/zeta_0) <= LIMIT."""
+    return int(2 * scale_base * LOG_LIMIT / math.log((1 + gamma) / gamma))
 
 
 def xpos_zeta(head_dim: int, gamma: float = 0.4) -> torch.Tensor:
@@ -39,6 +52,14 @@ class XPos(RoPE):
     def __init__(self, ctx, options=None):
         super().__init__(ctx, options)
         self._xcache: dict = {}
+        limit = xpos_span_limit(self.options.scale_base, self.options.gamma)
+        if ctx.positions > limit:
+            raise UsageError(f"xpos with scale_base {self.options.scale_base:g} keeps its scales finite in float32 for "
+                             f"positions spanning at most {limit:,}; train.random_positions is {ctx.positions:,}: "
+                             f"lower it or raise pe_options.xpos.scale_base")
+
+    def max_positions(self) -> Optional[int]:
+        return xpos_span_limit(self.options.scale_base, self.options.gamma)
 
     def _decay(self, positions: torch.Tensor, dtype: torch.dtype):
         T = positions.shape[0]
@@ -46,7 +67,8 @@ class XPos(RoPE):
         if self.consecutive and key in self._xcache:
             return self._xcache[key]
         zeta = xpos_zeta(self.ctx.head_dim, self.options.gamma).to(positions.device)
-        power = (positions.to(torch.float64) - T // 2)[:, None] / self.options.scale_base
+        first, span = positions[0], positions[-1] - positions[0] + 1  # positions are sorted
+        power = (positions - (first + span // 2)).to(torch.float64)[:, None] / self.options.scale_base
         s = zeta[None, :] ** power  # [T, d_h/2]
         s = torch.cat([s, s], dim=-1)  # the halves pairing: pair k is dims k and k + d_h/2
         out = s.to(dtype), (1.0 / s).to(dtype)

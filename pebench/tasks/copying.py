@@ -11,7 +11,7 @@ import numpy as np
 
 from ..data.needles import EVAL, copy_window, random_string
 from ..errors import UsageError
-from . import Metric, Task, mean_interval, register_task
+from .base import Metric, Task, mean_interval, register_task
 
 SKIP = 2  # bytes of the second copy not scored
 
@@ -59,13 +59,14 @@ class CopyTask(Task):
     }
     options = {"trials": 20, "string_length": 24}
     headline = "copy_acc"
+    order = 20
 
     def check(self, options, lengths, context, n_tokens, protocol):
         k = options["string_length"]
         if not isinstance(k, int) or k < SKIP + 1:
-            raise UsageError(f"--string-length must be an integer >= {SKIP + 1}, got {k!r}")
+            raise UsageError(f"copy.string_length must be an integer >= {SKIP + 1}, got {k!r}")
         if not isinstance(options["trials"], int) or options["trials"] < 1:
-            raise UsageError(f"--trials must be an integer >= 1, got {options['trials']!r}")
+            raise UsageError(f"copy.trials must be an integer >= 1, got {options['trials']!r}")
         short = [L for L in lengths if not distances(L, k)]
         if short:
             raise UsageError(f"copy with {k}-byte strings needs lengths of at least {2 * k + 2}; got {short}")
@@ -74,7 +75,7 @@ class CopyTask(Task):
         return "text", {"trials": options["trials"], "string_length": options["string_length"]}
 
     def measure(self, ctx, length: int) -> dict:
-        from ..evaluate import score_spans
+        from ..scoring import score_spans
 
         k, t = ctx.options["string_length"], ctx.options["trials"]
         if len(ctx.stream) < length:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..data.needles import EVAL, KEY_DIGITS, fixed_bytes, passkey_form, passkey_window, random_key
 from ..errors import UsageError
-from . import Metric, Task, mean_interval, parse_floats, register_task, wilson
+from .base import Metric, Task, mean_interval, parse_floats, register_task, wilson
 
 HAYSTACKS = ("filler", "corpus")
 DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
@@ -59,13 +59,14 @@ class PasskeyTask(Task):
     }
     options = {"trials": 20, "depths": "0,0.25,0.5,0.75,1", "haystack": "filler"}
     headline = "passkey_exact"
+    order = 10
 
     def check(self, options, lengths, context, n_tokens, protocol):
         if options["haystack"] not in HAYSTACKS:
-            raise UsageError(f"--haystack must be one of {', '.join(HAYSTACKS)}, got {options['haystack']!r}")
+            raise UsageError(f"passkey.haystack must be one of {', '.join(HAYSTACKS)}, got {options['haystack']!r}")
         if not isinstance(options["trials"], int) or options["trials"] < 1:
-            raise UsageError(f"--trials must be an integer >= 1, got {options['trials']!r}")
-        parse_floats(options["depths"], "depths", 0.0, 1.0)
+            raise UsageError(f"passkey.trials must be an integer >= 1, got {options['trials']!r}")
+        parse_floats(options["depths"], "passkey.depths", 0.0, 1.0)
         short = [L for L in lengths if passkey_form(L) is None]
         if short:
             raise UsageError(f"passkey needs lengths of at least {fixed_bytes('compact') + 1} tokens; got {short}")
@@ -74,9 +75,9 @@ class PasskeyTask(Task):
         return options["haystack"], {"trials": options["trials"]}
 
     def measure(self, ctx, length: int) -> dict:
-        from ..evaluate import score_spans
+        from ..scoring import score_spans
 
-        depths = parse_floats(ctx.options["depths"], "depths", 0.0, 1.0)
+        depths = parse_floats(ctx.options["depths"], "passkey.depths", 0.0, 1.0)
         hay = ctx.split_tokens if ctx.options["haystack"] == "corpus" else None
         windows = [w for i, d in enumerate(depths)
                    for w in prompts(length, i, d, ctx.options["trials"], ctx.seed, hay)]
@@ -104,7 +105,7 @@ def heatmaps(df, root, suffix: str = "") -> list:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..fsutil import atomic_path
+    from ..fsutil import save_png
 
     sel = df[(df["task"] == "passkey") & (df["status"] == "ok")]
     paths = []
@@ -133,11 +134,7 @@ def heatmaps(df, root, suffix: str = "") -> list:
         ax.set_title(f"passkey exact match: {label} ({prot})", fontsize=9)
         fig.colorbar(im, ax=ax, fraction=0.05)
         name = f"passkey_{label}_{prot}{suffix}".replace(" ", "_").replace("+", "-")
-        path = root / f"heatmap_{name}.png"
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        paths.append(path)
+        paths.append(save_png(fig, root / f"heatmap_{name}.png"))
     return paths
 
 

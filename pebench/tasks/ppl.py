@@ -8,10 +8,16 @@ only the last T tokens cannot copy its continuation, one that reads far enough b
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
-from . import Metric, Task, register_task
+from ..fsutil import atomic_path, save_png
+from ..groups import row_key
+from ..stats import mean_ci
+from ..style import CONTEXT_LINE, save_figure, style_for
+from .base import Metric, Task, register_task
 
 
 def far_tokens(stream: np.ndarray, n: int, distance: int) -> np.ndarray:
@@ -46,6 +52,7 @@ class PplTask(Task):
         Metric("bpb", "ppl", False, "bits per byte (= loss / ln 2 for the byte tokenizer)", 3),
         Metric("loss", "ppl", False, "mean cross-entropy per scored token (nats)", 3),
     )
+    derived = (Metric("ratio", "ppl", False, "ppl / ppl at 1x of the same run", 3, derived=True),)
     fields = {
         "tokens_scored": "number of scored tokens",
         "windows": "number of windows evaluated",
@@ -56,13 +63,15 @@ class PplTask(Task):
     }
     options = {"far_n": 16}
     headline = "ppl"
+    order = 0
+    summary = ("ppl", "ppl_far")
 
     def check(self, options, lengths, context, n_tokens, protocol):
         from ..errors import UsageError
-        from ..evaluate import windows
+        from ..scoring import windows
 
         if not isinstance(options["far_n"], int) or options["far_n"] < 1:
-            raise UsageError(f"--far-n must be an integer >= 1, got {options['far_n']!r}")
+            raise UsageError(f"ppl.far_n must be an integer >= 1, got {options['far_n']!r}")
         for L in lengths:  # every length fits the stream under the protocol
             windows(n_tokens, L, protocol, max(lengths))
 
@@ -74,7 +83,7 @@ class PplTask(Task):
         return protocol.name, params if options["far_n"] == 16 else {**params, "far_n": options["far_n"]}
 
     def measure(self, ctx, length: int) -> dict:
-        from ..evaluate import score_stream
+        from ..scoring import score_stream
 
         out = score_stream(ctx.model, ctx.stream, length, ctx.protocol, ctx.cfg.eval.batch_tokens, ctx.dev,
                            ctx.max_length, ctx.progress, ctx.title, far=ctx.state["far"])
@@ -87,4 +96,102 @@ class PplTask(Task):
         return {"status": "ok", "reason": None, "metrics": metrics, "intervals": {}, "details": details}
 
 
+    def derive(self, df, name: str):
+        """``ratio``: ppl / ppl at 1x of the same run."""
+        import pandas as pd
+
+        one = df[(df["length"] == df["train_context"]) & (df["status"] == "ok")].set_index("run")["ppl"]
+        return df.assign(ratio=[p / one[r] if r in one.index and p is not None and not pd.isna(p) else None
+                                for r, p in zip(df["run"], df["ppl"])])
+
+    def plots(self, table, df, root, suffix: str = "") -> list:
+        """Loss by token position at the longest length; with the main report, the learning curves."""
+        from ..results import ResultsDir
+
+        pos = plot_position(table, df, root / f"plot_position{suffix}.png")
+        paths = [pos] if pos else []
+        cf = curves_frame(ResultsDir(root))
+        if not suffix and not cf.empty:  # learning curves (train.eval_every), with the main report
+            with atomic_path(root / "curves.csv") as tmp:
+                cf.to_csv(tmp, index=False)
+            paths += [root / "curves.csv", plot_curves(cf, root / "plot_curves.png")]
+        return paths
+
+
+def plot_position(t, df, path: Path) -> Optional[Path]:
+    """Per-position loss at the longest length, averaged over seeds with a 95% band."""
+    import matplotlib.pyplot as plt
+
+    L = t.lengths[-1]
+    if t.task != "ppl":
+        return None
+    sel = df[(df["task"] == "ppl") & (df["protocol"] == t.protocol) & (df["status"] == "ok") & (df["length"] == L) & df["label"].isin(t.rows)
+             & (df["split"] == t.split)]
+    if sel.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for lab in [r for r in t.rows if r in set(sel["label"])]:
+        by_hi: dict = {}
+        for buckets in sel[sel["label"] == lab]["position_buckets"]:
+            for b in buckets:
+                if b["tokens"] and b["loss"] is not None:
+                    by_hi.setdefault(b["hi"], []).append(b["loss"])
+        xs = sorted(by_hi)
+        stats = [mean_ci(by_hi[x]) for x in xs]
+        st = style_for(lab)
+        ax.plot(xs, [m for m, _ in stats], label=lab, **{**st.kwargs(), "marker": "."})
+        if any(c > 0 for _, c in stats):
+            ax.fill_between(xs, [m - c for m, c in stats], [m + c for m, c in stats], color=st.color, alpha=0.15,
+                            linewidth=0)
+    ax.axvline(int(sel["train_context"].iloc[0]), label="training context", **CONTEXT_LINE)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("context length of the scored token (bucket end)")
+    ax.set_ylabel("mean loss (nats)")
+    ax.set_title(f"per-position loss at length {L} ({t.protocol})")
+    return save_figure(fig, ax, path)
+
+
+def curves_frame(results):
+    """Learning curves, one row per (run, step, length): ppl against training tokens."""
+    import pandas as pd
+
+    rows = [{"run": c["run"], "scheme": c["scheme"], "seed": c["seed"], "step": c["step"], "tokens": c["tokens"],
+             "length": int(L), "ppl": p} for c in results.learning_curves() for L, p in c["curve"].items()]
+    return pd.DataFrame(rows, columns=["run", "scheme", "seed", "step", "tokens", "length", "ppl"])
+
+
+def plot_curves(cf, path: Path) -> Path:
+    """ppl against training tokens per scheme, at 1x (left) and the longest length (right), mean and 95% band
+    over seeds; one legend for both panels."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import ScalarFormatter
+
+    lengths = sorted(cf["length"].unique())
+    panels = [lengths[0], lengths[-1]] if len(lengths) > 1 else lengths
+    schemes = sorted(cf["scheme"].unique(), key=row_key)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for ax, L in zip(axes[0], panels):
+        sel = cf[(cf["length"] == L) & cf["ppl"].notna()]
+        for scheme in schemes:
+            g = sel[sel["scheme"] == scheme].groupby("tokens")["ppl"].apply(list)
+            stats = [mean_ci(v) for v in g]
+            st = style_for(scheme)
+            ax.plot(g.index, [m for m, _ in stats], label=scheme, **{**st.kwargs(), "marker": "."})
+            if any(c > 0 for _, c in stats):
+                ax.fill_between(g.index, [m - c for m, c in stats], [m + c for m, c in stats], color=st.color,
+                                alpha=0.15, linewidth=0)
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(ScalarFormatter())
+        ax.set_xlabel("training tokens")
+        ax.set_ylabel("ppl")
+        ax.set_title(f"learning curve at length {L}")
+    handles, labels = axes[0][0].get_legend_handles_labels()  # the 1x panel has every scheme
+    axes[0][-1].legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return save_png(fig, path)
+
+
+
+
 register_task(PplTask())
+

@@ -1,0 +1,222 @@
+"""What the commands show: progress bars (or heartbeat lines in a log), one line per record, warnings about
+records that could not be read. Presentation only: every decision is the library's."""
+from __future__ import annotations
+
+import functools
+import sys
+
+import typer
+from typer.core import TyperGroup
+
+from .errors import PebenchError
+from .results import ResultsDir
+
+STATE = {"debug": False}
+# The click that typer runs on (its own copy from typer 0.2x on, the click package before): its usage errors.
+_USAGE_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+_NO_ARGS = getattr(sys.modules[_USAGE_ERROR.__module__], "NoArgsIsHelpError", ())
+
+
+class OneLineErrors(TyperGroup):
+    """``--debug`` anywhere on the line; a usage error is one line on stderr (exit 2), never a box."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        args = list(sys.argv[1:] if args is None else args)
+        STATE["debug"] = "--debug" in args  # each invocation from its own line (tests run many in one process)
+        args = [a for a in args if a != "--debug"]
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _NO_ARGS as e:
+            typer.echo(e.ctx.get_help())
+            sys.exit(2)
+        except _USAGE_ERROR as e:
+            hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+            typer.echo(f"error: {e.format_message()}{hint}", err=True)
+            sys.exit(2)
+        except typer.Abort:
+            typer.echo("aborted", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _err(msg: str, code: int) -> None:
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(code)
+
+
+def _one_line(e: BaseException) -> tuple[str, int]:
+    """The line and exit code for a failure that is not a PebenchError."""
+    import torch
+
+    if isinstance(e, KeyboardInterrupt):
+        return "interrupted; rerun with --resume to continue", 130
+    if isinstance(e, torch.OutOfMemoryError):
+        return "out of device memory; lower the batch size or the lengths", 1
+    if isinstance(e, MemoryError):
+        return "out of memory; lower the batch size, the lengths or eval.batch_tokens", 1
+    if isinstance(e, PermissionError):
+        return f"permission denied: {e.filename or e}; choose a writable --results folder", 1
+    if isinstance(e, OSError) and e.errno == 28:
+        return f"no space left on device writing {e.filename or ''}; free some space and rerun with --resume", 1
+    if isinstance(e, OSError):
+        return f"{e.strerror or e}: {e.filename or ''}", 1
+    return f"unexpected {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} (rerun with --debug)", 1
+
+
+def handle_errors(fn):
+    """Expected failures become one line on stderr and a non-zero exit; --debug shows the traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if STATE["debug"]:
+            return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except PebenchError as e:
+            _err(str(e), e.exit_code)
+        except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - last resort: still one line
+            _err(*_one_line(e))
+
+    return wrapper
+
+
+
+
+def echo(line: str = "", err: bool = False) -> None:
+    typer.echo(line, err=err)
+
+
+def warn(line: str) -> None:
+    typer.echo(line, err=True)
+
+
+def train_with_progress(cfg, results: ResultsDir, name: str, device: str = "auto", **kw):
+    """Train with a rich progress bar (a heartbeat line when stderr is not a terminal); under torchrun every rank
+    trains and rank 0 alone reports."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from .distributed import distributed
+    from .progress import LogProgress
+    from .train import train
+
+    log = None
+    if not sys.stderr.isatty():  # a log file or a cluster job: a heartbeat line instead of the bar
+        log = LogProgress(warn)
+        done = results.status(name).get("step", 0) if kw.get("resume") else 0
+        log.start(name, cfg.train.steps, f"{cfg.train.steps:,} steps of {cfg.train.batch_size} x "
+                  f"{cfg.model.context} tokens", "steps", initial=done or 0)
+    with distributed(device) as d:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"),
+                      TimeRemainingColumn(), disable=not (sys.stderr.isatty() and d.is_main)) as prog:
+            task = prog.add_task(name, total=cfg.train.steps, loss="-", tps="-")
+
+            def cb(step, total, loss, tps):
+                prog.update(task, completed=step, loss=f"{loss:.3f}", tps=f"{tps:,.0f}")
+                if log is not None and d.is_main:
+                    log.update(step)
+
+            res = train(cfg, results, name, device=d.device, progress=cb, rank=d.rank, world=d.world,
+                        process_group=d.group, **kw)
+        if not d.is_main:
+            return res
+    if res.skipped:
+        echo(f"{name}: already finished, skipped")
+    else:
+        echo(f"{name}: trained {res.steps} steps in {res.wall_s:.0f}s, final loss {res.final_loss:.4f}")
+    return res
+
+
+def echo_record(r: dict) -> None:
+    from .tasks import METRICS
+
+    val = "n/a (undefined)" if r["status"] != "ok" else "  ".join(
+        f"{k} {v:.{METRICS[k].digits + 1}f}" for k, v in r["metrics"].items() if v is not None)
+    echo(f"{r['label']:<22} {r['task']:<8} L={r['length']:<6} {val}")
+
+
+def records_frame(rd: ResultsDir):
+    """The records as a frame; every record file that could not be used is named on stderr, one line each."""
+    from . import report as rp
+
+    skipped: list = []
+    df = rp.records_frame(rd, skipped)
+    for path, reason in skipped:
+        warn(f"warning: skipped record {path}: {reason}")
+    if skipped:
+        warn(f"warning: {len(skipped)} record file(s) skipped; rerun `pebench eval` for those runs to measure "
+             "them again")
+    return df
+
+
+def show(out) -> None:
+    """Text as it is; a rich renderable (a table) through rich."""
+    if isinstance(out, str):
+        echo(out.rstrip("\n"))
+        return
+    from rich.console import Console
+
+    Console(width=200).print(out)
+
+
+def print_table(t) -> None:
+    from .report import to_rich
+
+    show(to_rich(t))
+
+
+def analysis_table(rows: list[dict]) -> str:
+    from .analysis.summary import has_ratio
+
+    head = f"{'rank':>4}  {'run':<28} {'len':>5} {'H 1x':>6} {'H long':>6} {'|dH|':>5} {'far':>6} {'ppl x':>6}"
+    out = [head]
+    for r in rows:
+        ratio = f"{r['ppl_ratio']:.2f}" if has_ratio(r) else "-"
+        out.append(f"{r['rank']:>4}  {r['run']:<28} {r['length']:>5} {r['entropy_1x']:>6.2f} {r['entropy_long']:>6.2f} "
+                   f"{r['entropy_drift']:>5.2f} {r['far_share']:>6.1%} {ratio:>6}")
+    return "\n".join(out)
+
+
+def bench_row(m) -> None:
+    mfu = "" if m.model_flops is None else f"  {m.model_flops / 1e9:,.0f} GFLOP/s"
+    echo(f"{m.scheme:<10} {m.phase:<5} {m.path:<12} L={m.length:<6} {m.tokens_per_s:>10,.0f} tok/s "
+         f"{m.step_ms:>9.1f} ms  peak {m.peak_mem_mb:>7,.0f} MB{mfu}")
+
+
+def list_text(results: ResultsDir) -> list[str]:
+    """`pebench list`: schemes (with their positional parameters at the tiny config), variants, tasks and their
+    metrics, corpora, configs and the runs in the results folder."""
+    from dataclasses import replace
+
+    from .config import builtin_configs, load_config
+    from .data import describe_corpora
+    from .model import DecoderLM
+    from .pe import SCHEMES, all_variants, group_of, load_entry_points, scheme_names
+    from .tasks import TASKS, task_names
+
+    tiny = load_config("tiny")
+    base = DecoderLM(replace(tiny.model, pe="none")).num_params()
+    load_entry_points()
+    out = ["schemes by group (--pe classic | modern | all), with positional parameters at the tiny config:"]
+    for n in scheme_names():
+        extra = DecoderLM(replace(tiny.model, pe=n)).num_params() - base
+        out.append(f"  {group_of(n):<8} {n:<11} {extra:>7,}  {SCHEMES.get(n).description}")
+    out.append("evaluation-time variants (--rope-scaling): " + ", ".join(all_variants()))
+    out.append("evaluation tasks (eval --task), their options (--task-opt TASK.NAME=V) and metrics (report "
+               "--metric; + higher, - lower is better):")
+    for n in task_names():
+        t = TASKS.get(n)
+        ms = ", ".join(f"{m.name} {'+' if m.higher_is_better else '-'}" for m in t.metrics)
+        opts = ", ".join(f"{k}={v}" for k, v in t.options.items()) or "none"
+        out.append(f"  {n:<9} {t.description}; {ms}; options: {opts}")
+    out.append("corpora:")
+    out += [f"  {k:<17} {v}" for k, v in describe_corpora().items()]
+    out.append("configs: " + ", ".join(builtin_configs()))
+    runs = results.run_names()
+    out.append(f"runs in {results.runs}:" + ("" if runs else " none"))
+    for r in runs:
+        st = results.status(r)
+        out.append(f"  {r:<28} {st.get('state')} (step {st.get('step', '?')}/{st.get('steps', '?')})")
+    return out

@@ -1,0 +1,41 @@
+"""One parser for every comma list a user types (``--lengths 512,2048``, ``--pe rope,alibi``, ``--seeds 0,1``):
+the same rules everywhere, and one line saying what was wrong and what is allowed."""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+from .errors import UsageError
+
+_KIND = {int: "integers", float: "numbers", str: "names"}
+
+
+def parse_list(spec: Any, what: str, item: Callable[[str], Any] = str, *, lo: Optional[float] = None,
+               hi: Optional[float] = None, unique: bool = True) -> Optional[list]:
+    """``spec`` (a comma-separated string, or a list from a config) -> a list of ``item`` values; None stays
+    None. Empty items, values outside [lo, hi] and (with ``unique``) repeats are errors naming ``what``."""
+    if spec is None:
+        return None
+    parts: Sequence = spec if isinstance(spec, (list, tuple)) else str(spec).split(",")
+    kind = _KIND.get(item, "values")
+    texts = [str(p).strip() for p in parts]
+    if not texts or any(not t for t in texts):
+        raise UsageError(f"{what} must be a comma-separated list of {kind}, got {spec!r}")
+    try:
+        values = [item(t) for t in texts]
+    except ValueError:
+        raise UsageError(f"{what} must be {kind}, got {spec!r}")
+    bound = [v for v in values if (lo is not None and v < lo) or (hi is not None and v > hi)]
+    if bound:
+        rng = f">= {lo:g}" if hi is None else f"<= {hi:g}" if lo is None else f"in [{lo:g}, {hi:g}]"
+        raise UsageError(f"{what} must be {rng} each, got {bound[0]!r} in {spec!r}")
+    if unique and len(set(values)) != len(values):
+        raise UsageError(f"{what} lists a value twice: {spec!r}")
+    return values
+
+
+def parse_assignment(spec: str, what: str) -> tuple[str, str]:
+    """``NAME=VALUE`` -> (NAME, VALUE), both stripped and non-empty."""
+    name, sep, value = spec.partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise UsageError(f"{what} takes NAME=VALUE, got {spec!r}")
+    return name.strip(), value.strip()

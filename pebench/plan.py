@@ -1,0 +1,273 @@
+"""What a command means: config + overlays + flags -> resolved runs (names, per-scheme rates and options),
+continuation and fine-tune plans, suites, which scheme variants an evaluation applies. Plain functions that run
+nothing; the commands parse, call these, then train and evaluate what they return."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Optional
+
+from .config import Config, load_config, with_overlays
+from .errors import UsageError
+from .evaluate import EvalRequest, parse_lengths, parse_scalings
+from .parsing import parse_list
+from .results import ResultsDir
+from .scoring import Protocol
+from .suites import get_suite
+from .tasks import parse_task_opts, resolve_tasks, task_options
+
+
+@dataclass(frozen=True)
+class ConfigFlags:
+    """The command-line settings that change a config: each None when not given."""
+
+    config: Optional[str] = None  # None: the command's default (tiny, or the suite's)
+    overlays: tuple = ()
+    steps: Optional[int] = None
+    data: Optional[str] = None
+    text_field: Optional[str] = None
+    compile: Optional[bool] = None
+    needles: Optional[float] = None
+    seed: Optional[int] = None
+
+
+def check_steps(steps: Optional[int]) -> None:
+    if steps is not None and steps < 1:
+        raise UsageError(f"--steps must be >= 1, got {steps}")
+
+
+def check_needles(needles: Optional[float]) -> None:
+    if needles is not None and not 0 <= needles <= 1:
+        raise UsageError(f"--needles must be a fraction in [0, 1], got {needles}")
+
+
+def with_steps(cfg: Config, steps: int) -> tuple[Config, list[str]]:
+    """The config trained for ``steps`` steps; the warmup (at most a tenth) and checkpoint interval (at most the
+    steps) follow, and each change is returned as a note for the user."""
+    t = cfg.train
+    warm, every = min(t.warmup, max(0, steps // 10)), min(t.checkpoint_every, steps)
+    changed = [f"train.{k} {a} -> {b}" for k, a, b in
+               (("warmup", t.warmup, warm), ("checkpoint_every", t.checkpoint_every, every)) if a != b]
+    notes = [f"--steps {steps} also set {', '.join(changed)}"] if changed else []
+    return replace(cfg, train=replace(t, steps=steps, warmup=warm, checkpoint_every=every)), notes
+
+
+def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
+    """The config a command trains with, and notes on what a flag changed beyond itself. A needles fraction
+    joins the config name, so such runs never take the names of runs without."""
+    check_steps(flags.steps)
+    check_needles(flags.needles)
+    cfg = load_config(flags.config or "tiny", tuple(flags.overlays))
+    notes: list[str] = []
+    t = cfg.train
+    if flags.needles is not None:
+        t = replace(t, needles=flags.needles)
+        cfg = replace(cfg, name=f"{cfg.name}-needles{flags.needles:g}")
+    given = {"data": flags.data, "text_field": flags.text_field, "compile": flags.compile, "seed": flags.seed}
+    cfg = replace(cfg, train=replace(t, **{k: v for k, v in given.items() if v is not None}))
+    if flags.steps is not None:
+        cfg, notes = with_steps(cfg, flags.steps)
+    return cfg.validate(), notes
+
+
+def parse_seeds(seed: Optional[int], seeds: Optional[str], default: int) -> list[int]:
+    if seeds is not None:
+        return parse_list(seeds, "--seeds", int)
+    return [default if seed is None else seed]
+
+
+def plan_runs(base: Config, schemes: list[str], seeds: list[int]) -> list[tuple[str, Config]]:
+    """(run name, config) for every scheme x seed, each with its scheme's learning rate from
+    ``train.lr_by_scheme`` (else ``train.lr``); scheme options are validated before anything runs."""
+    from .checkpoint import build_model
+    from .pe import SCHEMES, SOURCES
+
+    for name in base.train.lr_by_scheme:
+        SCHEMES.get(name)  # a typo in a tuned overlay is an error, not a silently untuned scheme
+    out = []
+    for s in schemes:
+        for sd in seeds:
+            lr = float(base.train.lr_by_scheme.get(s, base.train.lr))
+            cfg = replace(base, model=replace(base.model, pe=s, pe_source=SOURCES.get(s, "")),
+                          train=replace(base.train, seed=sd, lr=lr)).validate()
+            build_model(cfg)
+            out.append((f"{s}-{cfg.name}-s{sd}", cfg))
+    return out
+
+
+@dataclass
+class RunPlan:
+    """One run to train: its name, config and metadata (a continuation's parent and what it changes)."""
+
+    name: str
+    cfg: Config
+    meta: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+
+def recalibration_config(parent: Config, scheme: str, steps: int, source: str = "") -> Config:
+    """The parent's config continued with another scheme (DroPE: a RoPE run continued without positional
+    encoding) or the same one, at the same context and batch and at the parent's learning rate (it continues the
+    parent's optimisation), warmup shortened. The saved config states that rate alone: ``lr_by_scheme`` is
+    cleared, so it can never be read as another rate than the one used."""
+    model = replace(parent.model, pe=scheme, pe_source=source)
+    warm = min(parent.train.warmup, max(1, steps // 10))
+    return replace(parent, model=model, train=replace(parent.train, steps=steps, warmup=warm, random_positions=0,
+                                                      induction_steps=0, lr_by_scheme={})).validate()
+
+
+def finetune_config(parent: Config, context: int, scaling: str, factor: Optional[float], steps: int) -> Config:
+    """The parent's config at a longer context with the RoPE scaling baked in (PI / YaRN fine-tuning), at the
+    parent's learning rate (``lr_by_scheme`` cleared, as for every continuation)."""
+    pe_options = {k: dict(v) for k, v in parent.model.pe_options.items()}
+    opts = pe_options.setdefault(parent.model.pe, {})
+    opts.update(scaling=scaling, factor=float(factor or context / parent.model.context),
+                original_context=parent.model.context)
+    model = replace(parent.model, context=context, pe_options=pe_options)
+    warm = min(parent.train.warmup, max(1, steps // 10))
+    batch = max(1, parent.train.batch_size * parent.model.context // context)  # same tokens per step
+    return replace(parent, model=model,
+                   train=replace(parent.train, steps=steps, warmup=warm, batch_size=batch, induction_steps=0,
+                                 lr_by_scheme={})).validate()  # the parent's warm-up is behind it
+
+
+def parse_context(spec: str, parent_ctx: int) -> int:
+    """``--context``: N tokens or Kx the parent's context."""
+    try:
+        ctx = int(float(spec[:-1]) * parent_ctx) if spec.endswith("x") else int(spec)
+    except ValueError:
+        raise UsageError(f"--context must be N or Kx (e.g. 512 or 4x), got {spec!r}")
+    if ctx < 2:
+        raise UsageError(f"--context must be >= 2, got {spec!r}")
+    return ctx
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """``train --init-from RUN``: what the new run changes."""
+
+    parent: str
+    pe: str = "rope"
+    steps: Optional[int] = None
+    context: Optional[str] = None
+    rope_scaling: Optional[str] = None
+    rope_factor: Optional[float] = None
+    overlays: tuple = ()
+    needles: Optional[float] = None
+    compile: Optional[bool] = None
+    name: Optional[str] = None
+
+
+def continuation_plan(rd: ResultsDir, c: Continuation) -> RunPlan:
+    """A run initialised from a finished one: a RoPE fine-tune at a longer context (``context``, ``rope_scaling``),
+    or the same context continued with another scheme (``pe``; DroPE is ``none`` from a RoPE run) or with the
+    same one (a retrieval phase: ``needles``, ``overlays``)."""
+    parent_cfg, _ = rd.run_config(c.parent)
+    if rd.state(c.parent) != "finished":
+        raise UsageError(f"--init-from {c.parent!r}: that run is not finished")
+    check_steps(c.steps)
+    check_needles(c.needles)
+    plan = _finetune_plan(parent_cfg, c) if c.context is not None else _continued_plan(parent_cfg, c)
+    if c.compile is not None:
+        plan.cfg = replace(plan.cfg, train=replace(plan.cfg.train, compile=c.compile))
+    return plan
+
+
+def _continued_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
+    from .pe import SOURCES, resolve_schemes
+
+    if c.rope_scaling or c.rope_factor:
+        raise UsageError("--rope-scaling and --rope-factor with --init-from need --context (N or Kx)")
+    schemes = resolve_schemes(c.pe)
+    if len(schemes) != 1:
+        raise UsageError("--init-from continues one run with one scheme; --pe names one")
+    scheme = schemes[0]
+    cfg = recalibration_config(parent_cfg, scheme, c.steps or max(1, parent_cfg.train.steps // 8),
+                               SOURCES.get(scheme, ""))
+    if scheme == parent_cfg.model.pe:  # the same scheme continued (a retrieval phase): labelled ftN
+        meta, suffix = {"continued": {"steps": cfg.train.steps}}, "cont"
+    else:
+        meta = {"recalibration": {"from_scheme": parent_cfg.model.pe, "to_scheme": scheme}}
+        suffix = f"to-{scheme}"
+    if c.overlays or c.needles is not None:
+        cfg, stems = with_overlays(cfg, tuple(c.overlays))
+        if c.needles is not None:
+            cfg = replace(cfg, train=replace(cfg.train, needles=c.needles)).validate()
+        suffix += "".join(f"-{s}" for s in stems) + (f"-needles{c.needles:g}" if c.needles is not None else "")
+    return RunPlan(c.name or f"{c.parent}-{suffix}", cfg, meta)
+
+
+def _finetune_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
+    from .pe import SCHEMES
+
+    if c.overlays or c.needles is not None:
+        raise UsageError("--overlay and --needles with --init-from apply to a run continued at its own context "
+                         "(without --context)")
+    ctx = parse_context(c.context, parent_cfg.model.context)
+    scaling = c.rope_scaling or "linear"
+    parse_scalings(scaling)
+    if not SCHEMES.get(parent_cfg.model.pe).variants():
+        raise UsageError(f"--init-from with --rope-scaling needs a run of the RoPE family; {c.parent!r} uses "
+                         f"{parent_cfg.model.pe!r}")
+    cfg = finetune_config(parent_cfg, ctx, scaling, c.rope_factor, c.steps or max(1, parent_cfg.train.steps // 4))
+    meta = {"finetune": {"context": ctx, "scaling": scaling, "factor": cfg.model.pe_options[cfg.model.pe]["factor"]}}
+    return RunPlan(c.name or f"{c.parent}-ft-{scaling}-{ctx}", cfg, meta)
+
+
+def scalings_for(scheme: str, scalings: list[str], explicit: bool) -> Optional[list[str]]:
+    """The variants to evaluate a run of ``scheme`` with: all asked for where the scheme has variants; where it
+    has none, none (None when they were asked for explicitly: the run is an error for the caller to report)."""
+    from .pe import SCHEMES
+
+    if not scalings or SCHEMES.get(scheme).variants():
+        return scalings
+    return None if explicit else []
+
+
+def check_eval_settings(rope_factor: Optional[float], max_tokens: Optional[int]) -> None:
+    if rope_factor is not None and rope_factor < 1:
+        raise UsageError(f"--rope-factor must be >= 1, got {rope_factor}")
+    if max_tokens is not None and max_tokens < 2:
+        raise UsageError(f"--max-tokens must be >= 2, got {max_tokens}")
+
+
+def eval_request(lengths: Optional[str] = None, protocol: Protocol = Protocol(), rope_scaling: Optional[str] = None,
+                 task: Optional[str] = None, task_opts: Optional[list[str]] = None, trials: Optional[int] = None,
+                 **kw) -> EvalRequest:
+    """An evaluation request from the command line's text: lengths, scalings, tasks and their options."""
+    tasks = resolve_tasks(task)
+    given = {**parse_task_opts(task_opts), **({"trials": trials} if trials is not None else {})}
+    check_eval_settings(kw.get("rope_factor"), kw.get("max_tokens"))
+    return EvalRequest(lengths=parse_lengths(lengths), protocol=protocol.validate(),
+                       scalings=parse_scalings(rope_scaling), tasks=tasks, options=task_options(tasks, given), **kw)
+
+
+@dataclass
+class SuitePlan:
+    """``pebench run``: the results folder, the runs to train, how to evaluate them, notes for the user."""
+
+    results: Path
+    runs: list  # (name, config)
+    request: EvalRequest
+    notes: list = field(default_factory=list)
+
+
+def suite_plan(suite: Optional[str], pe: Optional[str], flags: ConfigFlags, seeds: Optional[str],
+               results: Optional[Path], eval_args: dict, final: bool = False) -> SuitePlan:
+    """A suite (default: the README's main job) resolved with the flags that override its settings.
+    ``eval_args``: lengths, max_tokens, task, task_opts, trials, rope_scaling ('' for none), overwrite."""
+    from .pe import resolve_schemes
+
+    st = get_suite(suite)
+    flags = replace(flags, config=flags.config or st.config)
+    base, notes = resolve_config(flags)
+    args = dict(eval_args)
+    tasks = resolve_tasks(args.pop("task", None) or st.tasks)
+    if args.get("trials") is None and any("trials" in t.options for t in tasks):
+        args["trials"] = st.trials  # the suite's, where a task takes trials
+    overwrite = args.pop("overwrite", False)
+    req = eval_request(protocol=Protocol(st.protocol[0], stride=st.protocol[1]), task=",".join(t.name for t in tasks),
+                       split="test" if final else "validation", skip_existing=not overwrite,
+                       max_tokens=args.pop("max_tokens", None) or st.max_tokens, **args)
+    runs = plan_runs(base, resolve_schemes(pe or st.pe), parse_seeds(None, seeds, base.train.seed))
+    return SuitePlan(Path(results or st.results), runs, req, notes)

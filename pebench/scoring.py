@@ -1,0 +1,183 @@
+"""Scoring primitives: windows over a token stream, per-token loss, per-position buckets, teacher-forced spans.
+Both training (learning curves) and evaluation tasks use these; nothing here knows a task, a run or a record.
+
+Convention: a window is L consecutive tokens fed to the model at once; the logit at window index p-1
+predicts the token at index p, which therefore has p tokens of context (p = 1 .. L-1).
+
+Protocols (each averages per-token losses over all scored tokens, never window means):
+- ``nonoverlap``: windows start every L-1 tokens (sharing one boundary token), every index scored, so
+  each stream token after the first is scored exactly once (the ALiBi paper's protocol); a last window
+  flush with the end of the stream scores only the leftover tail, so every length scores the same tokens.
+- ``sliding``: windows start every S tokens; the first scores every index, later ones only their last S,
+  so every later token has at least L-S tokens of context.
+- ``fixed``: the same K target tokens at every length, each the last token of its own window, i.e. with
+  exactly L-1 tokens of context; lengths then differ only in context.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .device import autocast_for
+from .errors import UsageError
+from .progress import Progress
+from .registry import unknown_name_message
+
+PROTOCOLS = ("nonoverlap", "sliding", "fixed")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    name: str = "nonoverlap"
+    stride: Optional[int] = None
+    targets: Optional[int] = None
+
+    def validate(self) -> "Protocol":
+        if self.name not in PROTOCOLS:
+            raise UsageError(unknown_name_message("protocol", self.name, list(PROTOCOLS)))
+        if self.name == "sliding" and (self.stride is None or self.stride < 1):
+            raise UsageError("--protocol sliding needs --stride S with S >= 1")
+        if self.name == "fixed" and (self.targets is None or self.targets < 1):
+            raise UsageError("--protocol fixed needs --targets K with K >= 1")
+        return self
+
+    def params(self) -> dict:
+        return {"stride": self.stride} if self.name == "sliding" else \
+            {"targets": self.targets} if self.name == "fixed" else {}
+
+
+def windows(n_tokens: int, length: int, protocol: Protocol, max_length: Optional[int] = None):
+    """(starts, first_scored_index) for windows of ``length`` over a stream of ``n_tokens`` tokens.
+
+    Targets of a window starting at a are stream tokens a+p for p in [first, length-1].
+    """
+    L = length
+    if L < 2:
+        raise UsageError(f"evaluation length must be >= 2, got {L}")
+    if L > n_tokens:
+        raise UsageError(f"evaluation length {L} is longer than the evaluation stream ({n_tokens} tokens)")
+    if protocol.name == "nonoverlap":
+        starts = np.arange(0, n_tokens - L + 1, L - 1)
+        first = np.ones(len(starts), dtype=np.int64)
+        covered = starts[-1] + L - 1  # last stream index scored so far
+        if covered < n_tokens - 1:  # one more window, flush with the end, scores only the uncovered tail
+            starts = np.append(starts, n_tokens - L)
+            first = np.append(first, covered + 1 - (n_tokens - L))
+    elif protocol.name == "sliding":
+        S = protocol.stride
+        if S > L - 1:
+            raise UsageError(f"--stride {S} must be at most length - 1 = {L - 1}")
+        starts = np.arange(0, n_tokens - L + 1, S)
+        first = np.full(len(starts), L - S, dtype=np.int64)
+        first[0] = 1
+    else:
+        Lmax = max(max_length or L, L)
+        targets = fixed_targets(n_tokens, Lmax, protocol.targets)
+        starts = targets - (L - 1)
+        first = np.full(len(starts), L - 1, dtype=np.int64)
+    return starts, first
+
+
+def fixed_targets(n_tokens: int, max_length: int, k: int) -> np.ndarray:
+    """K target positions, evenly spread over the stream, each with room for max_length-1 tokens before it."""
+    lo, hi = max_length - 1, n_tokens - 1
+    if hi - lo + 1 < k:
+        raise UsageError(f"the stream ({n_tokens} tokens) has room for only {max(0, hi - lo + 1)} fixed targets "
+                         f"at length {max_length}; lower --targets or the lengths")
+    return lo + (np.arange(k) * (hi - lo + 1)) // k
+
+
+def bucket_edges(length: int) -> list[int]:
+    """Log-spaced context-length buckets [1,2), [2,4), ... covering 1 .. length-1."""
+    edges = [1]
+    while edges[-1] < length:
+        edges.append(edges[-1] * 2)
+    return edges
+
+
+def score_stream(model: torch.nn.Module, stream: np.ndarray, length: int, protocol: Protocol,
+                 batch_tokens: int, device: torch.device, max_length: Optional[int] = None,
+                 progress: Optional[Progress] = None, title: str = "", far: Optional[np.ndarray] = None) -> dict:
+    """Run every window and return loss sums in total and per position bucket (and, given ``far``, a boolean mask
+    over stream indices, the mean loss over the scored tokens it marks). ``progress`` hears the cost
+    (windows x length token positions) first, then the positions done after every batch."""
+    starts, first = windows(len(stream), length, protocol, max_length)
+    if progress is not None:
+        progress.start(title, len(starts) * length, f"{len(starts):,} windows of {length:,} tokens "
+                       f"({len(starts) * length:,} token positions)", "tokens")
+    edges = bucket_edges(length)
+    pos = np.arange(1, length)
+    bucket_of = np.searchsorted(edges, pos, side="right") - 1  # bucket of each target index
+    n_b = len(edges) - 1
+    loss_sum = torch.zeros(n_b, dtype=torch.float64)
+    count = torch.zeros(n_b, dtype=torch.float64)
+    bucket_t = torch.from_numpy(bucket_of).to(device)
+    far_sum, far_n = 0.0, 0
+    per_batch = max(1, batch_tokens // length)
+    offsets = np.arange(length)
+    with torch.inference_mode():
+        for i in range(0, len(starts), per_batch):
+            s, f = starts[i:i + per_batch], first[i:i + per_batch]
+            chunk = torch.from_numpy(np.asarray(stream[s[:, None] + offsets[None, :]]).astype(np.int64)).to(device)
+            with autocast_for(device):
+                logits = model(chunk)
+            tok_loss = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]),
+                                       chunk[:, 1:].reshape(-1), reduction="none").view(len(s), length - 1)
+            mask = torch.from_numpy(pos[None, :] >= f[:, None]).to(device)
+            tok_loss = (tok_loss * mask).double()
+            if far is not None:
+                fm = torch.from_numpy(far[s[:, None] + offsets[None, 1:]]).to(device) & mask
+                far_sum += float(tok_loss[fm].sum())
+                far_n += int(fm.sum())
+            loss_sum += torch.zeros(n_b, dtype=torch.float64, device=device).index_add_(
+                0, bucket_t, tok_loss.sum(0)).cpu()
+            count += torch.zeros(n_b, dtype=torch.float64, device=device).index_add_(
+                0, bucket_t, mask.sum(0).double()).cpu()
+            if progress is not None:
+                progress.update((i + len(s)) * length)
+    if progress is not None:
+        progress.finish()
+    total, n = float(loss_sum.sum()), int(count.sum())
+    buckets = [
+        {"lo": edges[b], "hi": min(edges[b + 1], length) - 1, "tokens": int(count[b]),
+         "loss": float(loss_sum[b] / count[b]) if count[b] else None}
+        for b in range(n_b)
+    ]
+    out = {"loss": total / n, "tokens_scored": n, "windows": len(starts), "position_buckets": buckets}
+    if far is not None:
+        out["far"] = {"loss": far_sum / far_n if far_n else None, "tokens": far_n}
+    return out
+
+
+def score_spans(ctx, rows: np.ndarray, start: int, stop: int,
+                choices: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+    """Teacher-forced scoring of target indices [start, stop) of each row (windows of equal length): whether the
+    model's top prediction is the target (among ``choices`` only, when given) and the loss, both (rows, stop -
+    start) numpy arrays."""
+    L = rows.shape[1]
+    per = max(1, ctx.cfg.eval.batch_tokens // L)
+    correct, losses = [], []
+    if ctx.progress is not None:
+        ctx.progress.start(ctx.title, len(rows) * L, f"{len(rows):,} prompts of {L:,} tokens", "tokens")
+    with torch.inference_mode():
+        for i in range(0, len(rows), per):
+            x = torch.from_numpy(rows[i:i + per].astype(np.int64)).to(ctx.dev)
+            with autocast_for(ctx.dev):
+                logits = ctx.model(x)[:, start - 1:stop - 1].float()
+            tgt = x[:, start:stop]
+            losses.append(F.cross_entropy(logits.transpose(1, 2), tgt, reduction="none").cpu().numpy())
+            if choices is not None:
+                ch = torch.from_numpy(choices.astype(np.int64)).to(ctx.dev)
+                pred = ch[logits[..., ch].argmax(-1)]
+            else:
+                pred = logits.argmax(-1)
+            correct.append((pred == tgt).cpu().numpy())
+            if ctx.progress is not None:
+                ctx.progress.update((i + len(x)) * L)
+    if ctx.progress is not None:
+        ctx.progress.finish()
+    return np.concatenate(correct), np.concatenate(losses)

@@ -1,0 +1,208 @@
+"""Evaluation tasks and their metrics, in registries like the schemes' (lm-evaluation-harness's ``Task``).
+
+A task measures one finished model at one evaluation length and returns the measured part of a record: its
+``metrics`` (name -> value), their ``intervals`` (name -> [lo, hi], 95%) and task-specific ``details``. It declares:
+- ``metrics``: each a :class:`Metric` that knows whether higher is better (reports bold and rank by it);
+- ``fields``: the keys of its ``details`` (documented in the README with the record's fields);
+- ``options``: its settings with defaults (``pebench eval --trials 20 --depths 0,0.5,1 ...``);
+- ``protocol(options, protocol)``: the key that keeps records of different settings apart.
+
+Adding a task is one module that subclasses :class:`Task` and calls :func:`register_task`; ``pebench eval
+--task NAME``, ``report --metric NAME`` and ``run`` then know it. This module is torch-free (reports use it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ..errors import UsageError
+from ..stats import mean_interval, wilson  # noqa: F401  (tasks import them from here)
+from ..registry import Registry, unknown_name_message
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    task: str
+    higher_is_better: bool
+    description: str
+    digits: int = 2
+    derived: bool = False  # computed by the task from its records (Task.derive), not stored in them
+
+    def best(self, values: list[float]) -> float:
+        return max(values) if self.higher_is_better else min(values)
+
+
+@dataclass
+class EvalContext:
+    """What a task measures with: the model (with its scheme or variant), its config, the evaluation stream (the
+    split cut to max_tokens) and the whole split, the protocol, this task's options and the progress display."""
+
+    model: Any  # a DecoderLM (or any module with its forward and .pe)
+    cfg: object
+    dev: torch.device
+    stream: np.ndarray
+    split_tokens: np.ndarray
+    protocol: Any  # scoring.Protocol
+    max_length: int
+    options: dict
+    seed: int = 0  # evaluation stream seed (prompt keys, strings, offsets)
+    progress: Any = None  # progress.Progress
+    title: str = ""
+    state: dict = field(default_factory=dict)  # what a task's prepare() keeps for its measure()
+
+
+METRICS: dict[str, Metric] = {}
+TASKS: Registry["Task"] = Registry("evaluation task")
+
+
+class Task:
+    """One evaluation task. Subclasses set the class attributes and implement :meth:`measure`."""
+
+    name: str = ""
+    description: str = ""
+    metrics: tuple[Metric, ...] = ()
+    derived: tuple[Metric, ...] = ()  # metrics the task computes from its records for reports (derive)
+    fields: dict[str, str] = {}  # details key -> description
+    options: dict[str, Any] = {}  # option -> default
+    headline: str = ""  # the task's main metric (the first table `run` prints for it)
+    summary: tuple[str, ...] = ()  # its metrics in the context-use table (default: the headline)
+    # Bump when prompts, templates or scoring change: records carry it, and records of another version are
+    # never reused or mixed into a table with this one's.
+    version: int = 1
+    order: int = 100  # rank in listings and the context-use table (lower first; ties by name)
+
+    def protocol(self, options: dict, protocol) -> tuple[str, dict]:
+        """(protocol name, params) written into the record: settings that change the measurement."""
+        return protocol.name, protocol.params()
+
+    def check(self, options: dict, lengths: list[int], context: int, n_tokens: int, protocol) -> None:
+        """Raise UsageError for settings this task cannot measure (at these lengths, on an evaluation stream of
+        ``n_tokens`` tokens, under ``protocol``), before anything runs."""
+
+    def prepare(self, ctx) -> None:
+        """Once per run and variant, before the lengths (e.g. marking the stream)."""
+
+    def measure(self, ctx, length: int) -> dict:
+        """{status, reason, metrics, intervals, details} at one length; ``ctx`` is evaluate.EvalContext."""
+        raise NotImplementedError
+
+    def outputs(self, df, root, suffix: str = "") -> list:
+        """Extra report files from this task's records (a pandas frame); none by default."""
+        return []
+
+    def derive(self, df, name: str):
+        """The frame of this task's records with the derived metric ``name`` added as a column."""
+        raise NotImplementedError(f"task {self.name!r} derives no metric {name!r}")
+
+    def plots(self, table, df, root, suffix: str = "") -> list:
+        """Plots beside a report table of one of this task's metrics (``report.Table``); none by default."""
+        return []
+
+    def check_record(self, rec: dict) -> None:
+        """The writer's guard: a record holds exactly this task's metrics (and, measured, its details)."""
+        if rec["status"] == "ok" and set(rec["details"]) != set(self.fields):
+            raise ValueError(f"{self.name} record details {sorted(rec['details'])} do not match the task's fields "
+                             f"{sorted(self.fields)}")
+        if set(rec["metrics"]) != {m.name for m in self.metrics}:
+            raise ValueError(f"{self.name} record metrics {sorted(rec['metrics'])} are not the task's")
+
+    def summary_metrics(self) -> tuple[str, ...]:
+        return self.summary or ((self.headline or self.metrics[0].name),)
+
+    def undefined(self, reason: str) -> dict:
+        return {"status": "undefined", "reason": reason, "metrics": {m.name: None for m in self.metrics},
+                "intervals": {}, "details": {}}
+
+
+def task_names() -> list[str]:
+    """Registered tasks in display order."""
+    return sorted(TASKS, key=lambda n: (TASKS.get(n).order, n))
+
+
+def register_task(task: Task) -> Task:
+    """Register a task instance and its metrics (metric names are unique across tasks)."""
+    for m in task.metrics + task.derived:
+        if m.name in METRICS and METRICS[m.name].task != task.name:
+            raise ValueError(f"metric {m.name!r} of task {task.name!r} is already a metric of {METRICS[m.name].task!r}")
+    TASKS.register(task.name)(task)
+    for m in task.metrics + task.derived:
+        METRICS[m.name] = m
+    return task
+
+
+def unregister_task(name: str) -> None:
+    """Remove a task and its metrics (tests that register their own)."""
+    for m in [m for m in METRICS.values() if m.task == name]:
+        METRICS.pop(m.name)
+    TASKS.unregister(name)
+
+
+def resolve_tasks(spec: Optional[str]) -> list[Task]:
+    """``--task``: a comma list of task names (default ``ppl``)."""
+    from ..parsing import parse_list
+
+    return [TASKS.get(n) for n in parse_list(spec or "ppl", "--task")]
+
+
+def metric(name: str) -> Metric:
+    if name not in METRICS:
+        raise UsageError(unknown_name_message("metric", name, list(METRICS)))
+    return METRICS[name]
+
+
+def _typed(value: Any, default: Any, key: str) -> Any:
+    """A value given as text (``--task-opt trials=20``) in the type of the option's default."""
+    if not isinstance(value, str) or isinstance(default, str):
+        return value
+    try:
+        if isinstance(default, bool):
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise ValueError
+            return value.lower() in ("true", "1")
+        return type(default)(value)
+    except ValueError:
+        raise UsageError(f"--task-opt {key}={value}: must be {type(default).__name__}")
+
+
+def task_options(tasks: list[Task], given: dict) -> dict:
+    """Each task's options: its defaults, overridden by the given ones (None = not given). A key is an option name
+    (every task evaluated that takes it) or ``TASK.OPTION`` (that task only). An option that none of the tasks
+    takes is an error, so a setting is never silently ignored."""
+    out = {t.name: dict(t.options) for t in tasks}
+    by_name = {t.name: t for t in tasks}
+    for key, value in given.items():
+        if value is None:
+            continue
+        tname, _, opt = key.rpartition(".")
+        if tname and tname not in by_name:
+            raise UsageError(f"--task-opt {key}: task {tname!r} is not evaluated here (tasks: {', '.join(by_name)})")
+        targets = [by_name[tname]] if tname else [t for t in tasks if opt in t.options]
+        if not targets or opt not in targets[0].options:
+            takes = [n for n in TASKS if opt in TASKS.get(n).options]
+            raise UsageError(f"--task-opt {key}: {opt!r} is an option of the task(s) {', '.join(takes) or 'none'}, "
+                             f"not of {', '.join(t.name for t in targets or tasks)}"
+                             + "".join(f"; {t.name} takes {', '.join(t.options) or 'none'}" for t in targets or tasks))
+        for t in targets:
+            out[t.name][opt] = _typed(value, t.options[opt], key)
+    return out
+
+
+def parse_task_opts(specs: Optional[list[str]]) -> dict:
+    """``--task-opt`` values (``NAME=V`` or ``TASK.NAME=V``, repeatable) -> {key: text value}."""
+    from ..parsing import parse_assignment
+
+    out: dict = {}
+    for spec in specs or []:
+        key, value = parse_assignment(spec, "--task-opt")
+        if key in out:
+            raise UsageError(f"--task-opt {key} is given twice")
+        out[key] = value
+    return out
+
+
+def parse_floats(spec: Any, what: str, lo: float, hi: float) -> list[float]:
+    """A comma list (or list) of numbers in [lo, hi], without duplicates."""
+    from ..parsing import parse_list
+
+    return parse_list(spec, what, float, lo=lo, hi=hi)

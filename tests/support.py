@@ -1,0 +1,40 @@
+"""What many test files share: the micro config (one definition, varied per file by overrides), a CLI runner."""
+from pathlib import Path
+
+import yaml
+from typer.testing import CliRunner
+
+from pebench.cli import app
+
+runner = CliRunner()
+
+MICRO = {
+    "name": "micro",
+    "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_mlp": 64, "context": 16},
+    "train": {"steps": 2, "batch_size": 4, "lr": 0.003, "warmup": 1, "log_every": 1, "checkpoint_every": 2,
+              "data": "sotu"},
+    "eval": {"multiples": [1, 2], "max_tokens": 600, "batch_tokens": 256},
+}
+
+
+def merged(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def micro(**sections) -> dict:
+    """The micro config with sections overridden: micro(train={"steps": 4})."""
+    return merged(MICRO, sections)
+
+
+def write_micro(folder: Path, name: str = "micro.yaml", **sections) -> Path:
+    p = Path(folder) / name
+    p.write_text(yaml.safe_dump(micro(**sections)))
+    return p
+
+
+def invoke(*args):
+    """The CLI on these arguments (paths and numbers as text)."""
+    return runner.invoke(app, [str(a) for a in args])

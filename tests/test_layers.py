@@ -1,0 +1,130 @@
+"""The package's shape: imports point one way (no cycle, function-level imports counted), the CLI stays thin and
+functions fit on a screen. These read the source; they run nothing."""
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "pebench"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in PKG.rglob("*.py"):
+        parts = list(p.relative_to(PKG.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+def _imports(mod: str, path: Path, mods: dict) -> set[str]:
+    """Every pebench module ``mod`` imports, at module level or inside any function."""
+    package = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+    deps = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            name = ".".join(base + ([node.module] if node.module else []))
+            for a in node.names:
+                deps.add(f"{name}.{a.name}" if f"{name}.{a.name}" in mods else name)
+        elif isinstance(node, ast.Import):
+            deps |= {a.name for a in node.names}
+    return {d for d in deps if d in mods and d != mod}
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = _modules()
+    return {m: _imports(m, p, mods) for m, p in mods.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out, n = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = n[0]
+        n[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_in_the_package():
+    found = cycles(import_graph())
+    assert not found, "import cycles (function-level imports included): " + "; ".join(" <-> ".join(c) for c in found)
+
+
+@pytest.mark.parametrize("low, high", [
+    ("pebench.results", "pebench.tasks"), ("pebench.results", "pebench.evaluate"), ("pebench.config", "pebench.model"),
+    ("pebench.scoring", "pebench.evaluate"), ("pebench.scoring", "pebench.train"), ("pebench.checkpoint",
+                                                                                  "pebench.train"),
+    ("pebench.tasks.base", "pebench.evaluate"), ("pebench.report", "pebench.model"), ("pebench.plan", "pebench.cli"),
+])
+def test_layers_point_down(low, high):
+    """A lower module imports nothing from a higher one, directly or through others."""
+    graph, seen, todo = import_graph(), set(), [low]
+    while todo:
+        m = todo.pop()
+        for d in graph.get(m, ()):
+            if d not in seen:
+                seen.add(d)
+                todo.append(d)
+    assert high not in seen, f"{low} reaches {high}"
+
+
+def _functions(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def test_no_function_over_60_lines():
+    long = []
+    for path in PKG.rglob("*.py"):
+        for f in _functions(ast.parse(path.read_text())):
+            n = f.end_lineno - f.lineno + 1
+            if n > 60:
+                long.append(f"{path.relative_to(PKG.parent)}:{f.lineno} {f.name} ({n} lines)")
+    assert not long, long
+
+
+def test_the_cli_is_thin():
+    """cli.py parses, calls the library and prints: about 300 lines, each command's body about 25 lines (its
+    signature and docstring aside)."""
+    src = (PKG / "cli.py").read_text()
+    assert len(src.splitlines()) <= 350
+    fat = []
+    for f in _functions(ast.parse(src)):
+        if not any(isinstance(d, ast.Call) and getattr(d.func, "attr", "") == "command" for d in f.decorator_list):
+            continue
+        body = f.body[1:] if isinstance(f.body[0], ast.Expr) and isinstance(f.body[0].value, ast.Constant) else f.body
+        n = body[-1].end_lineno - body[0].lineno + 1
+        if n > 25:
+            fat.append(f"{f.name}: {n} lines")
+    assert not fat, fat
