@@ -163,9 +163,10 @@ def parse_option_grid(specs: list[str]) -> dict[str, list]:
 
     grid: dict[str, list] = {}
     for spec in specs:
-        if "=" not in spec:
+        try:
+            name, values = parse_assignment(spec, "--option")
+        except UsageError:
             raise UsageError(f"--option must be NAME=V1,V2,..., got {spec!r}")
-        name, values = parse_assignment(spec, "--option")
         if name in grid:
             raise UsageError(f"--option {name} is given twice")
         try:
