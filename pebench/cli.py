@@ -175,31 +175,36 @@ def run(
     needles: Optional[float] = NeedlesOpt,
     rope_scaling: str = typer.Option("all", "--rope-scaling", help="variants of schemes that have them ('': none)"),
     device: str = DeviceOpt,
-    devices: Optional[str] = typer.Option(None, "--devices", help="parallel jobs: auto | 0,1,2 | cpu:N"),
+    devices: Optional[str] = typer.Option(None, "--devices", help="jobs: local | auto | 0,1,2 | cpu:N (default: "
+                                                                  "one worker per core for long CPU jobs)"),
     overwrite: bool = typer.Option(False, "--overwrite"),
     compile_: Optional[bool] = CompileOpt,
     final: bool = typer.Option(False, "--final", help="evaluate and report on the test split"),
     results: Optional[Path] = typer.Option(None, "--results", help="results folder (default: the suite's)"),
 ):
     """Train, evaluate and report in one go (resumes what was interrupted, skips what is finished)."""
-    from . import sweep
+    from . import profile, sweep
     from .plan import suite_plan
     from .progress import for_stream
     from .report import suite_report
     from .results import ResultsDir
 
+    clock = profile.Clock()
     sp = suite_plan(suite, pe, _flags(config, overlay, steps, data, text_field, compile_, needles), seeds, results,
                     dict(lengths=lengths, max_tokens=max_tokens, task=task, trials=trials, task_opts=task_opt,
-                         rope_scaling=rope_scaling, overwrite=overwrite, device=device), final)
+                         rope_scaling=rope_scaling, overwrite=overwrite, device=device), final, devices)
     rd = ResultsDir(sp.results)
     rd.ensure_writable()
-    if sweep.run_all(rd, sp.runs, sp.request, overwrite, devices, console.train_with_progress,
+    clock.lap("setup")
+    if sweep.run_all(rd, sp.runs, sp.request, overwrite, sp.devices, console.train_with_progress,
                      lambda m: console.warn(f"error: {m}"), console.echo_record, for_stream(), sys.stdout.isatty()):
         raise typer.Exit(1)
+    clock.lap("jobs")
     t, context_md, paths = suite_report(rd, console.records_frame(rd), [n for n, _ in sp.runs], sp.request)
     console.print_table(t)
     console.echo(context_md or "")
-    console.echo("wrote " + ", ".join(str(p) for p in paths))
+    prof = profile.finish(rd, sp.runs, clock, sp.devices, sp.request.device)
+    console.echo("wrote " + ", ".join(str(p) for p in paths + [rd.root / "profile.md"]) + "\n" + profile.summary(prof))
     _notes(sp.notes)
 
 

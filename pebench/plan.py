@@ -3,6 +3,7 @@ continuation and fine-tune plans, suites, which scheme variants an evaluation ap
 nothing; the commands parse, call these, then train and evaluate what they return."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
@@ -242,6 +243,27 @@ def eval_request(lengths: Optional[str] = None, protocol: Protocol = Protocol(),
                        scalings=parse_scalings(rope_scaling), tasks=tasks, options=task_options(tasks, given), **kw)
 
 
+# A job this long (training FLOPs; ~10 s at a 2-core CPU's peak) pays for its worker process's start (~3 s).
+MIN_WORKER_FLOPS = 2e12
+
+
+def default_devices(runs: list, device: str, cores: int = 0) -> str:
+    """Where `pebench run` runs its jobs when --devices is not given: on a CPU with several cores and jobs long
+    enough to pay for a process each, one single-threaded worker per core (two such workers do about 14% more work
+    than one two-threaded process on a 2-core CPU; `pebench bench` and the run's profile measure it), with the
+    longest job first and the cores of idle workers handed to the jobs still running; else in this process
+    (``local``)."""
+    import torch
+
+    from .profile import train_flops
+
+    cores = cores or os.cpu_count() or 1
+    on_gpu = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+    if on_gpu or cores < 2 or len(runs) < 2 or min(train_flops(cfg) for _, cfg in runs) < MIN_WORKER_FLOPS:
+        return "local"
+    return f"cpu:{min(cores, len(runs))}"
+
+
 @dataclass
 class SuitePlan:
     """``pebench run``: the results folder, the runs to train, how to evaluate them, notes for the user."""
@@ -250,12 +272,14 @@ class SuitePlan:
     runs: list  # (name, config)
     request: EvalRequest
     notes: list = field(default_factory=list)
+    devices: str = "local"  # local (this process) | auto | GPU indices | cpu:N
 
 
 def suite_plan(suite: Optional[str], pe: Optional[str], flags: ConfigFlags, seeds: Optional[str],
-               results: Optional[Path], eval_args: dict, final: bool = False) -> SuitePlan:
+               results: Optional[Path], eval_args: dict, final: bool = False, devices: Optional[str] = None
+               ) -> SuitePlan:
     """A suite (default: the README's main job) resolved with the flags that override its settings.
-    ``eval_args``: lengths, max_tokens, task, task_opts, trials, rope_scaling ('' for none), overwrite."""
+    ``eval_args``: lengths, max_tokens, task, task_opts, trials, rope_scaling ('' for none), overwrite, device."""
     from .pe import resolve_schemes
 
     st = get_suite(suite)
@@ -270,4 +294,4 @@ def suite_plan(suite: Optional[str], pe: Optional[str], flags: ConfigFlags, seed
                        split="test" if final else "validation", skip_existing=not overwrite,
                        max_tokens=args.pop("max_tokens", None) or st.max_tokens, **args)
     runs = plan_runs(base, resolve_schemes(pe or st.pe), parse_seeds(None, seeds, base.train.seed))
-    return SuitePlan(Path(results or st.results), runs, req, notes)
+    return SuitePlan(Path(results or st.results), runs, req, notes, devices or default_devices(runs, req.device))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -90,19 +91,43 @@ class Job:
     scheme: str
     seed: int
     spec: Path
+    cost: float = 0.0  # expected work (training FLOPs x evaluation variants): the longest jobs start first
     state: str = "queued"
     device: str = ""
     error: str = ""
     log: list[str] = field(default_factory=list)
+    proc: Optional[subprocess.Popen] = None
+
+    def threads_file(self) -> Path:
+        return self.spec.with_suffix(".threads")
+
+    def ready_file(self) -> Path:
+        return self.spec.with_suffix(".ready")
+
+
+def job_cost(cfg: Config, req: EvalRequest) -> float:
+    """Expected work of a job: its training FLOPs, times 1 + its evaluation variants (RoPE's six cost more)."""
+    from .pe import SCHEMES
+    from .profile import train_flops
+
+    variants = scalings_for(cfg.model.pe, list(req.scalings), explicit=False) or []
+    n = len(SCHEMES.get(cfg.model.pe).variants()) if variants == ["all"] else len(variants)
+    return train_flops(cfg) * (1 + 0.1 * max(1, n))
 
 
 def jobs_for(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool) -> list[Job]:
-    """One job per planned run (name, config), its resolved file written for the worker."""
-    return [Job(name, cfg.model.pe, cfg.train.seed, write_job(rd, name, cfg, req, overwrite)) for name, cfg in runs]
+    """One job per planned run (name, config), its resolved file written for the worker; the longest first."""
+    jobs = [Job(name, cfg.model.pe, cfg.train.seed, write_job(rd, name, cfg, req, overwrite), job_cost(cfg, req))
+            for name, cfg in runs]
+    for j in jobs:
+        for f in (j.threads_file(), j.ready_file()):
+            f.unlink(missing_ok=True)
+    return sorted(jobs, key=lambda j: -j.cost)
 
 
 def parse_devices(spec: str) -> list[str]:
-    """'auto' (every GPU, else one CPU worker), '0,1,3' (GPU indices) or 'cpu:N' (N CPU workers)."""
+    """'auto' (every GPU, else one CPU worker), '0,1,3' (GPU indices) or 'cpu:N' (N CPU workers); 'local' (this
+    process) is run_all's."""
     import torch
 
     if spec == "auto":
@@ -130,13 +155,51 @@ def _run_job(job: Job, device: str, workers: int) -> None:
     job.device, job.state = device, "running"
     cmd = [sys.executable, "-m", "pebench", "job", str(job.spec), "--device",
            "cuda" if device.startswith("cuda") else "cpu"]
-    p = subprocess.run(cmd, env=_env_for(device, workers), capture_output=True, text=True)
-    job.log.append(p.stdout + p.stderr)
-    if p.returncode != 0:
-        lines = [x for x in (p.stderr or p.stdout).strip().splitlines() if x.strip()]
-        job.state, job.error = "failed", (lines[-1] if lines else f"exit {p.returncode}")
+    env = {**_env_for(device, workers), THREADS_ENV: str(job.threads_file())}
+    job.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = job.proc.communicate()
+    job.log.append(out + err)
+    if job.proc.returncode != 0:
+        lines = [x for x in (err or out).strip().splitlines() if x.strip()]
+        job.state, job.error = "failed", (lines[-1] if lines else f"exit {job.proc.returncode}")
         return
     job.state = "done"
+
+
+THREADS_ENV = "PEBENCH_THREADS_FILE"  # a CPU worker's job reads its thread count here when signalled (SIGUSR1)
+
+
+def share_cores(jobs: list[Job], cores: int) -> None:
+    """Once the queue is empty and a CPU worker idles, the jobs still running take its cores: each gets
+    cores // running threads, written to its threads file and signalled (a job that is not ready yet reads the file
+    when it is)."""
+    running = [j for j in jobs if j.state == "running" and j.device == "cpu" and j.proc is not None]
+    if not running or not hasattr(signal, "SIGUSR1"):
+        return
+    n = max(1, cores // len(running))
+    for j in running:
+        j.threads_file().write_text(str(n))
+        if j.ready_file().exists() and j.proc.poll() is None:
+            os.kill(j.proc.pid, signal.SIGUSR1)
+
+
+def accept_more_cores() -> None:
+    """In a worker's job: take the thread count the parent writes when a core frees up (see share_cores)."""
+    path = os.environ.get(THREADS_ENV)
+    if not path or not hasattr(signal, "SIGUSR1"):
+        return
+
+    def take(*_):
+        import torch
+
+        try:
+            torch.set_num_threads(max(1, int(Path(path).read_text().strip())))
+        except (OSError, ValueError):
+            pass
+
+    signal.signal(signal.SIGUSR1, take)
+    Path(path).with_suffix(".ready").touch()
+    take()
 
 
 def _view(jobs: list[Job], workers: int, results: ResultsDir):
@@ -165,6 +228,8 @@ def run_sweep(jobs: list[Job], devices: list[str], results: ResultsDir, show: bo
             try:
                 job = q.get_nowait()
             except queue.Empty:
+                if device == "cpu":
+                    share_cores(jobs, os.cpu_count() or 1)
                 return
             _run_job(job, device, len(devices))
 
@@ -194,11 +259,11 @@ def run_local(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool, tra
     return evaluate_runs(rd, [n for n, _ in runs], req, False, on_error, on_record, progress)
 
 
-def run_all(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool, devices: Optional[str], train_fn, on_error,
+def run_all(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool, devices: str, train_fn, on_error,
             on_record=None, progress=None, show: bool = False) -> int:
-    """The runs of a plan trained and evaluated: in this process (``devices`` None), else on parallel workers
+    """The runs of a plan trained and evaluated: in this process (``devices`` local), else on parallel workers
     (``auto``, GPU indices or ``cpu:N``). Returns the number of runs or jobs that failed, each reported."""
-    if devices is None:
+    if devices == "local":
         return run_local(rd, runs, req, overwrite, train_fn, on_error, on_record, progress)
     jobs = run_sweep(jobs_for(rd, runs, req, overwrite), parse_devices(devices), rd, show=show)
     for j in failed_jobs(jobs):
@@ -209,6 +274,7 @@ def run_all(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool, devic
 def run_job_file(path: Path, device: str, train_fn, on_error, on_record=None, progress=None) -> int:
     """A worker's job: train the run its file names, then evaluate it, exactly as the parent planned."""
     rd, name, cfg, req, overwrite = read_job(path)
+    accept_more_cores()
     train_fn(cfg, rd, name, device=device, resume=not overwrite, overwrite=overwrite)
     return evaluate_runs(rd, [name], replace(req, device=device), False, on_error, on_record, progress)
 
