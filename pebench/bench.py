@@ -284,13 +284,30 @@ if __name__ == "__main__":  # worker entry: one isolated measurement, JSON on th
     print(json.dumps(globals()[kw.pop("fn")](**kw)))
 
 
-def write_bench(root, rows: list[Measurement], peak: Peak, device: str) -> str:
+def floor_markdown(cfg: Config, schemes: list[str], peak: Peak, root) -> str:
+    """The training floor of `pebench run` on this config and these schemes at the peak just measured, and the last
+    run's wall time against it where a profile of one is in the results folder."""
+    from pathlib import Path
+
+    from .checkpoint import train_flops
+
+    flops = sum(train_flops(replace(cfg, model=replace(cfg.model, pe=s))) for s in schemes)
+    floor = flops / peak.flops
+    out = [f"Training floor of `pebench run --pe {','.join(schemes)}` on this config: {flops:.2e} FLOPs = "
+           f"{floor:,.0f} s ({floor / 60:.1f} min) at this peak."]
+    prof = Path(root) / "profile.md"
+    if prof.exists():
+        out.append(f"The last `pebench run` in this folder (its own peak and floor): {prof.read_text().splitlines()[0]}")
+    return "\n\n".join(out)
+
+
+def write_bench(root, rows: list[Measurement], peak: Peak, device: str, floor: str = "") -> str:
     """bench.md and bench.csv in ``root``, written atomically; returns the markdown."""
     from pathlib import Path
 
     from .fsutil import atomic_path, atomic_write_text
 
-    md = summary_markdown(rows, peak, device)
+    md = summary_markdown(rows, peak, device) + (f"\n{floor}\n" if floor else "")
     atomic_write_text(Path(root) / "bench.md", md)
     with atomic_path(Path(root) / "bench.csv") as tmp:
         to_frame(rows, peak).to_csv(tmp, index=False)

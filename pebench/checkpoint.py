@@ -20,6 +20,12 @@ def build_model(cfg: Config) -> DecoderLM:
     return DecoderLM(cfg.model, cfg.train.random_positions)
 
 
+def train_flops(cfg: Config) -> float:
+    """FLOPs of training a config: steps x batch x context x FLOPs per token (``DecoderLM.flops_per_token``)."""
+    T = cfg.model.context
+    return cfg.train.steps * cfg.train.batch_size * T * build_model(cfg).flops_per_token(T)
+
+
 def load_checkpoint(path: Path) -> dict:
     """Load with weights_only=True: a pickle that tries to run code is refused, never executed."""
     path = Path(path)

@@ -195,6 +195,7 @@ def run(
                          rope_scaling=rope_scaling, overwrite=overwrite, device=device), final, devices)
     rd = ResultsDir(sp.results)
     rd.ensure_writable()
+    clock.measure_peak(sp.request.device, sp.runs)
     clock.lap("setup")
     if sweep.run_all(rd, sp.runs, sp.request, overwrite, sp.devices, console.train_with_progress,
                      lambda m: console.warn(f"error: {m}"), console.echo_record, for_stream(), sys.stdout.isatty()):
@@ -312,9 +313,10 @@ def bench(
         raise UsageError(f"--repeats must be >= 1, got {repeats}")
     rd = ResultsDir(results)
     rd.ensure_writable()
-    rows, peak = bm.run_bench(load_config(config), resolve_schemes(pe), mults, str(resolve_device(device)), repeats,
-                              compile_, reference, on_row=console.bench_row, baseline=baseline)
-    console.echo(bm.write_bench(rd.root, rows, peak, str(resolve_device(device))))
+    cfg, schemes, dev = load_config(config), resolve_schemes(pe), str(resolve_device(device))
+    rows, peak = bm.run_bench(cfg, schemes, mults, dev, repeats, compile_, reference, on_row=console.bench_row,
+                              baseline=baseline)
+    console.echo(bm.write_bench(rd.root, rows, peak, dev, bm.floor_markdown(cfg, schemes, peak, rd.root)))
     console.echo(f"wrote {rd.root / 'bench.md'}, {rd.root / 'bench.csv'}")
 
 

@@ -250,12 +250,12 @@ MIN_WORKER_FLOPS = 2e12
 def default_devices(runs: list, device: str, cores: int = 0) -> str:
     """Where `pebench run` runs its jobs when --devices is not given: on a CPU with several cores and jobs long
     enough to pay for a process each, one single-threaded worker per core (two such workers do about 14% more work
-    than one two-threaded process on a 2-core CPU; `pebench bench` and the run's profile measure it), with the
-    longest job first and the cores of idle workers handed to the jobs still running; else in this process
+    than one two-threaded process on a 2-core CPU; scripts/speed_levers.py and the run's profile measure it), the
+    longest job first, and a final partial wave given the freed cores (sweep.assign_threads); else in this process
     (``local``)."""
     import torch
 
-    from .profile import train_flops
+    from .checkpoint import train_flops
 
     cores = cores or os.cpu_count() or 1
     on_gpu = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())

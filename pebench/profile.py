@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .checkpoint import train_flops
 from .fsutil import atomic_path, atomic_write_text
 from .results import ResultsDir
 
@@ -41,14 +42,6 @@ def _after(stamp, since: datetime) -> bool:
         return datetime.fromisoformat(stamp) >= since
     except (TypeError, ValueError):
         return False
-
-
-def train_flops(cfg) -> float:
-    """FLOPs of training a config: steps x batch x context x FLOPs per token."""
-    from .checkpoint import build_model
-
-    T = cfg.model.context
-    return cfg.train.steps * cfg.train.batch_size * T * build_model(cfg).flops_per_token(T)
 
 
 def collect(rd: ResultsDir, runs: list, since: datetime, wall_s: float, peak_flops: float, workers: int,
@@ -105,14 +98,33 @@ def summary(p: Profile) -> str:
             f"{ratio}")
 
 
+def measure_peak(device: str, flops: float) -> float:
+    """The fp32 matmul peak (bench.matmul_peak: the best of timed loops); for work too small to matter (under 1e12
+    FLOPs) a quick, rough one, so tiny runs do not pay seconds for it."""
+    from .bench import matmul_peak
+    from .device import resolve_device
+
+    dev = str(resolve_device(device))
+    return matmul_peak(dev) if flops >= 1e12 else matmul_peak(dev, n=512, runs=2, seconds=0.05)
+
+
 class Clock:
-    """Wall time of a command by lap, and the moment it started (records and statuses stamped after it are this
-    invocation's)."""
+    """Wall time of a command by lap, the moment it started (records and statuses stamped after it are this
+    invocation's) and the matmul peak measured before its jobs (the higher of before and after is the
+    denominator: anything else running on the machine can only lower a measurement)."""
 
     def __init__(self):
         self.since = datetime.now(timezone.utc).replace(microsecond=0)
         self.t0 = self.last = time.perf_counter()
         self.laps: dict = {}
+        self.peak_before = 0.0
+
+    def measure_peak(self, device: str, runs: list) -> None:
+        """Before the jobs (the planned training FLOPs decide how carefully)."""
+        t = time.perf_counter()
+        self.peak_before = measure_peak(device, sum(train_flops(c) for _, c in runs))
+        dt = time.perf_counter() - t
+        self.t0, self.last = self.t0 + dt, self.last + dt  # not the run's time, nor setup's
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
@@ -132,13 +144,10 @@ def workers_of(devices: str) -> int:
 
 
 def finish(rd: ResultsDir, runs: list, clock: Clock, devices: str, device: str) -> Profile:
-    """The profile of a `pebench run` (the matmul peak measured now, on the device it ran on), written as
-    profile.md and profile.csv."""
-    from .bench import matmul_peak
-    from .device import resolve_device
-
+    """The profile of a `pebench run` (the matmul peak measured before the jobs and now, the higher, on the device
+    it ran on), written as profile.md and profile.csv."""
     clock.lap("report")
-    peak = matmul_peak(str(resolve_device(device)), runs=3, seconds=0.25)
+    peak = max(clock.peak_before, measure_peak(device, sum(train_flops(c) for _, c in runs)))
     p = collect(rd, runs, clock.since, clock.wall(), peak, workers_of(devices), clock.laps.get("setup", 0.0))
     p.phases.append(Phase("report", "tables and plots", clock.laps.get("report", 0.0)))
     if p.workers == 1:  # phases in sequence: what they leave of the wall (corpus preparation, checkpoints, ...)

@@ -9,12 +9,12 @@ from typing import Optional
 import pandas as pd
 
 from .errors import PebenchError
-from .fsutil import atomic_path, atomic_write_text, save_png
+from .fsutil import atomic_path, atomic_write_text
 from .groups import row_key
 from .registry import Registry
 from .results import ResultsDir, protocol_key
 from .style import CONTEXT_LINE, style_for
-from .stats import mean_ci, t95  # noqa: F401  (t95: reports' users)
+from .stats import mean_ci
 from .style import save_figure
 from .tasks import TASKS, metric, task_names
 def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.DataFrame:

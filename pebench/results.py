@@ -97,6 +97,7 @@ def environment(device: str) -> dict:
     return {
         "pebench_version": __version__, "git_commit": git_commit(), "torch_version": torch.__version__,
         "python": platform.python_version(), "device": device, "host": platform.node(),
+        "threads": torch.get_num_threads(),  # CPU floating-point results depend on it
     }
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -18,7 +17,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
 from .config import Config, config_from_dict
 from .errors import PebenchError, UsageError
@@ -92,23 +91,18 @@ class Job:
     seed: int
     spec: Path
     cost: float = 0.0  # expected work (training FLOPs x evaluation variants): the longest jobs start first
+    threads: int = 0  # CPU threads of the job (0: the worker's share); fixed by the plan, never by timing
+    last_wave: bool = False  # starts once every other job is done, with the cores the others leave
     state: str = "queued"
     device: str = ""
     error: str = ""
     log: list[str] = field(default_factory=list)
-    proc: Optional[subprocess.Popen] = None
-
-    def threads_file(self) -> Path:
-        return self.spec.with_suffix(".threads")
-
-    def ready_file(self) -> Path:
-        return self.spec.with_suffix(".ready")
 
 
 def job_cost(cfg: Config, req: EvalRequest) -> float:
     """Expected work of a job: its training FLOPs, times 1 + its evaluation variants (RoPE's six cost more)."""
     from .pe import SCHEMES
-    from .profile import train_flops
+    from .checkpoint import train_flops
 
     variants = scalings_for(cfg.model.pe, list(req.scalings), explicit=False) or []
     n = len(SCHEMES.get(cfg.model.pe).variants()) if variants == ["all"] else len(variants)
@@ -119,10 +113,18 @@ def jobs_for(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool) -> l
     """One job per planned run (name, config), its resolved file written for the worker; the longest first."""
     jobs = [Job(name, cfg.model.pe, cfg.train.seed, write_job(rd, name, cfg, req, overwrite), job_cost(cfg, req))
             for name, cfg in runs]
-    for j in jobs:
-        for f in (j.threads_file(), j.ready_file()):
-            f.unlink(missing_ok=True)
-    return sorted(jobs, key=lambda j: -j.cost)
+    return sorted(jobs, key=lambda j: -j.cost)  # stable: equal costs keep the plan's order
+
+
+def assign_threads(jobs: list[Job], workers: int, cores: int) -> list[Job]:
+    """CPU jobs in waves of one job per worker, each with cores // workers threads; the last k < workers jobs (the
+    cheapest) form a final wave that starts when every other job is done, with cores // k threads each. A job's
+    thread count (which changes its floating-point results) is so a function of the plan alone, never of timing."""
+    k = len(jobs) % workers
+    for i, j in enumerate(jobs):
+        j.last_wave = k > 0 and i >= len(jobs) - k
+        j.threads = max(1, cores // (k if j.last_wave else workers))
+    return jobs
 
 
 def parse_devices(spec: str) -> list[str]:
@@ -142,12 +144,12 @@ def parse_devices(spec: str) -> list[str]:
     return [f"cuda:{i}" for i in ids]
 
 
-def _env_for(device: str, workers: int) -> dict:
+def _env_for(device: str, job: Job) -> dict:
     env = dict(os.environ)
     if device.startswith("cuda:"):
         env["CUDA_VISIBLE_DEVICES"] = device.split(":")[1]
-    else:  # share the cores between CPU workers instead of oversubscribing them
-        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
+    else:  # the job's share of the cores, fixed by the plan (assign_threads)
+        env["OMP_NUM_THREADS"] = str(job.threads or 1)
     return env
 
 
@@ -155,51 +157,13 @@ def _run_job(job: Job, device: str, workers: int) -> None:
     job.device, job.state = device, "running"
     cmd = [sys.executable, "-m", "pebench", "job", str(job.spec), "--device",
            "cuda" if device.startswith("cuda") else "cpu"]
-    env = {**_env_for(device, workers), THREADS_ENV: str(job.threads_file())}
-    job.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = job.proc.communicate()
-    job.log.append(out + err)
-    if job.proc.returncode != 0:
-        lines = [x for x in (err or out).strip().splitlines() if x.strip()]
-        job.state, job.error = "failed", (lines[-1] if lines else f"exit {job.proc.returncode}")
+    p = subprocess.run(cmd, env=_env_for(device, job), capture_output=True, text=True)
+    job.log.append(p.stdout + p.stderr)
+    if p.returncode != 0:
+        lines = [x for x in (p.stderr or p.stdout).strip().splitlines() if x.strip()]
+        job.state, job.error = "failed", (lines[-1] if lines else f"exit {p.returncode}")
         return
     job.state = "done"
-
-
-THREADS_ENV = "PEBENCH_THREADS_FILE"  # a CPU worker's job reads its thread count here when signalled (SIGUSR1)
-
-
-def share_cores(jobs: list[Job], cores: int) -> None:
-    """Once the queue is empty and a CPU worker idles, the jobs still running take its cores: each gets
-    cores // running threads, written to its threads file and signalled (a job that is not ready yet reads the file
-    when it is)."""
-    running = [j for j in jobs if j.state == "running" and j.device == "cpu" and j.proc is not None]
-    if not running or not hasattr(signal, "SIGUSR1"):
-        return
-    n = max(1, cores // len(running))
-    for j in running:
-        j.threads_file().write_text(str(n))
-        if j.ready_file().exists() and j.proc.poll() is None:
-            os.kill(j.proc.pid, signal.SIGUSR1)
-
-
-def accept_more_cores() -> None:
-    """In a worker's job: take the thread count the parent writes when a core frees up (see share_cores)."""
-    path = os.environ.get(THREADS_ENV)
-    if not path or not hasattr(signal, "SIGUSR1"):
-        return
-
-    def take(*_):
-        import torch
-
-        try:
-            torch.set_num_threads(max(1, int(Path(path).read_text().strip())))
-        except (OSError, ValueError):
-            pass
-
-    signal.signal(signal.SIGUSR1, take)
-    Path(path).with_suffix(".ready").touch()
-    take()
 
 
 def _view(jobs: list[Job], workers: int, results: ResultsDir):
@@ -219,19 +183,23 @@ def run_sweep(jobs: list[Job], devices: list[str], results: ResultsDir, show: bo
     """Run jobs on the workers; a rich table shows every job's state and training step."""
     from rich.live import Live
 
-    q: "queue.Queue[Job]" = queue.Queue()
+    if all(d == "cpu" for d in devices):
+        assign_threads(jobs, len(devices), os.cpu_count() or 1)
+    first, last = queue.Queue(), queue.Queue()
     for j in jobs:
-        q.put(j)
+        (last if j.last_wave else first).put(j)
+    done_first = threading.Barrier(len(devices))
 
     def worker(device: str) -> None:
-        while True:
-            try:
-                job = q.get_nowait()
-            except queue.Empty:
-                if device == "cpu":
-                    share_cores(jobs, os.cpu_count() or 1)
-                return
-            _run_job(job, device, len(devices))
+        for q in (first, last):
+            while True:
+                try:
+                    job = q.get_nowait()
+                except queue.Empty:
+                    break
+                _run_job(job, device, len(devices))
+            if q is first:
+                done_first.wait()  # the last wave starts with every core free
 
     threads = [threading.Thread(target=worker, args=(d,), daemon=True) for d in devices]
     for t in threads:
@@ -274,7 +242,6 @@ def run_all(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool, devic
 def run_job_file(path: Path, device: str, train_fn, on_error, on_record=None, progress=None) -> int:
     """A worker's job: train the run its file names, then evaluate it, exactly as the parent planned."""
     rd, name, cfg, req, overwrite = read_job(path)
-    accept_more_cores()
     train_fn(cfg, rd, name, device=device, resume=not overwrite, overwrite=overwrite)
     return evaluate_runs(rd, [name], replace(req, device=device), False, on_error, on_record, progress)
 

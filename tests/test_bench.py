@@ -1,4 +1,6 @@
 """`pebench bench` end to end on a micro config: every row measured, files written (no timing asserts)."""
+from dataclasses import replace
+
 import pandas as pd
 import yaml
 
@@ -31,6 +33,12 @@ def test_bench_cli_writes_table_and_csv(tmp_path):
     assert "best of 7 runs of >= 0.3 s" in md and "before and" in md
     gflops = df["matmul_peak_gflops"].unique()
     assert len(gflops) == 1 and gflops[0] > 1 and df["threads"].iloc[0] >= 1  # recorded with the table
+    from pebench.checkpoint import train_flops
+    from pebench.config import load_config
+
+    base = load_config(str(cfg))
+    flops = sum(train_flops(replace(base, model=replace(base.model, pe=s))) for s in ("learned", "alibi"))
+    assert f"Training floor of `pebench run --pe learned,alibi` on this config: {flops:.2e} FLOPs" in md
 
 
 def test_summary_ratios_are_side_by_side_and_the_table_is_contiguous():

@@ -1,10 +1,6 @@
-"""What `pebench run` does for speed: where jobs run (one worker per core for long CPU jobs), in which order, the
-hand-off of an idle worker's cores, and the profile against the floor. Timings are measured by `bench` and the
+"""What `pebench run` does for speed: where jobs run (one worker per core for long CPU jobs), in which order, with
+how many threads, and the profile against the floor. Timings are measured by `bench` and the
 profile, never asserted here."""
-import os
-import subprocess
-import sys
-import textwrap
 import time
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -13,9 +9,10 @@ import pytest
 
 from pebench.config import load_config
 from pebench.plan import default_devices, eval_request, plan_runs
-from pebench.profile import Phase, Profile, collect, markdown, train_flops
+from pebench.checkpoint import train_flops
+from pebench.profile import Phase, Profile, collect, markdown
 from pebench.results import ResultsDir
-from pebench.sweep import THREADS_ENV, Job, jobs_for, share_cores
+from pebench.sweep import Job, jobs_for
 
 
 def test_training_flops_are_steps_times_tokens_times_flops_per_token():
@@ -44,39 +41,38 @@ def test_the_longest_job_starts_first(tmp_path):
     assert jobs[0].cost > jobs[1].cost == jobs[2].cost
 
 
-CHILD = textwrap.dedent("""
-    import sys, time, torch
-    torch.set_num_threads(1)
-    from pebench.sweep import accept_more_cores
-    accept_more_cores()
-    print("start", torch.get_num_threads(), flush=True)
-    t = time.time()
-    while torch.get_num_threads() == 1 and time.time() - t < 20:
-        time.sleep(0.05)
-    print("now", torch.get_num_threads(), flush=True)
-""")
+@pytest.mark.parametrize("n, workers, cores, threads, last", [
+    (7, 2, 2, [1] * 6 + [2], [False] * 6 + [True]),  # the main job: three pairs, then the cheapest with both cores
+    (6, 2, 2, [1] * 6, [False] * 6),
+    (5, 4, 8, [2, 2, 2, 2, 8], [False] * 4 + [True]),
+    (3, 4, 4, [1, 1, 1], [True] * 3),  # fewer jobs than workers: one wave sharing every core
+])
+def test_threads_are_a_function_of_the_plan_never_of_timing(tmp_path, n, workers, cores, threads, last):
+    """A job's thread count changes its floating-point results, so it is fixed by its place in the plan."""
+    from pebench.sweep import assign_threads
+
+    jobs = assign_threads([Job(f"j{i}", "rope", 0, tmp_path / f"j{i}.json") for i in range(n)], workers, cores)
+    assert [j.threads for j in jobs] == threads and [j.last_wave for j in jobs] == last
 
 
-@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGUSR1"), reason="POSIX signals")
-def test_an_idle_workers_cores_go_to_the_job_still_running(tmp_path):
-    spec = tmp_path / "job.json"
-    job = Job("late", "rope", 0, spec)
-    env = {**os.environ, THREADS_ENV: str(job.threads_file())}
-    job.proc = subprocess.Popen([sys.executable, "-c", CHILD], env=env, stdout=subprocess.PIPE, text=True)
-    job.state, job.device = "running", "cpu"
-    assert job.proc.stdout.readline().split() == ["start", "1"]
-    assert job.ready_file().exists()
-    share_cores([job, Job("done", "alibi", 0, tmp_path / "d.json", state="done", device="cpu")], cores=4)
-    out, _ = job.proc.communicate(timeout=30)
-    assert out.split() == ["now", "4"]  # the one job still running took all four cores
+def test_the_last_wave_starts_after_every_other_job(tmp_path, monkeypatch):
+    """Workers run the first waves; the final partial wave starts only when all of them are done."""
+    import pebench.sweep as sw
 
+    order = []
 
-def test_a_job_not_ready_yet_reads_its_share_when_it_starts(tmp_path):
-    job = Job("early", "rope", 0, tmp_path / "job.json")
-    job.threads_file().write_text("2")  # written before the job installed its handler
-    env = {**os.environ, THREADS_ENV: str(job.threads_file())}
-    r = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=60)
-    assert r.stdout.split()[:2] == ["start", "2"]
+    def fake(job, device, workers):
+        order.append(("start", job.name, job.threads))
+        time.sleep(0.05 if job.name != "j0" else 0.3)  # j0 is slow: the last wave must wait for it
+        order.append(("end", job.name, job.threads))
+        job.state = "done"
+
+    monkeypatch.setattr(sw, "_run_job", fake)
+    monkeypatch.setattr(sw.os, "cpu_count", lambda: 2)
+    jobs = [Job(f"j{i}", "rope", 0, tmp_path / f"j{i}.json") for i in range(3)]
+    sw.run_sweep(jobs, ["cpu", "cpu"], ResultsDir(tmp_path), show=False)
+    assert order.index(("start", "j2", 2)) > order.index(("end", "j0", 1))
+    assert all(j.state == "done" for j in jobs)
 
 
 def test_the_profile_counts_this_invocations_work_against_the_floor(tmp_path):

@@ -40,9 +40,9 @@ class EvalContext:
 
     model: Any  # a DecoderLM (or any module with its forward and .pe)
     cfg: object
-    dev: torch.device
-    stream: np.ndarray
-    split_tokens: np.ndarray
+    dev: Any  # torch.device
+    stream: Any  # np.ndarray: the evaluation stream
+    split_tokens: Any  # np.ndarray: the whole split
     protocol: Any  # scoring.Protocol
     max_length: int
     options: dict
