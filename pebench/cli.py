@@ -175,8 +175,7 @@ def run(
     needles: Optional[float] = NeedlesOpt,
     rope_scaling: str = typer.Option("all", "--rope-scaling", help="variants of schemes that have them ('': none)"),
     device: str = DeviceOpt,
-    devices: Optional[str] = typer.Option(None, "--devices", help="jobs: local | auto | 0,1,2 | cpu:N (default: "
-                                                                  "one worker per core for long CPU jobs)"),
+    devices: Optional[str] = typer.Option(None, "--devices", help="jobs: local (default) | auto | 0,1,2 | cpu:N"),
     overwrite: bool = typer.Option(False, "--overwrite"),
     compile_: Optional[bool] = CompileOpt,
     final: bool = typer.Option(False, "--final", help="evaluate and report on the test split"),

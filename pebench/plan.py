@@ -3,7 +3,6 @@ continuation and fine-tune plans, suites, which scheme variants an evaluation ap
 nothing; the commands parse, call these, then train and evaluate what they return."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
@@ -243,27 +242,6 @@ def eval_request(lengths: Optional[str] = None, protocol: Protocol = Protocol(),
                        scalings=parse_scalings(rope_scaling), tasks=tasks, options=task_options(tasks, given), **kw)
 
 
-# A job this long (training FLOPs; ~10 s at a 2-core CPU's peak) pays for its worker process's start (~3 s).
-MIN_WORKER_FLOPS = 2e12
-
-
-def default_devices(runs: list, device: str, cores: int = 0) -> str:
-    """Where `pebench run` runs its jobs when --devices is not given: on a CPU with several cores and jobs long
-    enough to pay for a process each, one single-threaded worker per core (two such workers do about 14% more work
-    than one two-threaded process on a 2-core CPU; scripts/speed_levers.py and the run's profile measure it), the
-    longest job first, and a final partial wave given the freed cores (sweep.assign_threads); else in this process
-    (``local``)."""
-    import torch
-
-    from .checkpoint import train_flops
-
-    cores = cores or os.cpu_count() or 1
-    on_gpu = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
-    if on_gpu or cores < 2 or len(runs) < 2 or min(train_flops(cfg) for _, cfg in runs) < MIN_WORKER_FLOPS:
-        return "local"
-    return f"cpu:{min(cores, len(runs))}"
-
-
 @dataclass
 class SuitePlan:
     """``pebench run``: the results folder, the runs to train, how to evaluate them, notes for the user."""
@@ -272,7 +250,9 @@ class SuitePlan:
     runs: list  # (name, config)
     request: EvalRequest
     notes: list = field(default_factory=list)
-    devices: str = "local"  # local (this process) | auto | GPU indices | cpu:N
+    # local (this process: the default; single-threaded CPU workers, --devices cpu:2, measured no faster for the
+    # main job: 867.5 s against 873.5 s side by side, 2026-11-30) | auto | GPU indices | cpu:N
+    devices: str = "local"
 
 
 def suite_plan(suite: Optional[str], pe: Optional[str], flags: ConfigFlags, seeds: Optional[str],
@@ -294,4 +274,4 @@ def suite_plan(suite: Optional[str], pe: Optional[str], flags: ConfigFlags, seed
                        split="test" if final else "validation", skip_existing=not overwrite,
                        max_tokens=args.pop("max_tokens", None) or st.max_tokens, **args)
     runs = plan_runs(base, resolve_schemes(pe or st.pe), parse_seeds(None, seeds, base.train.seed))
-    return SuitePlan(Path(results or st.results), runs, req, notes, devices or default_devices(runs, req.device))
+    return SuitePlan(Path(results or st.results), runs, req, notes, devices or "local")

@@ -1,5 +1,5 @@
-"""What `pebench run` does for speed: where jobs run (one worker per core for long CPU jobs), in which order, with
-how many threads, and the profile against the floor. Timings are measured by `bench` and the
+"""What `pebench run` does for speed: on workers, in which order and with how many threads its jobs run, and the
+profile against the floor. Timings are measured by `bench` and the
 profile, never asserted here."""
 import time
 from dataclasses import replace
@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from pebench.config import load_config
-from pebench.plan import default_devices, eval_request, plan_runs
+from pebench.plan import eval_request, plan_runs
 from pebench.checkpoint import train_flops
 from pebench.profile import Phase, Profile, collect, markdown
 from pebench.results import ResultsDir
@@ -22,16 +22,6 @@ def test_training_flops_are_steps_times_tokens_times_flops_per_token():
     per_token = build_model(cfg).flops_per_token(cfg.model.context)
     assert train_flops(cfg) == cfg.train.steps * cfg.train.batch_size * cfg.model.context * per_token
     assert 5.0e6 < per_token < 6.5e6  # the ~5.7 MFLOP per token the main job's floor is computed from
-
-
-def test_long_cpu_jobs_go_to_one_worker_per_core_and_short_ones_stay_in_process():
-    tiny = plan_runs(load_config("tiny"), ["rope", "alibi", "none"], [0])
-    assert default_devices(tiny, "cpu", cores=2) == "cpu:2"
-    assert default_devices(tiny, "cpu", cores=16) == "cpu:3"  # never more workers than jobs
-    assert default_devices(tiny, "cpu", cores=1) == "local"
-    assert default_devices(tiny[:1], "cpu", cores=2) == "local"  # one job: nothing to share
-    short = [(n, replace(c, train=replace(c.train, steps=2))) for n, c in tiny]
-    assert default_devices(short, "cpu", cores=2) == "local"  # a process start would cost more than the job
 
 
 def test_the_longest_job_starts_first(tmp_path):
