@@ -33,6 +33,10 @@ class Profile:
     def floor_s(self) -> float:
         return sum(p.flops for p in self.phases) / self.peak_flops if self.peak_flops else 0.0
 
+    @property
+    def ratio(self) -> str:
+        return f"{self.wall_s / self.floor_s:.2f}x" if self.floor_s else "n/a"
+
     def total(self, kind: str) -> float:
         return sum(p.seconds for p in self.phases if p.kind == kind)
 
@@ -45,18 +49,19 @@ def _after(stamp, since: datetime) -> bool:
 
 
 def collect(rd: ResultsDir, runs: list, since: datetime, wall_s: float, peak_flops: float, workers: int,
-            setup_s: float = 0.0) -> Profile:
+            setup_s: float = 0.0, flops: dict = None) -> Profile:
     """The phases of the runs (name, config) that this invocation trained or evaluated (stamped after ``since``):
-    training per run, evaluation per (run, row label, length) with every task summed."""
+    training per run, evaluation per (run, row label, length) with every task summed. ``flops``: each run's
+    training FLOPs, where already computed."""
     prof = Profile(wall_s, peak_flops, workers, [Phase("setup", "corpus, plan, workers", setup_s)])
     for name, cfg in runs:
         st = rd.status(name)
         if st.get("state") == "finished" and _after(st.get("updated"), since) and "wall_s" in st:
-            prof.phases.append(Phase("train", name, float(st["wall_s"]), train_flops(cfg)))
+            f = (flops or {}).get(name) or train_flops(cfg)
+            prof.phases.append(Phase("train", name, float(st["wall_s"]), f))
     evals: dict = {}
-    names = {n for n, _ in runs}
-    for rec in rd.iter_records():
-        if rec["run"] in names and _after(rec.get("created"), since):
+    for rec in rd.iter_records(runs=[n for n, _ in runs]):
+        if _after(rec.get("created"), since):
             key = (rec["run"], rec["label"], rec["length"])
             evals[key] = evals.get(key, 0.0) + float((rec.get("provenance") or {}).get("wall_s", 0.0))
     prof.phases += [Phase("eval", f"{label} L={L}", s) for (_, label, L), s in sorted(evals.items())]
@@ -64,10 +69,9 @@ def collect(rd: ResultsDir, runs: list, since: datetime, wall_s: float, peak_flo
 
 
 def markdown(p: Profile, title: str = "pebench run") -> str:
-    ratio = f"{p.wall_s / p.floor_s:.2f}x" if p.floor_s else "n/a"
     lines = [f"{title}: wall {p.wall_s:,.0f} s on {p.workers} worker(s); training floor {p.floor_s:,.0f} s "
              f"({sum(x.flops for x in p.phases):.2e} FLOPs at the fp32 matmul peak of {p.peak_flops / 1e9:,.1f} "
-             f"GFLOP/s measured in this run): **{ratio} the floor**. Seconds per phase are each phase's own wall "
+             f"GFLOP/s measured in this run): **{p.ratio} the floor**. Seconds per phase are each phase's own wall "
              "time; with several workers they overlap, so their sum exceeds the wall time.", "",
              "| phase | seconds | share of wall | what |", "|---|---|---|---|"]
     for kind in ("setup", "train", "eval", "report", "other"):
@@ -92,10 +96,9 @@ def write(rd: ResultsDir, p: Profile) -> list[Path]:
 
 
 def summary(p: Profile) -> str:
-    ratio = f"{p.wall_s / p.floor_s:.2f}x" if p.floor_s else "n/a"
     return (f"time: {p.wall_s:,.0f} s wall ({p.total('train'):,.0f} s training, {p.total('eval'):,.0f} s evaluation, "
             f"{p.workers} worker(s)); training floor {p.floor_s:,.0f} s at {p.peak_flops / 1e9:,.0f} GFLOP/s: "
-            f"{ratio}")
+            f"{p.ratio}")
 
 
 def measure_peak(device: str, flops: float) -> float:
@@ -118,11 +121,13 @@ class Clock:
         self.t0 = self.last = time.perf_counter()
         self.laps: dict = {}
         self.peak_before = 0.0
+        self.flops: dict = {}  # run -> training FLOPs of the plan, computed once
 
     def measure_peak(self, device: str, runs: list) -> None:
         """Before the jobs (the planned training FLOPs decide how carefully)."""
         t = time.perf_counter()
-        self.peak_before = measure_peak(device, sum(train_flops(c) for _, c in runs))
+        self.flops = {name: train_flops(c) for name, c in runs}
+        self.peak_before = measure_peak(device, sum(self.flops.values()))
         dt = time.perf_counter() - t
         self.t0, self.last = self.t0 + dt, self.last + dt  # not the run's time, nor setup's
 
@@ -147,8 +152,9 @@ def finish(rd: ResultsDir, runs: list, clock: Clock, devices: str, device: str) 
     """The profile of a `pebench run` (the matmul peak measured before the jobs and now, the higher, on the device
     it ran on), written as profile.md and profile.csv."""
     clock.lap("report")
-    peak = max(clock.peak_before, measure_peak(device, sum(train_flops(c) for _, c in runs)))
-    p = collect(rd, runs, clock.since, clock.wall(), peak, workers_of(devices), clock.laps.get("setup", 0.0))
+    flops = clock.flops or {name: train_flops(c) for name, c in runs}
+    peak = max(clock.peak_before, measure_peak(device, sum(flops.values())))
+    p = collect(rd, runs, clock.since, clock.wall(), peak, workers_of(devices), clock.laps.get("setup", 0.0), flops)
     p.phases.append(Phase("report", "tables and plots", clock.laps.get("report", 0.0)))
     if p.workers == 1:  # phases in sequence: what they leave of the wall (corpus preparation, checkpoints, ...)
         rest = p.wall_s - sum(x.seconds for x in p.phases)

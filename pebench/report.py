@@ -16,7 +16,8 @@ from .results import ResultsDir, protocol_key
 from .style import CONTEXT_LINE, style_for
 from .stats import mean_ci
 from .style import save_figure
-from .tasks import TASKS, metric, task_names
+from .tasks import TASKS, task_names
+from .tasks import metric as find_metric
 def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.DataFrame:
     """One row per usable record (runs that failed in training left out); files that could not be used are
     appended to ``skipped`` as (path, reason), so the caller can name them."""
@@ -47,11 +48,6 @@ def stale_version(rec: dict) -> Optional[str]:
     have, want = rec.get("task_version", 1), TASKS.get(rec["task"]).version
     return None if have == want else (f"measured by version {have} of task {rec['task']!r}, this pebench's is "
                                       f"version {want}; rerun `pebench eval --task {rec['task']}`")
-
-
-def metric_of(name: str):
-    """The registered metric (its task and direction; derived metrics such as ppl's ``ratio`` included)."""
-    return metric(name)
 
 
 @dataclass
@@ -90,7 +86,7 @@ class Table:
 
 def build_table(df: pd.DataFrame, metric: str = "ppl", protocol: Optional[str] = None,
                 schemes: Optional[list[str]] = None, split: str = "validation") -> Table:
-    m = metric_of(metric)
+    m = find_metric(metric)  # registered with its task and direction (derived ones such as ppl's ratio too)
     if df.empty:
         raise PebenchError("no records to report; run `pebench eval` first")
     if not (df["task"] == m.task).any():

@@ -201,12 +201,14 @@ class ResultsDir:
         atomic_write_json(path, rec)
         return path
 
-    def iter_records(self, skipped: Optional[list] = None) -> Iterator[dict]:
-        """Every record under ``records/``. A file that cannot be used (cut short, not JSON, another schema
-        version, fields missing) is never fatal: it is appended to ``skipped`` as (path, reason)."""
+    def iter_records(self, skipped: Optional[list] = None, runs: Optional[list] = None) -> Iterator[dict]:
+        """Every record under ``records/`` (of the named ``runs`` only, if given). A file that cannot be used (cut
+        short, not JSON, another schema version, fields missing) is never fatal: it is appended to ``skipped`` as
+        (path, reason)."""
         if not self.records.is_dir():
             return
-        for p in sorted(self.records.rglob("*.json")):
+        folders = [self.records / r for r in runs] if runs is not None else [self.records]
+        for p in sorted(x for f in folders if f.is_dir() for x in f.rglob("*.json")):
             reason = None
             try:
                 rec = json.loads(p.read_text())

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable
 
@@ -34,9 +34,9 @@ JOBS = "jobs"  # RESULTS/jobs/NAME.json: the resolved jobs handed to workers
 
 def request_dict(req: EvalRequest) -> dict:
     """An evaluation request as plain data (tasks by name)."""
-    d = {k: v for k, v in asdict(req).items() if k not in ("protocol", "tasks")}
-    return {**d, "protocol": asdict(req.protocol), "tasks": [t.name for t in req.resolved_tasks()[0]],
-            "options": req.resolved_tasks()[1]}
+    tasks, options = req.resolved_tasks()
+    d = {f.name: getattr(req, f.name) for f in fields(req) if f.name not in ("protocol", "tasks", "options")}
+    return {**d, "protocol": asdict(req.protocol), "tasks": [t.name for t in tasks], "options": options}
 
 
 def request_from_dict(d: dict) -> EvalRequest:
@@ -190,16 +190,21 @@ def run_sweep(jobs: list[Job], devices: list[str], results: ResultsDir, show: bo
         (last if j.last_wave else first).put(j)
     done_first = threading.Barrier(len(devices))
 
-    def worker(device: str) -> None:
-        for q in (first, last):
-            while True:
-                try:
-                    job = q.get_nowait()
-                except queue.Empty:
-                    break
+    def drain(q: queue.Queue, device: str) -> None:
+        while True:
+            try:
+                job = q.get_nowait()
+            except queue.Empty:
+                return
+            try:
                 _run_job(job, device, len(devices))
-            if q is first:
-                done_first.wait()  # the last wave starts with every core free
+            except Exception as e:  # noqa: BLE001 - a job that cannot even start is a failed job, not a dead worker
+                job.state, job.error = "failed", f"{type(e).__name__}: {e}"
+
+    def worker(device: str) -> None:
+        drain(first, device)
+        done_first.wait()  # the last wave starts with every core free
+        drain(last, device)
 
     threads = [threading.Thread(target=worker, args=(d,), daemon=True) for d in devices]
     for t in threads:

@@ -80,3 +80,18 @@ def test_the_profile_counts_this_invocations_work_against_the_floor(tmp_path):
     md = markdown(p)
     assert f"{200.0 / p.floor_s:.2f}x the floor" in md and f"| train | {name} | 100.00 |" in md
     assert Profile(10.0, 0.0, 1, [Phase("train", "x", 1.0, 5.0)]).floor_s == 0.0  # no peak: no floor claimed
+
+
+def test_a_job_that_cannot_start_fails_alone_and_the_sweep_finishes(tmp_path, monkeypatch):
+    import pebench.sweep as sw
+
+    def fake(job, device, workers):
+        if job.name == "j0":
+            raise OSError("no such interpreter")
+        job.state = "done"
+
+    monkeypatch.setattr(sw, "_run_job", fake)
+    monkeypatch.setattr(sw.os, "cpu_count", lambda: 2)
+    jobs = [Job(f"j{i}", "rope", 0, tmp_path / f"j{i}.json") for i in range(3)]
+    sw.run_sweep(jobs, ["cpu", "cpu"], ResultsDir(tmp_path), show=False)  # returns: no worker waits forever
+    assert [j.state for j in jobs] == ["failed", "done", "done"] and "no such interpreter" in jobs[0].error
