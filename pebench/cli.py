@@ -11,9 +11,10 @@ import typer
 
 from . import console
 from .console import OneLineErrors, handle_errors
-from .cli_options import (AttnOpt, CompileOpt, DataOpt, DeviceOpt, GroupPeOpt, LengthsOpt, MaxTokensOpt,
-                          NeedlesOpt, OverlayOpt, ResultsOpt, SeedOpt, SeedsOpt, SplitOpt, StepsOpt, TaskOptOpt,
-                          TextFieldOpt, TrialsOpt)
+from .cli_options import (AttnOpt, CompileOpt, DataOpt, DeviceOpt, EmitSbatchOpt, GroupPeOpt, LauncherOpt,
+                          LauncherOptOpt, LengthsOpt, MaxTokensOpt, NeedlesOpt, OverlayOpt, ResultsOpt, SeedOpt,
+                          SeedsOpt, SplitOpt, StepsOpt, TaskOptOpt, TextFieldOpt, TrialsOpt)
+from .cli_more import register as register_more
 from .errors import UsageError
 
 app = typer.Typer(cls=OneLineErrors, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -130,6 +131,7 @@ def report(
     protocol: Optional[str] = typer.Option(None, "--protocol", help="e.g. nonoverlap, sliding-s64, fixed-k256"),
     pe: Optional[str] = typer.Option(None, "--pe", help="comma list of schemes or row labels"),
     compare: Optional[List[Path]] = typer.Option(None, "--compare", help="two result folders: A then B"),
+    html: bool = typer.Option(False, "--html", help="also write report.html: one self-contained page"),
     split: str = SplitOpt,
     results: Path = ResultsOpt,
 ):
@@ -152,6 +154,10 @@ def report(
     t = rp.build_table(df, metric, protocol, schemes, split)
     rd.ensure_writable()
     paths = rp.write_reports(rd, t, df, schemes)
+    if html:
+        from .html import write_html
+
+        paths.append(write_html(rd.root))
     console.show(fmt(t))
     console.warn("wrote " + ", ".join(str(p) for p in paths))
 
@@ -176,13 +182,16 @@ def run(
     rope_scaling: str = typer.Option("all", "--rope-scaling", help="variants of schemes that have them ('': none)"),
     device: str = DeviceOpt,
     devices: Optional[str] = typer.Option(None, "--devices", help="jobs: local (default) | auto | 0,1,2 | cpu:N"),
+    launcher: Optional[str] = LauncherOpt,
+    launcher_opt: Optional[List[str]] = LauncherOptOpt,
+    emit_sbatch: Optional[Path] = EmitSbatchOpt,
     overwrite: bool = typer.Option(False, "--overwrite"),
     compile_: Optional[bool] = CompileOpt,
     final: bool = typer.Option(False, "--final", help="evaluate and report on the test split"),
     results: Optional[Path] = typer.Option(None, "--results", help="results folder (default: the suite's)"),
 ):
     """Train, evaluate and report in one go (resumes what was interrupted, skips what is finished)."""
-    from . import profile, sweep
+    from . import launch, profile
     from .plan import suite_plan
     from .progress import for_stream
     from .report import suite_report
@@ -192,13 +201,14 @@ def run(
     sp = suite_plan(suite, pe, _flags(config, overlay, steps, data, text_field, compile_, needles), seeds, results,
                     dict(lengths=lengths, max_tokens=max_tokens, task=task, trials=trials, task_opts=task_opt,
                          rope_scaling=rope_scaling, overwrite=overwrite, device=device), final, devices)
-    rd = ResultsDir(sp.results)
-    rd.ensure_writable()
+    sp.launch = launch.launch_plan(launcher, launcher_opt, emit_sbatch, sp.config, devices)
+    rd = ResultsDir(sp.results).ensure_writable()
     clock.measure_peak(sp.request.device, sp.runs)
     clock.lap("setup")
-    if sweep.run_all(rd, sp.runs, sp.request, overwrite, sp.devices, console.train_with_progress,
-                     lambda m: console.warn(f"error: {m}"), console.echo_record, for_stream(), sys.stdout.isatty()):
+    if launch.run_jobs(rd, sp, overwrite, console, for_stream(), sys.stdout.isatty()):
         raise typer.Exit(1)
+    if sp.launch and sp.launch.emit:
+        return
     clock.lap("jobs")
     t, context_md, paths = suite_report(rd, console.records_frame(rd), [n for n, _ in sp.runs], sp.request)
     console.print_table(t)
@@ -206,19 +216,6 @@ def run(
     prof = profile.finish(rd, sp.runs, clock, sp.devices, sp.request.device)
     console.echo("wrote " + ", ".join(str(p) for p in paths + [rd.root / "profile.md"]) + "\n" + profile.summary(prof))
     _notes(sp.notes)
-
-
-@app.command("job", hidden=True)
-@handle_errors
-def job_cmd(spec: Path = typer.Argument(..., help="a job file written by `pebench run --devices`"),
-            device: str = DeviceOpt):
-    """A worker's job: train the run its file names, then evaluate it, exactly as planned by its parent."""
-    from .progress import for_stream
-    from .sweep import run_job_file
-
-    if run_job_file(spec, device, console.train_with_progress, lambda m: console.warn(f"error: {m}"),
-                    console.echo_record, for_stream()):
-        raise typer.Exit(1)
 
 
 @app.command()
@@ -327,6 +324,9 @@ def list_cmd(results: Path = ResultsOpt):
 
     for line in console.list_text(ResultsDir(results)):
         console.echo(line)
+
+
+register_more(app)  # check, docs, pack, compare and the hidden job
 
 
 def main() -> None:

@@ -24,3 +24,10 @@ NeedlesOpt = typer.Option(None, "--needles", help="fraction of training windows 
                                                         "(train.needles)")
 TaskOptOpt = typer.Option(None, "--task-opt", help="a task option, NAME=V or TASK.NAME=V (repeatable), e.g. "
                                                     "passkey.depths=0,0.5,1 (pebench list shows them)")
+LauncherOpt = typer.Option(None, "--launcher", help="local | slurm: the jobs as one submitit job array "
+                                                    "(pip install 'pebench[slurm]')")
+LauncherOptOpt = typer.Option(None, "--launcher-opt", help="NAME=V (repeatable): partition, time_min, cpus_per_task, "
+                                                          "gpus_per_task, mem_gb, parallelism, pack, account, qos, "
+                                                          "signal_delay_s, folder")
+EmitSbatchOpt = typer.Option(None, "--emit-sbatch", help="write a plain #SBATCH --array script and its job list "
+                                                         "instead of running")

@@ -270,9 +270,22 @@ def load_config(spec: str = "tiny", overlays: tuple = ()) -> Config:
     if not path.is_file():
         raise UsageError(f"config file not found: {spec}")
     data = _read_yaml(path, spec)
+    data.pop("launcher", None)  # where to run, not what: read by config_section, never part of the config's hash
     name = data.pop("name", path.stem)
     data, name = _overlaid(data, name, overlays)
     return config_from_dict(data, name=name)
+
+
+def config_section(spec: str, section: str) -> dict:
+    """A section of a config file that is not part of the run's config (``launcher``); {} for a built-in name
+    without it."""
+    path = Path(spec) if (spec.endswith((".yaml", ".yml")) or Path(spec).exists()) else CONFIG_DIR / f"{spec}.yaml"
+    if not path.is_file():
+        return {}
+    value = _read_yaml(path, spec).get(section) or {}
+    if not isinstance(value, dict):
+        raise UsageError(f"config {spec}: section {section} must be a mapping, got {type(value).__name__}")
+    return value
 
 
 def _overlaid(data: dict, name: str, overlays: tuple) -> tuple[dict, str]:

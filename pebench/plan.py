@@ -251,8 +251,11 @@ class SuitePlan:
     request: EvalRequest
     notes: list = field(default_factory=list)
     # local (this process: the default; single-threaded CPU workers, --devices cpu:2, measured no faster for the
-    # main job: 867.5 s against 873.5 s side by side, 2026-11-30) | auto | GPU indices | cpu:N
+    # main job: docs/speed.md) | auto | GPU indices | cpu:N
     devices: str = "local"
+    config: str = "tiny"  # the config spec (its launcher section is read by launch.launch_plan)
+    launch: object = None  # launch.LaunchPlan: --launcher local|slurm (a submitit job array) or --emit-sbatch
+
 
 
 def suite_plan(suite: Optional[str], pe: Optional[str], flags: ConfigFlags, seeds: Optional[str],
@@ -274,4 +277,4 @@ def suite_plan(suite: Optional[str], pe: Optional[str], flags: ConfigFlags, seed
                        split="test" if final else "validation", skip_existing=not overwrite,
                        max_tokens=args.pop("max_tokens", None) or st.max_tokens, **args)
     runs = plan_runs(base, resolve_schemes(pe or st.pe), parse_seeds(None, seeds, base.train.seed))
-    return SuitePlan(Path(results or st.results), runs, req, notes, devices or "local")
+    return SuitePlan(Path(results or st.results), runs, req, notes, devices or "local", flags.config)

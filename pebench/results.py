@@ -2,6 +2,7 @@
 measuring (``evaluate``) and reporting (``report``); its fields are listed in ``RECORD_FIELDS``."""
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import platform
@@ -121,7 +122,7 @@ class ResultsDir:
     def run_dir(self, name: str) -> Path:
         return self.runs / name
 
-    def ensure_writable(self) -> None:
+    def ensure_writable(self) -> "ResultsDir":
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             probe = self.root / f".write-test-{os.getpid()}"
@@ -129,6 +130,7 @@ class ResultsDir:
             probe.unlink()
         except OSError as e:
             raise PebenchError(f"results folder {self.root} is not writable: {e.strerror or e}")
+        return self
 
     # runs
     def run_names(self) -> list[str]:
@@ -201,36 +203,81 @@ class ResultsDir:
         atomic_write_json(path, rec)
         return path
 
+    @property
+    def packed(self) -> Path:
+        return self.root / PACKED_RECORDS
+
     def iter_records(self, skipped: Optional[list] = None, runs: Optional[list] = None) -> Iterator[dict]:
-        """Every record under ``records/`` (of the named ``runs`` only, if given). A file that cannot be used (cut
-        short, not JSON, another schema version, fields missing) is never fatal: it is appended to ``skipped`` as
-        (path, reason)."""
-        if not self.records.is_dir():
-            return
-        folders = [self.records / r for r in runs] if runs is not None else [self.records]
-        for p in sorted(x for f in folders if f.is_dir() for x in f.rglob("*.json")):
-            reason = None
-            try:
-                rec = json.loads(p.read_text())
-            except OSError as e:
-                reason = f"unreadable ({e.strerror or e})"
-            except ValueError:
-                reason = "not valid JSON (cut short or damaged)"
-            else:
-                if not isinstance(rec, dict) or "schema" not in rec:
-                    reason = "not a pebench record"
-                elif rec["schema"] == 1 and not (set(RECORD_V1) - OPTIONAL_RECORD_FIELDS - set(rec)):
-                    rec = upgrade_record(rec)
-                elif rec["schema"] == SCHEMA_VERSION and "rope" in rec:
-                    rec = upgrade_fields(rec)
-                elif rec["schema"] != SCHEMA_VERSION:
-                    reason = f"record schema {rec['schema']!r}, this pebench reads schema {SCHEMA_VERSION}"
-                elif missing := sorted(set(RECORD_FIELDS) - OPTIONAL_RECORD_FIELDS - set(rec)):
-                    reason = f"fields missing: {', '.join(missing)}"
-            if reason is None:
+        """Every record under ``records/`` and in the packed ``records.jsonl.gz`` beside it (of the named ``runs``
+        only, if given; a loose file replaces the packed record of the same measurement). A file or line that
+        cannot be used (cut short, not JSON, another schema version, fields missing) is never fatal: it is
+        appended to ``skipped`` as (path, reason)."""
+        seen = set()
+        for where, text in self._loose_texts(runs) + self._packed_texts():
+            rec, reason = read_record(text)
+            if reason is not None:
+                if skipped is not None:
+                    skipped.append((where, reason))
+            elif (runs is None or rec["run"] in runs) and (key := self.record_path(rec)) not in seen:
+                seen.add(key)
                 yield rec
-            elif skipped is not None:
-                skipped.append((p, reason))
+
+    def _packed_texts(self) -> list[tuple]:
+        if not self.packed.is_file():
+            return []
+        try:
+            lines = gzip.decompress(self.packed.read_bytes()).decode("utf-8").splitlines()
+        except (OSError, EOFError, UnicodeDecodeError) as e:
+            return [(self.packed, f"<packed records damaged ({e})>")]
+        return [(f"{self.packed}:{i + 1}", line) for i, line in enumerate(lines)]
+
+    def _loose_texts(self, runs: Optional[list]) -> list[tuple]:
+        if not self.records.is_dir():
+            return []
+        folders = [self.records / r for r in runs] if runs is not None else [self.records]
+        out = []
+        for p in sorted(x for f in folders if f.is_dir() for x in f.rglob("*.json")):
+            try:
+                out.append((p, p.read_text()))
+            except OSError as e:
+                out.append((p, f"<unreadable ({e.strerror or e})>"))
+        return out
+
+    def pack(self, dest: Path, runs: Optional[list] = None) -> int:
+        """Write every usable record (of ``runs``, if given) into one compact, byte-reproducible
+        ``records.jsonl.gz`` at ``dest`` (sorted; gzip without a timestamp); returns the number of records."""
+        recs = sorted(self.iter_records(runs=runs), key=lambda r: json.dumps(r, sort_keys=True))
+        if not recs:
+            raise PebenchError(f"no records to pack in {self.root}")
+        text = "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in recs)
+        from .fsutil import atomic_write_bytes
+
+        atomic_write_bytes(Path(dest), gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+        return len(recs)
+
+
+PACKED_RECORDS = "records.jsonl.gz"
+
+
+def read_record(text: str) -> tuple:
+    """(record, None) for a usable record's JSON text, upgraded to today's shape; (None, reason) otherwise."""
+    if text.startswith("<") and text.endswith(">"):
+        return None, text[1:-1]
+    try:
+        rec = json.loads(text)
+    except ValueError:
+        return None, "not valid JSON (cut short or damaged)"
+    if not isinstance(rec, dict) or "schema" not in rec:
+        return None, "not a pebench record"
+    if rec["schema"] == 1 and not (set(RECORD_V1) - OPTIONAL_RECORD_FIELDS - set(rec)):
+        return upgrade_record(rec), None
+    if rec["schema"] == SCHEMA_VERSION and "rope" in rec:
+        rec = upgrade_fields(rec)
+    if rec["schema"] != SCHEMA_VERSION:
+        return None, f"record schema {rec['schema']!r}, this pebench reads schema {SCHEMA_VERSION}"
+    if missing := sorted(set(RECORD_FIELDS) - OPTIONAL_RECORD_FIELDS - set(rec)):
+        return None, f"fields missing: {', '.join(missing)}"
+    return rec, None
 
 
 _ABBREV = {"stride": "s", "targets": "k", "trials": "t", "string_length": "k", "far_n": "n"}

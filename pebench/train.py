@@ -138,17 +138,22 @@ def train(cfg: Config, results: ResultsDir, name: str, device: str = "auto", res
 
 
 class TrainingInterrupted(PebenchError):
-    """SIGINT or SIGTERM stopped training after a step; the checkpoint of that step is saved."""
+    """SIGINT, SIGTERM or SIGUSR2 stopped training after a step; the checkpoint of that step is saved."""
 
     exit_code = 130
 
+    def __init__(self, message: str, signal_name: Optional[str] = None):
+        super().__init__(message)
+        self.signal = signal_name  # the signal that stopped it (SIGUSR2: a scheduler's preemption notice)
+
 
 class StopRequest:
-    """Turns SIGINT and SIGTERM (Ctrl-C, cluster preemption) into a request that the training loop honours
+    """Turns SIGINT, SIGTERM and SIGUSR2 (Ctrl-C, cluster preemption, Slurm's notice before a time limit as
+    submitit asks for it) into a request that the training loop honours
     after the current step. A second SIGINT interrupts at once (KeyboardInterrupt). Handlers can only be
     installed from the main thread; elsewhere signals keep their default behaviour."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGUSR2,) if hasattr(signal, "SIGUSR2") else ())
 
     def __init__(self):
         self.signal: Optional[str] = None
@@ -344,7 +349,7 @@ class _Loop:
             if self.is_main:
                 self.results.set_status(self.name, state="interrupted", step=done, steps=tc.steps, signal=why)
             raise TrainingInterrupted(f"{self.name}: interrupted by {why} at step {done}/{tc.steps}; checkpoint "
-                                      f"saved, rerun with --resume to continue")
+                                      f"saved, rerun with --resume to continue", stop.signal)
         if self.is_main and done % tc.checkpoint_every == 0 and done < tc.steps:
             self.results.set_status(self.name, state="running", step=done, steps=tc.steps)
 

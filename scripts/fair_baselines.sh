@@ -6,13 +6,12 @@
 #   results/fair/modern/tune/tune.md         the schemes after ALiBi at lr 3e-3 (their 1e-2 runs are the
 #                                            fourteen-scheme table's, scripts/all_schemes.sh)
 #   results/fair/report.md, plot_curves.png  learning curves at 4x the budget (lr 3e-3 for every scheme)
-#   results/seeds/report.md, report-test.md  three seeds of the default config (tuned rates), val and test
+# (The three seeds of the default config, validation and test, are the reference: scripts/reference.sh.)
 # The winners of the three grids are written into configs/tiny.yaml by hand (train.lr_by_scheme), after
 # reading the tables; nothing here edits the default config.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 F=${F:-results/fair}
-S=${S:-results/seeds}
 CLASSIC=none,sinusoidal,learned,shaw,t5,rope,alibi
 mkdir -p "$F"
 export OMP_NUM_THREADS=1
@@ -39,7 +38,3 @@ for s in ${CLASSIC//,/ }; do
   pebench eval --run "$s-tiny-curves-s0" --lengths 128,2048 --results "$F"
 done > "$F/curves.log" 2>&1
 pebench report --format md --results "$F" > "$F/report.log" 2>&1      # plot_curves.png, curves.csv, report.md
-# 5: three seeds of the default config, validation and test
-pebench run --seeds 0,1,2 --devices cpu:2 --results "$S" > "$S.log" 2>&1
-pebench eval --split test --rope-scaling all --results "$S" >> "$S.log" 2>&1
-pebench report --split test --format md --results "$S" >> "$S.log" 2>&1

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The retrieval recipes of the README's "Context use" section: RoPE (seed 0, the tiny config) trained with
+# The retrieval recipes of docs/context.md: RoPE (seed 0, the tiny config) trained with
 # retrieval documents in several ways, each scored at 1x and 2x for perplexity, passkey and copy; and Shaw and T5
 # (which did not cross the context suite's 4,000-step warm-up) with a longer one.
 # Two single-threaded workers; about two and a half hours on 2 CPU cores (the warm-up rows take 7-17 minutes each). Needs the
 # default run's rope-tiny-s0 (pebench run) for the two recipes that continue it. induct-4layers-copy is the context
-# suite's recipe (configs/context.yaml; its rope-context-s0 is this run). Writes results/recipes/recipes.md.
+# suite's recipe (configs/context.yaml). Writes results/recipes/recipes.md.
 set -euo pipefail
 R=${R:-results/recipes}
 D=scripts/recipes

@@ -35,6 +35,11 @@ def write_micro(folder: Path, name: str = "micro.yaml", **sections) -> Path:
     return p
 
 
+def micro_file(tmp_path_factory, **sections) -> Path:
+    """A module-scoped micro config file: micro_file(tmp_path_factory, train={"steps": 4})."""
+    return write_micro(tmp_path_factory.mktemp("cfg"), **sections)
+
+
 def invoke(*args):
     """The CLI on these arguments (paths and numbers as text)."""
     return runner.invoke(app, [str(a) for a in args])

@@ -120,8 +120,11 @@ def test_the_cli_is_thin():
     src = (PKG / "cli.py").read_text()
     assert len(src.splitlines()) <= 350
     fat = []
-    for f in _functions(ast.parse(src)):
-        if not any(isinstance(d, ast.Call) and getattr(d.func, "attr", "") == "command" for d in f.decorator_list):
+    registered = {"check", "docs", "pack", "compare", "job"}  # cli_more.py: registered by name
+    tree = ast.parse(src + "\n" + (PKG / "cli_more.py").read_text())
+    for f in _functions(tree):
+        if f.name not in registered and not any(
+                isinstance(d, ast.Call) and getattr(d.func, "attr", "") == "command" for d in f.decorator_list):
             continue
         body = f.body[1:] if isinstance(f.body[0], ast.Expr) and isinstance(f.body[0].value, ast.Constant) else f.body
         n = body[-1].end_lineno - body[0].lineno + 1

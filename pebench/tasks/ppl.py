@@ -127,13 +127,13 @@ def plot_position(t, df, path: Path) -> Optional[Path]:
         return None
     sel = df[(df["task"] == "ppl") & (df["protocol"] == t.protocol) & (df["status"] == "ok") & (df["length"] == L) & df["label"].isin(t.rows)
              & (df["split"] == t.split)]
-    if sel.empty:
+    if sel.empty or not any(sel["position_buckets"]):
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for lab in [r for r in t.rows if r in set(sel["label"])]:
         by_hi: dict = {}
         for buckets in sel[sel["label"] == lab]["position_buckets"]:
-            for b in buckets:
+            for b in buckets or []:  # records without per-position losses add nothing
                 if b["tokens"] and b["loss"] is not None:
                     by_hi.setdefault(b["hi"], []).append(b["loss"])
         xs = sorted(by_hi)

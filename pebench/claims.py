@@ -1,0 +1,403 @@
+"""Findings as data: each claim names the cells it compares, the relation and the statistical rule; ``check``
+decides it from the committed evidence (packed records, or a committed table where a result set has no records)
+and says which numbers decided it.
+
+A claims file (``claims.yaml`` beside a result set) holds ``defaults`` (any cell field) and ``claims``::
+
+    claims:
+    - id: alibi-flat                      # unique, the name a failure is reported by
+      text: ALiBi stays flat from 1x to 16x.
+      a: {label: [alibi, shaw, t5], length: 16x}   # a list expands: the claim must hold for each
+      b: {length: 1x}                     # fields b does not name are a's
+      relation: flat                      # lower | higher | flat | overlap | above | below | undefined
+      within: 1.05                        # flat: max(a/b, b/a) of the means
+      rule: intervals                     # intervals | paired | one-seed | ratio | point
+      zip: false                          # true: a's and b's lists pair element by element, not every with every
+
+Rules: ``intervals`` disjoint 95% intervals (over seeds; one seed's trial interval where a task has one),
+``paired`` a per-seed difference whose 95% interval excludes 0, ``one-seed`` the point values (the text must say
+"one seed"), ``ratio`` the means within ``within`` (flat), ``point`` single measurements such as benchmark medians.
+
+A cell from records: ``label``, ``length`` (tokens or ``Nx``), ``metric``, ``split``, ``protocol``, ``seeds``.
+A cell from a committed markdown table: ``file``, ``row``, ``col`` (header text), optional ``table`` (index) and
+``where`` ({column: value} for rows keyed by more than their first column).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from .errors import UsageError
+from .stats import mean_ci, t95
+
+RELATIONS = ("lower", "higher", "flat", "overlap", "above", "below", "undefined")
+RULES = ("intervals", "paired", "one-seed", "ratio", "point")
+CLAIMS_FILE = "claims.yaml"
+_CELL_KEYS = {"label", "length", "metric", "split", "protocol", "seeds", "file", "row", "col", "table", "where",
+              "task", "over", "part"}
+
+
+@dataclass
+class Cell:
+    """One compared quantity: per-seed values where records hold them, else a table's mean and interval."""
+
+    name: str
+    values: dict = field(default_factory=dict)  # seed -> value
+    mean: Optional[float] = None
+    lo: Optional[float] = None
+    hi: Optional[float] = None
+    n: int = 0
+    undefined: int = 0  # records that say the scheme cannot represent this cell (learned beyond its table)
+
+    @classmethod
+    def from_values(cls, name: str, values: dict, trial: Optional[tuple] = None) -> "Cell":
+        vals = list(values.values())
+        if not vals:
+            return cls(name)
+        m, ci = mean_ci(vals)
+        lo, hi = (m - ci, m + ci) if len(vals) > 1 else (trial or (None, None))
+        return cls(name, dict(values), m, lo, hi, len(vals))
+
+    def text(self) -> str:
+        if self.mean is None:
+            return f"{self.name}: no value"
+        iv = f" [{self.lo:.3g}, {self.hi:.3g}]" if self.lo is not None else ""
+        return f"{self.name} = {self.mean:.4g}{iv} (n={self.n})"
+
+
+@dataclass
+class Verdict:
+    claim: dict
+    held: bool
+    cells: list
+    why: str
+
+    @property
+    def id(self) -> str:
+        return self.claim["id"]
+
+
+# ---- loading -------------------------------------------------------------------------------------------------
+
+def load_claims(path: Path) -> list[dict]:
+    """The claims of one file, defaults merged in and every field checked (a bad file is one clear line)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise UsageError(f"cannot read claims file {path}: {e}")
+    defaults, out = data.get("defaults") or {}, []
+    for i, c in enumerate(data.get("claims") or []):
+        out.append(_checked_claim(c, defaults, f"{path}: claim {i + 1}"))
+    ids = [c["id"] for c in out]
+    if dup := sorted({x for x in ids if ids.count(x) > 1}):
+        raise UsageError(f"{path}: claim ids must be unique; repeated: {', '.join(dup)}")
+    return out
+
+
+def _checked_claim(c: dict, defaults: dict, where: str) -> dict:
+    if not isinstance(c, dict) or not c.get("id") or not c.get("text"):
+        raise UsageError(f"{where}: needs an id and a text")
+    where = f"{where} ({c['id']})"
+    rel, rule = c.get("relation"), c.get("rule")
+    if rel not in RELATIONS:
+        raise UsageError(f"{where}: relation {rel!r} is not one of {', '.join(RELATIONS)}")
+    if rule not in RULES:
+        raise UsageError(f"{where}: rule {rule!r} is not one of {', '.join(RULES)}")
+    if rule == "one-seed" and "one seed" not in c["text"]:
+        raise UsageError(f"{where}: a one-seed claim must say 'one seed' in its text")
+    if rel in ("above", "below") and "value" not in c:
+        raise UsageError(f"{where}: relation {rel} needs a value")
+    if rel not in ("above", "below", "undefined") and "b" not in c:
+        raise UsageError(f"{where}: relation {rel} compares a with b; b is missing")
+    if rel == "flat" and not (isinstance(c.get("within"), (int, float)) and c["within"] >= 1):
+        raise UsageError(f"{where}: relation flat needs within >= 1 (the largest ratio of the means)")
+    for side in ("a", "b"):
+        if side in c and (unknown := set(c[side]) - _CELL_KEYS):
+            raise UsageError(f"{where}: unknown cell fields {sorted(unknown)}; allowed: {sorted(_CELL_KEYS)}")
+    a = {**defaults, **c["a"]}
+    if "b" not in c:
+        return {**c, "a": a, "b": None, "b_inherits": []}
+    b = {**a, **c["b"], "where": {**(a.get("where") or {}), **(c["b"].get("where") or {})}}
+    inherited = sorted(set(a) - set(c["b"]) - {"where"}) + [
+        f"where.{k}" for k in (a.get("where") or {}) if k not in (c["b"].get("where") or {})]
+    return {**c, "a": a, "b": b if b["where"] else {k: v for k, v in b.items() if k != "where"},
+            "b_inherits": inherited}
+
+
+def expand(spec: dict) -> list[dict]:
+    """A cell spec with lists (label: [a, b], or inside where) as one spec per combination."""
+    keys = [k for k in ("label", "length", "row", "col", "protocol", "split", "metric")
+            if isinstance(spec.get(k), list)]
+    wkeys = [k for k, v in (spec.get("where") or {}).items() if isinstance(v, list)]
+    out = []
+    for combo in itertools.product(*(spec[k] for k in keys), *(spec["where"][k] for k in wkeys)):
+        one = {**spec, **dict(zip(keys, combo[:len(keys)]))}
+        if wkeys:
+            one["where"] = {**spec["where"], **dict(zip(wkeys, combo[len(keys):]))}
+        out.append(one)
+    return out
+
+
+# ---- deciding ------------------------------------------------------------------------------------------------
+
+def decide(claim: dict, a: Cell, b: Optional[Cell]) -> tuple[bool, str]:
+    """Whether the relation holds under the claim's rule, and the numbers that decided it."""
+    rel, rule = claim["relation"], claim["rule"]
+    if rel == "undefined":
+        return a.mean is None and a.undefined > 0, f"{a.undefined} records undefined, {a.n} with a value"
+    if a.mean is None or (b is not None and b.mean is None):
+        return False, "a cell has no value"
+    if rel in ("above", "below"):
+        return _against_value(a, float(claim["value"]), rel, rule)
+    if rel == "flat":
+        r = max(a.mean / b.mean, b.mean / a.mean)
+        return r <= claim["within"], f"ratio {a.mean / b.mean:.3f} (allowed 1/{claim['within']}..{claim['within']})"
+    if rule == "paired":
+        return _paired(a, b, rel)
+    if rule == "intervals":
+        return _intervals(a, b, rel)
+    if rel == "overlap":
+        return False, f"rule {rule} cannot decide overlap"
+    lower = a.mean < b.mean
+    return (lower if rel == "lower" else not lower and a.mean != b.mean), f"{rule}: means {a.mean:.4g} vs {b.mean:.4g}"
+
+
+def _against_value(a: Cell, v: float, rel: str, rule: str) -> tuple[bool, str]:
+    if rule == "intervals":
+        if a.lo is None:
+            return False, "no interval (one seed, no trials)"
+        ok = a.lo > v if rel == "above" else a.hi < v
+        return ok, f"interval [{a.lo:.3g}, {a.hi:.3g}] {'above' if rel == 'above' else 'below'} {v:g}?"
+    ok = a.mean > v if rel == "above" else a.mean < v
+    return ok, f"{rule}: {a.mean:.4g} {'>' if rel == 'above' else '<'} {v:g}?"
+
+
+def _intervals(a: Cell, b: Cell, rel: str) -> tuple[bool, str]:
+    if a.lo is None or b.lo is None:
+        return False, "rule intervals needs an interval on both sides (>= 2 seeds, or a task's trial interval)"
+    disjoint_low, disjoint_high = a.hi < b.lo, a.lo > b.hi
+    ok = {"lower": disjoint_low, "higher": disjoint_high, "overlap": not (disjoint_low or disjoint_high)}[rel]
+    return ok, f"95% intervals {'disjoint' if disjoint_low or disjoint_high else 'overlap'}"
+
+
+def _paired(a: Cell, b: Cell, rel: str) -> tuple[bool, str]:
+    seeds = sorted(set(a.values) & set(b.values))
+    if len(seeds) < 2:
+        return False, f"rule paired needs >= 2 seeds with both values (have {len(seeds)})"
+    d = [a.values[s] - b.values[s] for s in seeds]
+    m = sum(d) / len(d)
+    sd = math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1))
+    h = t95(len(d) - 1) * sd / math.sqrt(len(d))
+    ok = {"lower": m + h < 0, "higher": m - h > 0, "overlap": m - h <= 0 <= m + h}[rel]
+    return ok, f"paired a-b over seeds {seeds}: {m:.3g} ± {h:.3g}"
+
+
+# ---- cells from evidence -------------------------------------------------------------------------------------
+
+def parse_length(v, context: int) -> int:
+    if isinstance(v, str) and v.endswith("x"):
+        return int(round(float(v[:-1]) * context))
+    return int(v)
+
+
+class Evidence:
+    """The cells of one result set: its records (packed or loose) and its committed markdown tables."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self._df = None
+        self._tables: dict = {}
+
+    @property
+    def df(self):
+        if self._df is None:
+            from .report import records_frame
+            from .results import ResultsDir
+
+            self._df = records_frame(ResultsDir(self.root))
+        return self._df
+
+    def cell(self, spec: dict) -> Cell:
+        """The spec's cell; with ``over`` (fields that differ), the ratio of this cell to that one (per seed
+        where records hold seeds)."""
+        if "over" in spec:
+            base = {k: v for k, v in spec.items() if k != "over"}
+            over = {**base, **spec["over"], "where": {**(base.get("where") or {}), **(spec["over"].get("where") or {})}}
+            num, den = self.cell(base), self.cell(over)
+            return ratio_cell(num, den)
+        return self._table_cell(spec) if "file" in spec else self._record_cell(spec)
+
+    def _record_cell(self, spec: dict) -> Cell:
+        from .tasks import metric as find_metric
+
+        df, metric = self.df, spec.get("metric", "ppl")
+        if df.empty:
+            raise UsageError(f"{self.root}: no records (packed or loose) for the claims that name no file")
+        df = df[df["task"] == find_metric(metric).task]
+        ctx = int(df["train_context"].mode().iloc[0]) if not df.empty else 0
+        L = parse_length(spec["length"], ctx)
+        sel = df[(df["label"] == spec["label"]) & (df["length"] == L)
+                 & (df["split"] == spec.get("split", "validation"))
+                 & (df["protocol"] == spec.get("protocol", "nonoverlap"))]
+        if spec.get("seeds") is not None:
+            sel = sel[sel["seed"].isin(spec["seeds"] if isinstance(spec["seeds"], list) else [spec["seeds"]])]
+        undefined = int((sel["status"] == "undefined").sum())
+        sel = sel[sel["status"] == "ok"]
+        values = {int(s): float(v) for s, v in zip(sel["seed"], sel[metric]) if v is not None and not pd_isna(v)}
+        trial = next((tuple(iv[metric]) for iv in sel["intervals"] if iv.get(metric)), None)
+        prot = spec.get("protocol", "nonoverlap")
+        name = (f"{spec['label']} {metric} @{spec['length']} ({spec.get('split', 'validation')}"
+                + ("" if prot == "nonoverlap" else f", {prot}") + (f", seed {spec['seeds']}" if "seeds" in spec else "")
+                + ")")
+        cell = Cell.from_values(name, values, trial)
+        cell.undefined = undefined
+        return cell
+
+    def _table_cell(self, spec: dict) -> Cell:
+        file = spec["file"]
+        if file not in self._tables:
+            text = (self.root / file).read_text()
+            self._tables[file] = csv_table(text) if file.endswith(".csv") else markdown_tables(text)
+        idx = spec.get("table")
+        cands = [self._tables[file][idx]] if idx is not None else [t for t in self._tables[file] if spec["col"] in t[0]]
+        where = {**({0: spec["row"]} if "row" in spec else {}), **(spec.get("where") or {})}
+        name = f"{file}: " + ", ".join(f"{v}" for v in where.values()) + f" / {spec['col']}"
+        for header, rows in cands:
+            cols = {k: (k if isinstance(k, int) else header.index(k)) for k in where if k in header or k == 0}
+            if len(cols) < len(where):
+                continue
+            for row in rows:
+                if all(row[cols[k]] == str(v) for k, v in where.items()):
+                    text = row[header.index(spec["col"])]
+                    if "part" in spec:  # 'digit / exact': the n-th of several values in one cell
+                        text, name = text.split(" / ")[spec["part"]].strip(), f"{name} [{spec['part']}]"
+                    return table_value(name, text)
+        raise UsageError(f"{self.root / file}: no cell where {where} in column {spec['col']!r}")
+
+
+def csv_table(text: str) -> list[tuple[list[str], list[list[str]]]]:
+    """A CSV file as one table (header, rows)."""
+    rows = list(csv.reader(io.StringIO(text)))
+    return [(rows[0], rows[1:])] if rows else []
+
+
+def ratio_cell(num: Cell, den: Cell) -> Cell:
+    name = f"({num.name}) / ({den.name})"
+    if num.values and den.values:
+        return Cell.from_values(name, {s: num.values[s] / den.values[s] for s in num.values if s in den.values})
+    if num.mean is None or not den.mean:
+        return Cell(name)
+    return Cell(name, {}, num.mean / den.mean, None, None, min(num.n, den.n))
+
+
+def pd_isna(v) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def markdown_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
+    """Every pipe table of a markdown text as (header, rows); a blank first cell repeats the row above's."""
+    out, lines = [], text.splitlines()
+    for i, line in enumerate(lines[:-1]):
+        if line.startswith("|") and re.match(r"^\|[\s|:-]+\|$", lines[i + 1].strip()):
+            header, rows = _cells(line), []
+            for row_line in itertools.takewhile(lambda x: x.startswith("|"), lines[i + 2:]):
+                row = _cells(row_line)
+                if rows and not row[0]:
+                    row[0] = rows[-1][0]
+                rows.append(row)
+            out.append((header, rows))
+    return out
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip().replace("**", "") for c in line.strip().strip("|").split("|")]
+
+
+_NUM = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+
+
+def table_value(name: str, text: str) -> Cell:
+    """A committed table's cell as a Cell: '3.47 ± 0.02 (n=3)', '0.85 [0.81, 0.86]', '69.2%', '26,351', 'n/a'."""
+    text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)
+    m = re.match(rf"^({_NUM})%?(?:\s*±\s*({_NUM}))?(?:\s*\(n=(\d+)\))?(?:\s*\[({_NUM}),\s*({_NUM})\])?", text)
+    if not m:
+        return Cell(name)
+    v = float(m.group(1))
+    n = int(m.group(3) or 1)
+    if m.group(2):
+        h = float(m.group(2))
+        return Cell(name, {}, v, v - h, v + h, n)
+    if m.group(4):
+        return Cell(name, {}, v, float(m.group(4)), float(m.group(5)), n)
+    return Cell(name, {}, v, None, None, n)
+
+
+# ---- checking ------------------------------------------------------------------------------------------------
+
+def check_claim(ev: Evidence, claim: dict) -> Verdict:
+    """Every expansion of a claim must hold; the verdict keeps each compared cell and the deciding numbers."""
+    cells, why, held = [], [], True
+    a_specs = expand(claim["a"])
+    zipped = expand(claim["b"]) if claim.get("zip") else None
+    if zipped is not None and len(zipped) != len(a_specs):
+        raise UsageError(f"claim {claim['id']}: zip needs as many b cells as a cells ({len(zipped)} vs {len(a_specs)})")
+    for i, a_spec in enumerate(a_specs):
+        b_spec = None
+        if claim.get("b") is not None:
+            b_spec = paired_spec(claim["b"], a_spec, claim["b_inherits"])
+        for b_one in [zipped[i]] if zipped else expand(b_spec) if b_spec else [None]:
+            a, b = ev.cell(a_spec), ev.cell(b_one) if b_one else None
+            ok, reason = decide(claim, a, b)
+            held &= ok
+            cells += [a] + ([b] if b else [])
+            why.append(f"{'ok' if ok else 'FAILS'}: {a.text()}" + (f" vs {b.text()}" if b else "") + f"; {reason}")
+    return Verdict(claim, held, cells, "\n".join(why))
+
+
+def paired_spec(b: dict, a: dict, inherited: list[str]) -> dict:
+    """b with the fields it took from a set to this expansion of a (so a list in a pairs element by element)."""
+    out = {**b, **{k: a[k] for k in inherited if "." not in k and k in a}}
+    keys = [k.split(".", 1)[1] for k in inherited if k.startswith("where.")]
+    if keys:
+        out["where"] = {**b["where"], **{k: a["where"][k] for k in keys}}
+    return out
+
+
+def check_set(root: Path) -> list[Verdict]:
+    """Every claim of one result set, decided."""
+    path = Path(root) / CLAIMS_FILE
+    ev = Evidence(root)
+    return [check_claim(ev, c) for c in load_claims(path)]
+
+
+def claim_sets(paths: list[Path]) -> list[Path]:
+    """The result sets with a claims file among ``paths`` and their subfolders (sorted)."""
+    found = set()
+    for p in paths:
+        p = Path(p)
+        if not p.exists():
+            raise UsageError(f"no such folder: {p}")
+        found |= {f.parent for f in ([p / CLAIMS_FILE] if (p / CLAIMS_FILE).is_file() else [])}
+        found |= {f.parent for f in p.rglob(CLAIMS_FILE)}
+    return sorted(found)
+
+
+def render_verdicts(verdicts: list[Verdict], markdown: bool = False) -> str:
+    """Each claim with held/failed and its numbers (markdown bullets for the docs)."""
+    out = []
+    for v in verdicts:
+        mark = "held" if v.held else "FAILED"
+        if markdown:
+            nums = "; ".join(line.split(": ", 1)[1] for line in v.why.splitlines())
+            out.append(f"- **{mark}** ({v.claim['rule']}) {v.claim['text']} <sub>`{v.id}`: {nums}</sub>")
+        else:
+            out.append(f"[{mark}] {v.id}: {v.claim['text']}\n    " + v.why.replace("\n", "\n    "))
+    return "\n".join(out) + "\n"

@@ -1,0 +1,106 @@
+"""Generated sections of the README and the findings pages: every table and every checked claim between markers
+is written from committed records (or a committed table file), never typed.
+
+    <!-- pebench:table set=results/reference split=test -->
+    ...generated...
+    <!-- pebench:end -->
+
+Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds: a report table), ``context`` (set, split: the
+context-use table), ``claims`` (set, tag: every claim, or those tagged, with held/failed and its numbers), ``include`` (file: a
+committed table written by pebench), ``profile`` (set: the phases of the run's time, from its profile.csv).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable
+
+from .errors import UsageError
+from .fsutil import atomic_write_text
+from .registry import Registry
+
+SECTION = re.compile(r"(<!-- pebench:(\w+)((?: [\w-]+=[^ ]+)*) -->\n)(.*?)(<!-- pebench:end -->)", re.S)
+GENERATORS: Registry = Registry("doc section")
+DOC_FILES = ("README.md", "docs/*.md", "results/*/README.md")
+
+
+def _args(text: str) -> dict:
+    return dict(part.split("=", 1) for part in text.split())
+
+
+@GENERATORS.register("table")
+def _table(root: Path, args: dict) -> str:
+    from . import report as rp
+    from .parsing import parse_list
+    from .results import ResultsDir
+
+    df = rp.records_frame(ResultsDir(root / args["set"]))
+    if "seeds" in args:
+        df = df[df["seed"].isin([int(s) for s in args["seeds"].split(",")])]
+    if "labels" in args:  # exact row labels, '_' for a space: rope+yarn_ft512
+        df = df[df["label"].isin([x.replace("_", " ") for x in args["labels"].split(",")])]
+    t = rp.build_table(df, args.get("metric", "ppl"), args.get("protocol"), parse_list(args.get("pe"), "pe"),
+                       args.get("split", "validation"))
+    return rp.to_markdown(t)
+
+
+@GENERATORS.register("context")
+def _context(root: Path, args: dict) -> str:
+    from . import report as rp
+    from .results import ResultsDir
+
+    return rp.context_markdown(rp.records_frame(ResultsDir(root / args["set"])), split=args.get("split", "validation"))
+
+
+@GENERATORS.register("claims")
+def _claims(root: Path, args: dict) -> str:
+    from .claims import check_set, render_verdicts
+
+    verdicts = check_set(root / args["set"])
+    if "tag" in args:  # the claims of one page of a set
+        verdicts = [v for v in verdicts if args["tag"] in (v.claim.get("tags") or [])]
+    return render_verdicts(verdicts, markdown=True)
+
+
+@GENERATORS.register("include")
+def _include(root: Path, args: dict) -> str:
+    text = (root / args["file"]).read_text()
+    if text.startswith("# "):  # the page has its own title
+        text = text.split("\n", 1)[1].lstrip("\n")
+    return text if text.endswith("\n") else text + "\n"
+
+
+@GENERATORS.register("profile")
+def _profile(root: Path, args: dict) -> str:
+    return (root / args["set"] / "profile.md").read_text()
+
+
+def render(text: str, root: Path, where: str = "") -> str:
+    """The text with every generated section rewritten."""
+    def fill(m: re.Match) -> str:
+        kind, args = m.group(2), _args(m.group(3))
+        gen: Callable = GENERATORS.get(kind)
+        try:
+            body = gen(Path(root), args)
+        except (KeyError, FileNotFoundError) as e:
+            raise UsageError(f"{where}: section {kind} {m.group(3).strip()}: missing {e}")
+        return m.group(1) + "\n" + body + "\n" + m.group(5)
+    return SECTION.sub(fill, text)
+
+
+def doc_files(root: Path) -> list[Path]:
+    return sorted({p for pat in DOC_FILES for p in Path(root).glob(pat)})
+
+
+def regenerate(root: Path, check: bool = False) -> list[Path]:
+    """Rewrite every generated section of the docs under ``root``; returns the files that changed (with
+    ``check``, the files that would change, nothing written)."""
+    changed = []
+    for path in doc_files(root):
+        old = path.read_text()
+        new = render(old, root, str(path.relative_to(root)))
+        if new != old:
+            changed.append(path)
+            if not check:
+                atomic_write_text(path, new)
+    return changed

@@ -1,0 +1,266 @@
+"""Findings as code: packed records, claims decided by their rule, generated docs, the HTML page, the comparison
+with the committed reference, and the committed results themselves (every claim holds, the docs are current)."""
+import gzip
+import json
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pebench import claims as cl
+from pebench.docs import regenerate, render
+from pebench.errors import UsageError
+from pebench.html import write_html
+from pebench.reference import compare_runs, prediction_interval
+from pebench.report import records_frame
+from pebench.results import PACKED_RECORDS, SCHEMA_VERSION, ResultsDir
+from support import invoke
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = REPO / "results" / "reference"
+
+
+def record(label, seed, length, ppl, split="validation", ctx=128):
+    return {"schema": SCHEMA_VERSION, "task": "ppl", "task_version": 1, "run": f"{label}-s{seed}", "scheme": label,
+            "variant": "none", "label": label, "seed": seed, "protocol": "nonoverlap", "protocol_params": {},
+            "length": length, "train_context": ctx, "multiple": length / ctx, "status": "ok", "reason": None,
+            "metrics": {"ppl": ppl, "ppl_far": None, "bpb": math.log2(ppl), "loss": math.log(ppl)},
+            "intervals": {}, "details": {}, "provenance": {"git_commit": "abc", "config_hash": "h", "seed": seed},
+            "created": "2026-11-30T00:00:00+00:00", "split": split}
+
+
+# Two schemes, three seeds: "flat" at 4.0 (+-0.1 by seed), "breaks" 4.0 at 1x and 9.0 (+-1) at 16x.
+VALUES = {("flat", 128): [3.9, 4.0, 4.1], ("flat", 2048): [4.0, 4.1, 3.9],
+          ("breaks", 128): [3.5, 3.6, 3.7], ("breaks", 2048): [8.0, 9.0, 10.0]}
+
+
+@pytest.fixture
+def rset(tmp_path):
+    rd = ResultsDir(tmp_path / "set")
+    for (label, L), vals in VALUES.items():
+        for seed, v in enumerate(vals):
+            rd.write_record(record(label, seed, L, v))
+    return rd
+
+
+def write_claims(root: Path, claims: list, defaults=None) -> Path:
+    p = root / cl.CLAIMS_FILE
+    p.write_text(yaml.safe_dump({"defaults": defaults or {"metric": "ppl", "split": "validation"}, "claims": claims}))
+    return p
+
+
+def claim(id_, rel, rule, a, b=None, **kw):
+    return {"id": id_, "text": f"{id_} (one seed)" if rule == "one-seed" else id_, "relation": rel, "rule": rule,
+            "a": a, **({"b": b} if b is not None else {}), **kw}
+
+
+def test_pack_round_trip_is_byte_reproducible_and_loose_records_win(rset, tmp_path):
+    dest = tmp_path / "packed"
+    assert rset.pack(dest / PACKED_RECORDS) == 12
+    first = (dest / PACKED_RECORDS).read_bytes()
+    rset.pack(dest / PACKED_RECORDS)
+    assert (dest / PACKED_RECORDS).read_bytes() == first  # no timestamp in the gzip header, sorted lines
+    a, b = records_frame(rset), records_frame(ResultsDir(dest))
+    key = ["label", "seed", "length"]
+    assert a.sort_values(key)[key + ["ppl"]].values.tolist() == b.sort_values(key)[key + ["ppl"]].values.tolist()
+    # a loose record of the same measurement replaces the packed one (never counted twice)
+    ResultsDir(dest).write_record(record("flat", 0, 128, 5.5))
+    again = records_frame(ResultsDir(dest))
+    assert len(again) == 12 and again[(again.label == "flat") & (again.seed == 0) & (again.length == 128)].ppl.item() == 5.5
+
+
+def test_damaged_pack_is_named_not_fatal(tmp_path):
+    root = tmp_path / "bad"
+    root.mkdir()
+    (root / PACKED_RECORDS).write_bytes(b"not gzip")
+    skipped = []
+    assert list(ResultsDir(root).iter_records(skipped)) == []
+    assert "damaged" in skipped[0][1]
+
+
+def test_rules_decide_from_the_numbers(rset):
+    root = rset.root
+    write_claims(root, [
+        claim("breaks-up", "higher", "intervals", {"label": "breaks", "length": "16x"}, {"length": "1x"}),
+        claim("breaks-up-paired", "higher", "paired", {"label": "breaks", "length": "16x"}, {"length": "1x"}),
+        claim("flat-flat", "flat", "ratio", {"label": "flat", "length": "16x"}, {"length": "1x"}, within=1.05),
+        claim("flat-lower-1x-wrong", "lower", "intervals", {"label": "flat", "length": "1x"}, {"label": "breaks"}),
+        claim("overlap-16x", "overlap", "intervals", {"label": "flat", "length": 2048}, {"label": "breaks"}),
+        claim("breaks-1x-lower-paired", "lower", "paired", {"label": "breaks", "length": "1x"}, {"label": "flat"}),
+        claim("above", "above", "intervals", {"label": "breaks", "length": "16x"}, value=5),
+        claim("one", "lower", "one-seed", {"label": "breaks", "length": "1x", "seeds": 0}, {"label": "flat"}),
+    ])
+    got = {v.id: v.held for v in cl.check_set(root)}
+    # breaks 16x: 9 +- 2.48 against 3.6 +- 0.25: disjoint; paired differences 4.5, 5.4, 6.3: excludes 0
+    assert got["breaks-up"] and got["breaks-up-paired"] and got["flat-flat"] and got["above"] and got["one"]
+    assert not got["flat-lower-1x-wrong"]   # flat's 1x (4.0) is above breaks' 1x (3.6)
+    assert not got["overlap-16x"]           # 4.0 +- 0.25 and 9 +- 2.48 do not overlap
+    # breaks 1x minus flat 1x is -0.4 for every seed: the paired interval is [-0.4, -0.4], excludes 0
+    assert got["breaks-1x-lower-paired"]
+
+
+def test_paired_rule_refuses_an_inconsistent_sign(tmp_path):
+    rd = ResultsDir(tmp_path / "s")
+    for seed, (x, y) in enumerate([(1.0, 2.0), (3.0, 2.0), (1.5, 2.0)]):  # differences -1, +1, -0.5
+        rd.write_record(record("x", seed, 128, x))
+        rd.write_record(record("y", seed, 128, y))
+    write_claims(rd.root, [claim("x-lower", "lower", "paired", {"label": "x", "length": 128}, {"label": "y"})])
+    (v,) = cl.check_set(rd.root)
+    assert not v.held and "paired a-b over seeds [0, 1, 2]" in v.why
+
+
+def test_bad_claims_are_one_clear_line(rset):
+    cases = [
+        (claim("c", "lower", "one-seed", {"label": "flat", "length": 128}, {"label": "breaks"}) | {"text": "no"},
+         "must say 'one seed'"),
+        (claim("c", "sideways", "intervals", {"label": "flat", "length": 128}), "relation 'sideways'"),
+        (claim("c", "flat", "ratio", {"label": "flat", "length": 128}, {"label": "breaks"}), "needs within"),
+        (claim("c", "lower", "intervals", {"label": "flat", "lenght": 128}, {"label": "b"}), "unknown cell fields"),
+    ]
+    for c, msg in cases:
+        write_claims(rset.root, [c])
+        with pytest.raises(UsageError, match=msg):
+            cl.load_claims(rset.root / cl.CLAIMS_FILE)
+
+
+def test_markdown_table_cells_parse():
+    text = ("x\n\n| scheme | options | 128 (1x) | lr 0.01 |\n|---|---|---|---|\n"
+            "| rope | defaults | **3.76 ± 0.22 (n=3)** | 0.85 [0.81, 0.86] |\n|  | wd | 69.2% | n/a |\n")
+    (header, rows), = cl.markdown_tables(text)
+    assert header == ["scheme", "options", "128 (1x)", "lr 0.01"] and rows[1][0] == "rope"  # blank repeats
+    c = cl.table_value("c", rows[0][2])
+    assert (c.mean, c.n) == (3.76, 3) and c.lo == pytest.approx(3.54) and c.hi == pytest.approx(3.98)
+    c = cl.table_value("c", rows[0][3])
+    assert (c.mean, c.lo, c.hi) == (0.85, 0.81, 0.86)
+    assert cl.table_value("c", "69.2%").mean == 69.2 and cl.table_value("c", "n/a").mean is None
+
+
+def test_table_claims_read_committed_tables(tmp_path):
+    (tmp_path / "t.md").write_text("| scheme | options | lr 0.01 |\n|---|---|---|\n| a | defaults | 3.0 |\n"
+                                   "| a | wd | 2.5 |\n")
+    write_claims(tmp_path, [claim("wd-wins", "lower", "one-seed",
+                                  {"file": "t.md", "row": "a", "col": "lr 0.01", "where": {"options": "wd"}},
+                                  {"where": {"options": "defaults"}})])
+    (v,) = cl.check_set(tmp_path)
+    assert v.held and "2.5" in v.why and "3" in v.why
+
+
+def test_docs_sections_are_generated_and_checked(rset, tmp_path):
+    write_claims(rset.root, [claim("breaks-up", "higher", "intervals", {"label": "breaks", "length": "16x"},
+                                   {"length": "1x"})])
+    doc = tmp_path / "README.md"
+    rel = rset.root.relative_to(tmp_path)
+    doc.write_text(f"# t\n<!-- pebench:table set={rel} -->\nstale\n<!-- pebench:end -->\n"
+                   f"<!-- pebench:claims set={rel} -->\n<!-- pebench:end -->\n")
+    assert regenerate(tmp_path, check=True) == [doc] and "stale" in doc.read_text()
+    regenerate(tmp_path)
+    text = doc.read_text()
+    assert "| breaks | **3.60 ± 0.25 (n=3)** | 9.00 ± 2.48 (n=3) | 2.50 |" in text and "**held**" in text
+    assert regenerate(tmp_path, check=True) == []
+    with pytest.raises(UsageError, match="unknown doc section"):
+        render("<!-- pebench:tabel set=x -->\n<!-- pebench:end -->", tmp_path)
+
+
+def test_html_page_is_self_contained(rset):
+    write_claims(rset.root, [claim("breaks-up", "higher", "intervals", {"label": "breaks", "length": "16x"},
+                                   {"length": "1x"})])
+    assert invoke("report", "--results", rset.root).exit_code == 0  # writes the plots beside the records
+    page = write_html(rset.root).read_text()
+    n_png = len(list(rset.root.glob("*.png")))
+    assert n_png >= 1 and page.count('src="data:image/png;base64,') == n_png
+    assert "<script" not in page and "http://" not in page and "https://" not in page and "@import" not in page
+    assert '<td class="best">4.00' in page  # flat at 16x (4.0, 4.1, 3.9) is the column's lowest
+    assert 'class="held"' in page and "abc" in page  # the claim, and the commit in the provenance
+
+
+def test_prediction_interval_reference_value():
+    lo, hi = prediction_interval([1.0, 2.0, 3.0])  # m 2, s 1, t(2) 4.303, sqrt(1 + 1/3)
+    assert hi - 2 == pytest.approx(4.303 * math.sqrt(4 / 3)) and lo == pytest.approx(4 - hi)
+    assert prediction_interval([1.0]) is None
+
+
+def test_compare_names_cells_outside_the_expected_range(rset, tmp_path):
+    mine = ResultsDir(tmp_path / "mine")
+    mine.write_record(record("flat", 0, 128, 4.05))
+    mine.write_record(record("breaks", 0, 2048, 40.0))
+    df = compare_runs(records_frame(mine), records_frame(rset)).set_index(["label", "length"])
+    assert df.loc[("flat", 128), "verdict"] == "inside" and df.loc[("flat", 128), "ref_same_seed"] == 3.9
+    assert df.loc[("breaks", 2048), "verdict"] == "worse than expected"
+
+
+# ---- the committed results ---------------------------------------------------------------------------------
+
+def test_every_committed_claim_holds_and_covers_every_findings_page():
+    sets = cl.claim_sets([REPO / "results"])
+    verdicts = [v for s in sets for v in cl.check_set(s)]
+    failed = [f"{v.id}: {v.why}" for v in verdicts if not v.held]
+    assert not failed, failed
+    assert len(verdicts) >= 30
+    for page in sorted((REPO / "docs").glob("*.md")):
+        if "<!-- pebench:claims" not in page.read_text() and page.name not in ("commands.md",):
+            pytest.fail(f"{page.name} shows no checked claims")
+
+
+def test_changing_one_committed_value_fails_the_claim_that_depends_on_it(tmp_path):
+    dest = tmp_path / "reference"
+    shutil.copytree(REFERENCE, dest)
+    lines = gzip.decompress((dest / PACKED_RECORDS).read_bytes()).decode().splitlines()
+    out = []
+    for line in lines:
+        r = json.loads(line)
+        if r["label"] == "alibi" and r["length"] == 2048 and r["task"] == "ppl" and r.get("split") == "test":
+            r["metrics"]["ppl"] = 50.0  # ALiBi breaks at 16x, in one seed
+        out.append(json.dumps(r))
+    (dest / PACKED_RECORDS).write_bytes(gzip.compress(("\n".join(out) + "\n").encode(), mtime=0))
+    res = invoke("check", dest)
+    assert res.exit_code == 1
+    assert "[FAILED] alibi-flat" in res.output and "50" in res.output
+
+
+def test_regenerating_the_docs_changes_nothing():
+    assert regenerate(REPO, check=True) == []
+
+
+def test_the_readme_is_a_manual():
+    lines = (REPO / "README.md").read_text().splitlines()
+    assert len(lines) <= 250
+
+
+def test_the_main_job_writes_no_tracked_file():
+    """What `pebench run` writes into results/ is ignored by git, so a run never changes the committed reference."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    written = ["results/report.md", "results/report.csv", "results/report.tex", "results/report.json",
+               "results/plot_length.png", "results/plot_position.png", "results/profile.md", "results/profile.csv",
+               "results/report.html", "results/runs/x/config.yaml", "results/records/x/a.json",
+               "results/cache/sotu.bin", "results/jobs/x.json"]
+    out = subprocess.run(["git", "check-ignore", "--no-index", *written], cwd=REPO, capture_output=True, text=True)
+    assert sorted(out.stdout.split()) == sorted(written)
+
+
+def test_undefined_relation_needs_undefined_records(rset):
+    r = record("learned", 0, 256, 1.0)
+    rset.write_record({**r, "status": "undefined", "reason": "beyond the table", "metrics": None})
+    rset.write_record(record("learned", 0, 128, 4.0))
+    write_claims(rset.root, [claim("learned-undef", "undefined", "one-seed", {"label": "learned", "length": "2x"}),
+                             claim("learned-1x-undef", "undefined", "one-seed", {"label": "learned", "length": "1x"})])
+    got = {v.id: v.held for v in cl.check_set(rset.root)}
+    assert got == {"learned-undef": True, "learned-1x-undef": False}
+
+
+def test_doc_sections_filter_labels_seeds_and_tags_and_include_files(rset, tmp_path):
+    write_claims(rset.root, [claim("up", "higher", "intervals", {"label": "breaks", "length": "16x"},
+                                   {"length": "1x"}) | {"tags": ["page"]},
+                             claim("flat", "flat", "ratio", {"label": "flat", "length": "16x"}, {"length": "1x"},
+                                   within=1.05)])
+    (tmp_path / "t.md").write_text("# Its own title\n\n| a | b |\n|---|---|\n| x | 1 |\n")
+    rel = rset.root.relative_to(tmp_path)
+    text = render(f"<!-- pebench:table set={rel} labels=flat seeds=0 -->\n<!-- pebench:end -->\n"
+                  f"<!-- pebench:claims set={rel} tag=page -->\n<!-- pebench:end -->\n"
+                  "<!-- pebench:include file=t.md -->\n<!-- pebench:end -->\n", tmp_path)
+    assert "| flat | **3.90** | **4.00** | 1.03 |" in text and "| breaks |" not in text  # seed 0 alone, one row
+    assert "`up`" in text and "`flat`" not in text
+    assert "| x | 1 |" in text and "Its own title" not in text
