@@ -36,7 +36,7 @@ from typing import Optional
 import yaml
 
 from .errors import UsageError
-from .stats import mean_ci, t95
+from .stats import mean_ci
 
 RELATIONS = ("lower", "higher", "flat", "overlap", "above", "below", "undefined")
 RULES = ("intervals", "paired", "one-seed", "ratio", "point")
@@ -192,10 +192,7 @@ def _paired(a: Cell, b: Cell, rel: str) -> tuple[bool, str]:
     seeds = sorted(set(a.values) & set(b.values))
     if len(seeds) < 2:
         return False, f"rule paired needs >= 2 seeds with both values (have {len(seeds)})"
-    d = [a.values[s] - b.values[s] for s in seeds]
-    m = sum(d) / len(d)
-    sd = math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1))
-    h = t95(len(d) - 1) * sd / math.sqrt(len(d))
+    m, h = mean_ci([a.values[s] - b.values[s] for s in seeds])
     ok = {"lower": m + h < 0, "higher": m - h > 0, "overlap": m - h <= 0 <= m + h}[rel]
     return ok, f"paired a-b over seeds {seeds}: {m:.3g} ± {h:.3g}"
 
@@ -211,9 +208,9 @@ def parse_length(v, context: int) -> int:
 class Evidence:
     """The cells of one result set: its records (packed or loose) and its committed markdown tables."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, df=None):
         self.root = Path(root)
-        self._df = None
+        self._df = df  # the set's records frame, where the caller has read it already
         self._tables: dict = {}
 
     @property
@@ -371,10 +368,10 @@ def paired_spec(b: dict, a: dict, inherited: list[str]) -> dict:
     return out
 
 
-def check_set(root: Path) -> list[Verdict]:
-    """Every claim of one result set, decided."""
+def check_set(root: Path, df=None) -> list[Verdict]:
+    """Every claim of one result set, decided (from ``df``, its records frame, where already read)."""
     path = Path(root) / CLAIMS_FILE
-    ev = Evidence(root)
+    ev = Evidence(root, df)
     return [check_claim(ev, c) for c in load_claims(path)]
 
 

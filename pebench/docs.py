@@ -28,35 +28,48 @@ def _args(text: str) -> dict:
     return dict(part.split("=", 1) for part in text.split())
 
 
+_FRAMES: dict = {}  # one read of a result set's records per regeneration, shared by its sections
+
+
+def _frame(root: Path, set_: str):
+    from .report import records_frame
+    from .results import ResultsDir
+
+    key = (root / set_).resolve()
+    if key not in _FRAMES:
+        _FRAMES[key] = records_frame(ResultsDir(key))
+    return _FRAMES[key]
+
+
 @GENERATORS.register("table")
 def _table(root: Path, args: dict) -> str:
     from . import report as rp
     from .parsing import parse_list
-    from .results import ResultsDir
 
-    df = rp.records_frame(ResultsDir(root / args["set"]))
+    df = _frame(root, args["set"])
     if "seeds" in args:
         df = df[df["seed"].isin([int(s) for s in args["seeds"].split(",")])]
     if "labels" in args:  # exact row labels, '_' for a space: rope+yarn_ft512
         df = df[df["label"].isin([x.replace("_", " ") for x in args["labels"].split(",")])]
     t = rp.build_table(df, args.get("metric", "ppl"), args.get("protocol"), parse_list(args.get("pe"), "pe"),
                        args.get("split", "validation"))
-    return rp.to_markdown(t)
+    seeds = sorted(int(x) for x in df[df["label"].isin(t.rows)]["seed"].unique())
+    n = f"{len(seeds)} seeds" if len(seeds) > 1 else "one seed"
+    return f"Seeds behind these cells: {', '.join(map(str, seeds))} ({n}).\n" + rp.to_markdown(t)
 
 
 @GENERATORS.register("context")
 def _context(root: Path, args: dict) -> str:
     from . import report as rp
-    from .results import ResultsDir
 
-    return rp.context_markdown(rp.records_frame(ResultsDir(root / args["set"])), split=args.get("split", "validation"))
+    return rp.context_markdown(_frame(root, args["set"]), split=args.get("split", "validation"))
 
 
 @GENERATORS.register("claims")
 def _claims(root: Path, args: dict) -> str:
     from .claims import check_set, render_verdicts
 
-    verdicts = check_set(root / args["set"])
+    verdicts = check_set(root / args["set"], _frame(root, args["set"]))
     if "tag" in args:  # the claims of one page of a set
         verdicts = [v for v in verdicts if args["tag"] in (v.claim.get("tags") or [])]
     return render_verdicts(verdicts, markdown=True)
@@ -96,6 +109,7 @@ def regenerate(root: Path, check: bool = False) -> list[Path]:
     """Rewrite every generated section of the docs under ``root``; returns the files that changed (with
     ``check``, the files that would change, nothing written)."""
     changed = []
+    _FRAMES.clear()  # the records as they are now
     for path in doc_files(root):
         old = path.read_text()
         new = render(old, root, str(path.relative_to(root)))

@@ -62,13 +62,13 @@ def _images(root: Path) -> list[str]:
     return out
 
 
-def _claims(root: Path) -> list[str]:
+def _claims(root: Path, df: pd.DataFrame) -> list[str]:
     from .claims import CLAIMS_FILE, check_set
 
     if not (root / CLAIMS_FILE).is_file():
         return ["<p>No claims file in this result set.</p>"]
     out = []
-    for v in check_set(root):
+    for v in check_set(root, df):
         cls, mark = ("held", "held") if v.held else ("failed", "FAILED")
         out.append(f'<li><span class="{cls}">{mark}</span> ({html.escape(v.claim["rule"])}) '
                    f"{html.escape(v.claim['text'])}<pre>{html.escape(v.id)}\n{html.escape(v.why)}</pre></li>")
@@ -105,7 +105,7 @@ def write_html(root: Path, dest: Path | None = None) -> Path:
     parts = [f"<h1>pebench: {html.escape(str(root))}</h1>",
              f"<p>{len(df)} records, {df['run'].nunique()} runs; written "
              f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}</p>",
-             "<h2>Tables</h2>", *_tables(df), "<h2>Claims</h2>", *_claims(Path(root)),
+             "<h2>Tables</h2>", *_tables(df), "<h2>Claims</h2>", *_claims(Path(root), df),
              "<h2>Plots</h2>", *_images(Path(root)), "<h2>Provenance</h2>", _provenance(prov, created)]
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>pebench report</title>"
             f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n")

@@ -71,13 +71,13 @@ def launch_plan(kind: Optional[str], assignments: Optional[list], emit: Optional
 def launch_options(section: Optional[dict], assignments: list[str]) -> LaunchOptions:
     """Options from a config section and NAME=V assignments, each typed by its default; one line per mistake."""
     from .config import type_matches
-    from .parsing import parse_assignment
+    from .parsing import parse_assignment, typed_value
 
     known = {f.name: f.default for f in dataclasses.fields(LaunchOptions)}
     values = dict(section or {})
     for a in assignments or []:
         name, raw = parse_assignment(a, "--launcher-opt")
-        values[name] = _typed(name, raw, known)
+        values[name] = typed_value(raw, known[name], f"launcher option {name}") if name in known else raw
     for name, v in values.items():
         if name not in known:
             raise UsageError(f"unknown launcher option {name!r}; allowed: {', '.join(known)}")
@@ -87,14 +87,6 @@ def launch_options(section: Optional[dict], assignments: list[str]) -> LaunchOpt
     if opts.pack < 1 or opts.time_min < 1 or opts.cpus_per_task < 1:
         raise UsageError("launcher options pack, time_min and cpus_per_task must be >= 1")
     return opts
-
-
-def _typed(name: str, raw: str, known: dict):
-    d = known.get(name)
-    try:
-        return int(raw) if isinstance(d, int) else float(raw) if isinstance(d, float) else raw
-    except ValueError:
-        raise UsageError(f"launcher option {name} must be {type(d).__name__}, got {raw!r}")
 
 
 def packs(job_files: list[Path], pack: int) -> list[list[str]]:

@@ -39,3 +39,18 @@ def parse_assignment(spec: str, what: str) -> tuple[str, str]:
     if not sep or not name.strip() or not value.strip():
         raise UsageError(f"{what} takes NAME=VALUE, got {spec!r}")
     return name.strip(), value.strip()
+
+
+def typed_value(value, default, what: str):
+    """A value given as text (``--task-opt trials=20``, ``--launcher-opt pack=2``) in the type of the option's
+    default; other values as they are. A bad one is one line: '{what} must be int, got 'x''."""
+    if not isinstance(value, str) or isinstance(default, str):
+        return value
+    try:
+        if isinstance(default, bool):
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise ValueError
+            return value.lower() in ("true", "1")
+        return type(default)(value)
+    except ValueError:
+        raise UsageError(f"{what} must be {type(default).__name__}, got {value!r}")

@@ -10,19 +10,17 @@ from pathlib import Path
 import pandas as pd
 
 from .errors import PebenchError
-from .stats import mean_ci, t95
+from .stats import mean_ci
 
 DEFAULT_REFERENCE = Path("results/reference")
 
 
 def prediction_interval(values: list[float]) -> tuple[float, float] | None:
     """Where one more seed is expected, 95%: m ± t(n-1) * s * sqrt(1 + 1/n); None below two seeds."""
-    n = len(values)
-    if n < 2:
+    if len(values) < 2:
         return None
-    m = sum(values) / n
-    s = math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1))
-    h = t95(n - 1) * s * math.sqrt(1 + 1 / n)
+    m, ci = mean_ci(values)  # ci = t s / sqrt(n), so t s sqrt(1 + 1/n) = ci sqrt(n + 1)
+    h = ci * math.sqrt(len(values) + 1)
     return m - h, m + h
 
 

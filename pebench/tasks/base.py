@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from ..errors import UsageError
 from ..stats import mean_interval, wilson  # noqa: F401  (tasks import them from here)
+from ..parsing import typed_value
 from ..registry import Registry, unknown_name_message
 
 
@@ -151,20 +152,6 @@ def metric(name: str) -> Metric:
     return METRICS[name]
 
 
-def _typed(value: Any, default: Any, key: str) -> Any:
-    """A value given as text (``--task-opt trials=20``) in the type of the option's default."""
-    if not isinstance(value, str) or isinstance(default, str):
-        return value
-    try:
-        if isinstance(default, bool):
-            if value.lower() not in ("true", "false", "1", "0"):
-                raise ValueError
-            return value.lower() in ("true", "1")
-        return type(default)(value)
-    except ValueError:
-        raise UsageError(f"--task-opt {key}={value}: must be {type(default).__name__}")
-
-
 def task_options(tasks: list[Task], given: dict) -> dict:
     """Each task's options: its defaults, overridden by the given ones (None = not given). A key is an option name
     (every task evaluated that takes it) or ``TASK.OPTION`` (that task only). An option that none of the tasks
@@ -184,7 +171,7 @@ def task_options(tasks: list[Task], given: dict) -> dict:
                              f"not of {', '.join(t.name for t in targets or tasks)}"
                              + "".join(f"; {t.name} takes {', '.join(t.options) or 'none'}" for t in targets or tasks))
         for t in targets:
-            out[t.name][opt] = _typed(value, t.options[opt], key)
+            out[t.name][opt] = typed_value(value, t.options[opt], f"--task-opt {key}")
     return out
 
 
