@@ -95,7 +95,7 @@ def packs(job_files: list[Path], pack: int) -> list[list[str]]:
     return [files[i:i + pack] for i in range(0, len(files), pack)]
 
 
-def pending(rd: ResultsDir, job_files: list[Path]) -> list[Path]:
+def pending(job_files: list[Path]) -> list[Path]:
     """The job files whose run is not done (no ``.done`` marker): what a rerun submits."""
     return [p for p in job_files if not Path(p).with_suffix(DONE).exists()]
 
@@ -188,14 +188,14 @@ class TaskResult:
 def submit(kind: str, rd: ResultsDir, job_files: list[Path], opts: LaunchOptions, device: str = "auto",
            on_submitted=None) -> list[TaskResult]:
     """The pending jobs as one array (the local launcher: in waves), waited for; one result per array task."""
-    todo = packs(pending(rd, job_files), opts.pack)
+    todo = packs(pending(job_files), opts.pack)
     if not todo:
         return []
     folder = Path(opts.folder or rd.root / "launcher")
     ex = executor(kind, folder, opts)
     fn = JobPack(device, opts.cpus_per_task if kind == "local" else 0)
-    waves = [todo[i:i + local_waves(opts)] for i in range(0, len(todo), local_waves(opts))] if kind == "local" \
-        else [todo]
+    w = local_waves(opts) if kind == "local" else len(todo)  # slurm: one array; local: waves of the cores' worth
+    waves = [todo[i:i + w] for i in range(0, len(todo), w)]
     results = []
     for wave in waves:
         jobs = ex.map_array(fn, wave)
@@ -264,10 +264,10 @@ def run_launched(rd: ResultsDir, runs: list, req, overwrite: bool, plan, on_erro
             Path(f).with_suffix(DONE).unlink(missing_ok=True)
     if plan.emit:
         path = emit_sbatch(plan.emit, rd, files, plan.options, req.device)
-        echo(f"wrote {path} and {path}.jobs ({len(pending(rd, files))} jobs): submit with `sbatch {path}`")
+        echo(f"wrote {path} and {path}.jobs ({len(pending(files))} jobs): submit with `sbatch {path}`")
         return 0
-    n = len(pending(rd, files))
-    echo(f"{plan.kind} launcher: {n} of {len(files)} jobs pending, {len(packs(files[:n], plan.options.pack))} "
+    n = len(todo := pending(files))
+    echo(f"{plan.kind} launcher: {n} of {len(files)} jobs pending, {len(packs(todo, plan.options.pack))} "
          f"array tasks of up to {plan.options.pack}; logs in {plan.options.folder or rd.root / 'launcher'}")
     results = submit(plan.kind, rd, files, plan.options, req.device,
                      on_submitted=lambda jobs: echo(f"submitted {jobs[0].job_id.split('_')[0]}" if jobs else ""))
@@ -282,7 +282,7 @@ def emit_sbatch(dest: Path, rd: ResultsDir, job_files: list[Path], opts: LaunchO
     ``DEST.jobs`` per array task (its job files), SIGTERM before the limit (training checkpoints), then a requeue."""
     from .fsutil import atomic_write_text
 
-    todo = packs(pending(rd, job_files), opts.pack)
+    todo = packs(pending(job_files), opts.pack)
     if not todo:
         raise PebenchError("every job is done: nothing to put in an sbatch script")
     dest = Path(dest)

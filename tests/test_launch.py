@@ -71,7 +71,7 @@ def test_packs_keep_the_plan_order_and_pending_skips_done(tmp_path):
     files = [tmp_path / f"r{i}.json" for i in range(5)]
     assert packs(files, 2) == [[str(files[0]), str(files[1])], [str(files[2]), str(files[3])], [str(files[4])]]
     files[1].with_suffix(".done").write_text("")
-    assert pending(None, files) == [files[0], files[2], files[3], files[4]]
+    assert pending(files) == [files[0], files[2], files[3], files[4]]
 
 
 def test_local_launcher_equals_the_sequential_run_and_a_rerun_submits_nothing(tmp_path, cfg, sequential):
