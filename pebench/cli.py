@@ -102,18 +102,29 @@ def eval_cmd(
     device: str = DeviceOpt,
     attention: str = AttnOpt,
     results: Path = ResultsOpt,
+    hf: Optional[str] = typer.Option(None, "--hf", help="a Hugging Face causal LM (folder or Hub id) instead of runs"),
+    context: Optional[int] = typer.Option(None, "--context", help="--hf: its context (default: from its config)"),
+    dtype: str = typer.Option("float32", "--dtype", help="--hf: float32 | bfloat16 | float16"),
+    revision: Optional[str] = typer.Option(None, "--revision", help="--hf: a Hub revision"),
+    data: Optional[str] = typer.Option(None, "--data", help="--hf: corpus to evaluate on (default sotu)"),
 ):
-    """Evaluate runs at several lengths; one JSON record per (run, task, variant, length)."""
-    from .plan import eval_request
+    """Evaluate runs (or an outside model, --hf) at several lengths; one JSON record per (run, task, variant,
+    length)."""
+    from .plan import eval_request, outside_eval
     from .progress import for_stream
     from .results import ResultsDir
     from .scoring import Protocol
     from .sweep import evaluate_runs
 
-    req = eval_request(lengths, Protocol(protocol, stride, targets), rope_scaling, task, task_opt, trials,
-                       rope_factor=rope_factor, max_tokens=max_tokens, split=split, logit_scale=logit_scale,
-                       device=device, backend=attention)
+    req = eval_request(None if hf else lengths, Protocol(protocol, stride, targets), None if hf else rope_scaling,
+                       task, task_opt, trials, rope_factor=rope_factor, max_tokens=max_tokens, split=split,
+                       logit_scale=logit_scale, device=device, backend=attention)
     rd = ResultsDir(results)
+    if hf:
+        rd.ensure_writable()
+        outside_eval(rd, hf, lengths, rope_scaling, req, context, dtype, revision, data, console.echo_record,
+                     for_stream())
+        return
     names = run or rd.runs_in("finished")
     if not names:
         raise UsageError(f"no finished runs to evaluate in {rd.runs}; train one first (pebench train)")

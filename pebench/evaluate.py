@@ -20,7 +20,7 @@ from .progress import Progress
 from .registry import unknown_name_message
 from .results import EVAL_SPLITS, SCHEMA_VERSION, ResultsDir, environment, now, protocol_key
 from .scoring import Protocol
-from .tasks import EvalContext, Task, resolve_tasks, task_options
+from .tasks import TASKS, EvalContext, Task, resolve_tasks, task_names, task_options
 
 
 @dataclass(frozen=True)
@@ -206,3 +206,43 @@ def _evaluate_task(results, task: Task, ctx: EvalContext, head: dict, lengths: l
         if on_record:
             on_record(rec)
     return out
+
+
+def evaluate_outside(results: ResultsDir, o, scalings: list, lengths: list[int], req: EvalRequest,
+                     data: str = "sotu", on_record=None, progress: Optional[Progress] = None) -> list[dict]:
+    """Evaluate an outside model (hf.Outside) as it is and with each scaling (hf.Scaling), at each length, on
+    ``data``'s evaluation split tokenized by its own tokenizer; the records are those of a run named hf-NAME."""
+    from .hf import apply_scaling, eval_config, tokenize_split
+
+    req.protocol.validate()
+    tasks, options = req.resolved_tasks()
+    if bad := [t.name for t in tasks if not t.any_tokenizer]:
+        ok = ", ".join(t for t in task_names() if TASKS.get(t).any_tokenizer)
+        raise UsageError(f"--hf: {', '.join(bad)} builds byte prompts for pebench's byte-level models; with --hf the "
+                         f"tasks are {ok}")
+    if scalings and not o.rope:
+        raise UsageError(f"{o.name} applies no rotary embedding ({o.config.model_type}); --rope-scaling does not "
+                         "apply to it")
+    if (limit := o.model.pe.max_positions()) is not None and (far := [L for L in lengths if L > limit]):
+        raise UsageError(f"{o.name} has learned absolute positions 0..{limit - 1}; it cannot position lengths {far}")
+    corpus = prepare_corpus(data, results.cache, None)
+    ids, nbytes = tokenize_split(o.tokenizer, corpus.tokens(req.split), req.max_tokens or 32768)
+    for task in tasks:
+        task.check(options[task.name], lengths, o.context, len(ids), req.protocol)
+    dev = next(o.model.parameters()).device
+    cfg = eval_config(o, batch_tokens=16384)
+    prov = {**environment(str(dev)), **o.provenance, "params": sum(p.numel() for p in o.model.parameters()),
+            "corpus": corpus.spec, "corpus_fingerprint": corpus.fingerprint, "tokens_evaluated": int(len(ids)),
+            "bytes_evaluated": int(nbytes.sum())}
+    run, records = "hf-" + "".join(c if c.isalnum() or c in "-_." else "-" for c in o.name), []
+    for s in [None] + list(scalings):
+        head = {"run": run, "label": f"{o.name} (hf)" + ("" if s is None else f"+{s.label}"),
+                "variant": "none" if s is None else s.label}
+        for task in tasks:
+            for L in lengths:
+                apply_scaling(o, s, L)  # per length: the factor follows it, and no cached frequencies carry over
+                ctx = EvalContext(o.model, cfg, dev, ids, ids, req.protocol, max(lengths), options[task.name],
+                                  progress=progress, tokenizer=o.tokenizer, token_bytes=nbytes)
+                records += _evaluate_task(results, task, ctx, head, [L], req, prov, on_record)
+    return records
+

@@ -24,6 +24,7 @@ BEST = '<td class="best">'
 
 def table_html(t) -> str:
     """A report Table as HTML; the best cell of each column (by the metric's direction) gets class 'best'."""
+    from .effective import effective_text, has_effective
     from .report import _fmt, _header
 
     head = "".join(f"<th>{html.escape(h)}</th>" for h in _header(t))
@@ -31,7 +32,9 @@ def table_html(t) -> str:
     for lab in t.rows:
         cells = "".join((BEST if t.is_best(lab, L) else "<td>") + html.escape(_fmt(t.cells.get((lab, L)), t.digits))
                         + "</td>" for L in t.lengths)
-        body.append(f"<tr><td>{html.escape(lab)}</td>{cells}<td>{html.escape(t.ratio_text(lab))}</td></tr>")
+        last = [t.ratio_text(lab)] + ([effective_text(t, lab)] if has_effective(t) else [])
+        body.append(f"<tr><td>{html.escape(lab)}</td>{cells}" + "".join(f"<td>{html.escape(x)}</td>" for x in last)
+                    + "</tr>")
     best = "highest" if t.higher_is_better else "lowest"
     cap = f"{t.metric} ({t.protocol}, {t.split} split; {best} is best, marked)"
     return f"<table><caption>{html.escape(cap)}</caption><tr>{head}</tr>{''.join(body)}</table>"

@@ -258,6 +258,15 @@ class SuitePlan:
 
 
 
+def suite_task_opts(st, tasks: list, given: Optional[list[str]]) -> list[str]:
+    """The suite's task options for the tasks evaluated, then the user's (a user's key replaces the suite's; a
+    task-specific one, TASK.NAME, beats the suite's trials for every task too)."""
+    mine = parse_task_opts(given)
+    names = {t.name for t in tasks}
+    keep = [o for o in st.task_opts if o.split("=", 1)[0].split(".")[0] in names and o.split("=", 1)[0] not in mine]
+    return keep + list(given or [])
+
+
 def suite_plan(suite: Optional[str], pe: Optional[str], flags: ConfigFlags, seeds: Optional[str],
                results: Optional[Path], eval_args: dict, final: bool = False, devices: Optional[str] = None
                ) -> SuitePlan:
@@ -272,9 +281,30 @@ def suite_plan(suite: Optional[str], pe: Optional[str], flags: ConfigFlags, seed
     tasks = resolve_tasks(args.pop("task", None) or st.tasks)
     if args.get("trials") is None and any("trials" in t.options for t in tasks):
         args["trials"] = st.trials  # the suite's, where a task takes trials
+    args["task_opts"] = suite_task_opts(st, tasks, args.get("task_opts"))
     overwrite = args.pop("overwrite", False)
     req = eval_request(protocol=Protocol(st.protocol[0], stride=st.protocol[1]), task=",".join(t.name for t in tasks),
                        split="test" if final else "validation", skip_existing=not overwrite,
                        max_tokens=args.pop("max_tokens", None) or st.max_tokens, **args)
     runs = plan_runs(base, resolve_schemes(pe or st.pe), parse_seeds(None, seeds, base.train.seed))
     return SuitePlan(Path(results or st.results), runs, req, notes, devices or "local", flags.config)
+
+
+def outside_eval(results: ResultsDir, spec: str, lengths: Optional[str], rope_scaling: Optional[str],
+                 req: EvalRequest, context: Optional[int] = None, dtype: str = "float32",
+                 revision: Optional[str] = None, data: Optional[str] = None, on_record=None, progress=None) -> list:
+    """``pebench eval --hf``: parse the scalings, load the model, resolve lengths (default 1x,2x,4x of its context),
+    evaluate; every setting is checked before the model runs."""
+    from .device import resolve_device
+    from .evaluate import evaluate_outside
+    from .hf import open_model, parse_hf_lengths, parse_scalings
+
+    if req.scalings or req.logit_scale or req.rope_factor:
+        raise UsageError("with --hf, scalings are --rope-scaling NAME[:key=value...] (linear, dynamic, yarn, llama3, "
+                         "longrope); --rope-factor and --logit-scale do not apply")
+    scalings = parse_scalings(rope_scaling)
+    if context is not None and context < 2:
+        raise UsageError(f"--context must be >= 2, got {context}")
+    o = open_model(spec, dtype, context, revision, str(resolve_device(req.device)))
+    Ls = parse_hf_lengths(lengths or "1x,2x,4x", o.context)
+    return evaluate_outside(results, o, scalings, Ls, req, data or "sotu", on_record, progress)

@@ -8,6 +8,7 @@ from typing import Optional
 
 import pandas as pd
 
+from . import effective
 from .errors import PebenchError
 from .fsutil import atomic_path, atomic_write_text
 from .groups import row_key
@@ -145,17 +146,19 @@ def _fmt(cell, digits: int) -> str:
 
 def _header(t: Table) -> list[str]:
     last = f"{t.metric} {t.contexts[t.lengths[-1]]}/1x"
-    return ["scheme"] + [f"{L} ({t.contexts[L]})" for L in t.lengths] + [last]
+    return ["scheme"] + [f"{L} ({t.contexts[L]})" for L in t.lengths] + [last] + \
+        (["effective length"] if effective.has_effective(t) else [])
 
 
 def _rows(t: Table, bold, cell=lambda s: s):
-    """(label, [cells], ratio) per row: formatted cells, the best of each column passed through ``bold``."""
+    """(label, [cells], last) per row: formatted cells, the best of each column passed through ``bold``; ``last``
+    the ratio to 1x and, for a metric with a threshold, the effective length (effective.py)."""
     for lab in t.rows:
         cells = []
         for L in t.lengths:
             s = cell(_fmt(t.cells.get((lab, L)), t.digits))
             cells.append(bold(s) if t.is_best(lab, L) else s)
-        yield lab, cells, t.ratio_text(lab)
+        yield lab, cells, [t.ratio_text(lab)] + ([effective.effective_text(t, lab)] if effective.has_effective(t) else [])
 
 
 def to_markdown(t: Table) -> str:
@@ -165,16 +168,16 @@ def to_markdown(t: Table) -> str:
              + (" Brackets: 95% interval over one seed's trials." if any(c[3] for c in t.cells.values()) else ""),
              "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for lab, cells, ratio in _rows(t, lambda s: f"**{s}**"):
-        lines.append(f"| {lab} | " + " | ".join(cells) + f" | {ratio} |")
+    for lab, cells, last in _rows(t, lambda s: f"**{s}**"):
+        lines.append(f"| {lab} | " + " | ".join(cells + last) + " |")
     return "\n".join(lines) + "\n"
 
 
 def to_latex(t: Table) -> str:
     head = [h.replace("±", r"$\pm$") for h in _header(t)]
     out = [r"\begin{tabular}{l" + "r" * (len(head) - 1) + "}", r"\toprule", " & ".join(head) + r" \\", r"\midrule"]
-    for lab, cells, ratio in _rows(t, lambda s: rf"\textbf{{{s}}}", lambda s: s.replace("±", r"$\pm$")):
-        out.append(" & ".join([lab.replace("_", r"\_")] + cells + [ratio]) + r" \\")
+    for lab, cells, last in _rows(t, lambda s: rf"\textbf{{{s}}}", lambda s: s.replace("±", r"$\pm$")):
+        out.append(" & ".join([lab.replace("_", r"\_")] + cells + last) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(out) + "\n"
 
@@ -191,8 +194,10 @@ def to_frame(t: Table) -> pd.DataFrame:
 
 
 def to_json(t: Table) -> str:
+    eff = {lab: effective.effective_length(t, lab) for lab in t.rows} if effective.has_effective(t) else None
     return json.dumps({"metric": t.metric, "protocol": t.protocol, "split": t.split, "lengths": t.lengths,
-                       "rows": to_frame(t).to_dict(orient="records"), "ratio": t.ratio}, indent=2) + "\n"
+                       "rows": to_frame(t).to_dict(orient="records"), "ratio": t.ratio,
+                       **({"effective_length": eff} if eff else {})}, indent=2) + "\n"
 
 
 def to_rich(t: Table):
@@ -201,9 +206,9 @@ def to_rich(t: Table):
     rt = RichTable(title=f"{t.metric} by evaluation length ({t.protocol}, {t.split} split)")
     for h in _header(t):
         rt.add_column(h, justify="left" if h == "scheme" else "right")
-    for lab, cells, ratio in _rows(t, lambda s: f"[bold]{s}[/]"):
+    for lab, cells, last in _rows(t, lambda s: f"[bold]{s}[/]"):
         color = style_for(lab).color
-        rt.add_row(lab if color == "#000000" else f"[{color}]{lab}[/]", *cells, ratio)
+        rt.add_row(lab if color == "#000000" else f"[{color}]{lab}[/]", *cells, *last)
     return rt
 
 
@@ -242,6 +247,7 @@ def write_reports(results: ResultsDir, t: Table, df: pd.DataFrame, schemes: Opti
     written += write_plots(results, t, df, sfx)
     if not sfx:  # the default view also gets each task's own outputs and, with several tasks, the context table
         written += task_outputs(results, df[df["split"] == t.split])
+        written += effective.plots(effective_tables(df, t.split), root)
         if df["task"].nunique() > 1:
             atomic_write_text(root / "report-context.md", context_markdown(df, split=t.split))
             written.append(root / "report-context.md")
@@ -255,6 +261,22 @@ def task_outputs(results: ResultsDir, df: pd.DataFrame) -> list[Path]:
         if name in TASKS:
             paths += TASKS.get(name).outputs(df[df["task"] == name], results.root)
     return paths
+
+
+def effective_tables(df: pd.DataFrame, split: str = "validation") -> dict:
+    """Task -> report Tables of its summary metrics that have an effective length (those with records)."""
+    out: dict = {}
+    for name in [n for n in task_names() if not df.empty and n in set(df["task"])]:
+        for m in TASKS.get(name).summary_metrics():
+            if find_metric(m).threshold is None:
+                continue
+            try:
+                t = build_table(df, m, split=split)
+            except PebenchError:
+                continue
+            if any(c[0] is not None for c in t.cells.values()):
+                out.setdefault(name, []).append(t)
+    return out
 
 
 def context_metrics(df: pd.DataFrame) -> list[str]:
@@ -279,11 +301,17 @@ def context_markdown(df: pd.DataFrame, metrics=None, split: str = "validation",
         raise PebenchError("no records for the context-use table")
     lengths = sorted({L for t in tables for L in t.lengths})
     ctx = tables[0].context
-    head = ["scheme", "metric"] + [f"{L} ({L / ctx:g}x)" for L in lengths]
+    eff = any(effective.has_effective(t) for t in tables)
+    head = ["scheme", "metric"] + [f"{L} ({L / ctx:g}x)" for L in lengths] + (["effective length"] if eff else [])
     lines = ["Context use: " + "; ".join(f"{t.metric} ({t.protocol}, {'higher' if t.higher_is_better else 'lower'}"
                                          " is better)" for t in tables)
              + f"; split: {split}; best per column in bold; brackets: 95% interval over one seed's trials, "
-               "± over seeds.", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+               "± over seeds." + (f" Effective length: the longest length up to which the score stays >= "
+                                  f"{effective.RELATIVE:.0%} of its 1x score and >= the metric's threshold "
+                                  "(" + ", ".join(f"{t.metric} {effective.find_metric(t.metric).threshold:g}"
+                                                 for t in tables if effective.has_effective(t))
+                                  + "), 0 if none; brackets: the same rule on the intervals' ends." if eff else ""),
+             "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     rows = []
     for t in tables:
         rows += [lab for lab in t.rows if lab not in rows]
@@ -297,6 +325,8 @@ def context_markdown(df: pd.DataFrame, metrics=None, split: str = "validation",
             for L in lengths:
                 s = _fmt(t.cells.get((lab, L)), t.digits) if L in t.lengths else ""
                 cells.append(f"**{s}**" if L in t.lengths and t.is_best(lab, L) else s)
+            if eff:
+                cells.append(effective.effective_text(t, lab) if effective.has_effective(t) else "")
             lines.append(f"| {lab if first else ''} | {t.metric} | " + " | ".join(cells) + " |")
             first = False
     return "\n".join(lines) + "\n"

@@ -280,7 +280,8 @@ def read_record(text: str) -> tuple:
     return rec, None
 
 
-_ABBREV = {"stride": "s", "targets": "k", "trials": "t", "string_length": "k", "far_n": "n"}
+_ABBREV = {"stride": "s", "targets": "k", "trials": "t", "string_length": "k", "far_n": "n", "keys": "K", "values": "V",
+           "queries": "Q", "distractors": "D", "pairs": "P", "chains": "C", "hops": "H"}
 
 
 def protocol_key(rec: dict) -> str:

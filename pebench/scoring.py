@@ -101,9 +101,11 @@ def bucket_edges(length: int) -> list[int]:
 
 def score_stream(model: torch.nn.Module, stream: np.ndarray, length: int, protocol: Protocol,
                  batch_tokens: int, device: torch.device, max_length: Optional[int] = None,
-                 progress: Optional[Progress] = None, title: str = "", far: Optional[np.ndarray] = None) -> dict:
+                 progress: Optional[Progress] = None, title: str = "", far: Optional[np.ndarray] = None,
+                 nbytes: Optional[np.ndarray] = None) -> dict:
     """Run every window and return loss sums in total and per position bucket (and, given ``far``, a boolean mask
-    over stream indices, the mean loss over the scored tokens it marks). ``progress`` hears the cost
+    over stream indices, the mean loss over the scored tokens it marks; given ``nbytes``, the bytes each stream token
+    covers, their sum over the scored tokens as ``bytes_scored``). ``progress`` hears the cost
     (windows x length token positions) first, then the positions done after every batch."""
     starts, first = windows(len(stream), length, protocol, max_length)
     if progress is not None:
@@ -116,7 +118,7 @@ def score_stream(model: torch.nn.Module, stream: np.ndarray, length: int, protoc
     loss_sum = torch.zeros(n_b, dtype=torch.float64)
     count = torch.zeros(n_b, dtype=torch.float64)
     bucket_t = torch.from_numpy(bucket_of).to(device)
-    far_sum, far_n = 0.0, 0
+    far_sum, far_n, n_bytes = 0.0, 0, 0
     per_batch = max(1, batch_tokens // length)
     offsets = np.arange(length)
     with torch.inference_mode():
@@ -129,6 +131,8 @@ def score_stream(model: torch.nn.Module, stream: np.ndarray, length: int, protoc
                                        chunk[:, 1:].reshape(-1), reduction="none").view(len(s), length - 1)
             mask = torch.from_numpy(pos[None, :] >= f[:, None]).to(device)
             tok_loss = (tok_loss * mask).double()
+            if nbytes is not None:
+                n_bytes += int((nbytes[s[:, None] + offsets[None, 1:]] * (pos[None, :] >= f[:, None])).sum())
             if far is not None:
                 fm = torch.from_numpy(far[s[:, None] + offsets[None, 1:]]).to(device) & mask
                 far_sum += float(tok_loss[fm].sum())
@@ -150,34 +154,51 @@ def score_stream(model: torch.nn.Module, stream: np.ndarray, length: int, protoc
     out = {"loss": total / n, "tokens_scored": n, "windows": len(starts), "position_buckets": buckets}
     if far is not None:
         out["far"] = {"loss": far_sum / far_n if far_n else None, "tokens": far_n}
+    if nbytes is not None:
+        out["bytes_scored"] = n_bytes
     return out
 
 
-def score_spans(ctx, rows: np.ndarray, start: int, stop: int,
-                choices: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
-    """Teacher-forced scoring of target indices [start, stop) of each row (windows of equal length): whether the
-    model's top prediction is the target (among ``choices`` only, when given) and the loss, both (rows, stop -
-    start) numpy arrays."""
+def score_positions(ctx, rows: np.ndarray, positions: list, choices: Optional[np.ndarray] = None
+                    ) -> tuple[list, list]:
+    """Teacher-forced scoring of the given target indices of each row (windows of equal length; ``positions[i]`` an
+    int array, its own length per row): per target the *credit* of the model's top prediction (1 when the target
+    is the unique best among ``choices``, or among all tokens; 1/k when it ties with k - 1 others for the best; 0
+    otherwise: a uniform model thus scores exactly chance) and the target's log-probability over the whole vocabulary.
+    Returns two lists of numpy arrays, one per row."""
     L = rows.shape[1]
     per = max(1, ctx.cfg.eval.batch_tokens // L)
-    correct, losses = [], []
+    credit, logprob = [], []
+    ch = None if choices is None else torch.from_numpy(np.asarray(choices).astype(np.int64)).to(ctx.dev)
     if ctx.progress is not None:
         ctx.progress.start(ctx.title, len(rows) * L, f"{len(rows):,} prompts of {L:,} tokens", "tokens")
     with torch.inference_mode():
         for i in range(0, len(rows), per):
             x = torch.from_numpy(rows[i:i + per].astype(np.int64)).to(ctx.dev)
             with autocast_for(ctx.dev):
-                logits = ctx.model(x)[:, start - 1:stop - 1].float()
-            tgt = x[:, start:stop]
-            losses.append(F.cross_entropy(logits.transpose(1, 2), tgt, reduction="none").cpu().numpy())
-            if choices is not None:
-                ch = torch.from_numpy(choices.astype(np.int64)).to(ctx.dev)
-                pred = ch[logits[..., ch].argmax(-1)]
-            else:
-                pred = logits.argmax(-1)
-            correct.append((pred == tgt).cpu().numpy())
+                logits = ctx.model(x)
+            for j in range(len(x)):
+                p = torch.from_numpy(np.asarray(positions[i + j], dtype=np.int64)).to(ctx.dev)
+                lg, tgt = logits[j, p - 1].float(), x[j, p]
+                own = lg.gather(1, tgt[:, None])[:, 0]
+                pool = lg if ch is None else lg[:, ch]
+                top = pool.max(-1).values
+                ties = (pool == top[:, None]).sum(-1)
+                ok = own == top if ch is None else (own == top) & torch.isin(tgt, ch)
+                credit.append((ok.double() / ties.double()).cpu().numpy())
+                logprob.append((own - torch.logsumexp(lg, -1)).double().cpu().numpy())
             if ctx.progress is not None:
                 ctx.progress.update((i + len(x)) * L)
     if ctx.progress is not None:
         ctx.progress.finish()
-    return np.concatenate(correct), np.concatenate(losses)
+    return credit, logprob
+
+
+def score_spans(ctx, rows: np.ndarray, start: int, stop: int,
+                choices: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+    """Teacher-forced scoring of target indices [start, stop) of each row: the credit of the model's top
+    prediction (:func:`score_positions`; among ``choices`` only, when given) and the loss, both (rows, stop - start)
+    numpy arrays."""
+    span = np.arange(start, stop)
+    credit, logprob = score_positions(ctx, rows, [span] * len(rows), choices)
+    return np.stack(credit), -np.stack(logprob)

@@ -2,7 +2,7 @@
 
 ``default`` is the README's main job (perplexity of the classic seven); ``context`` trains the same schemes with
 retrieval data (``configs/context.yaml``) and measures whether they use the context: perplexity with ppl_far,
-passkey retrieval and copying.
+passkey retrieval, copying, RULER-style needles, variable tracking and associative recall.
 """
 from __future__ import annotations
 
@@ -22,16 +22,20 @@ class Suite:
     trials: Optional[int] = None  # passkey and copy prompts per cell (None: the tasks' default)
     protocol: tuple = ("nonoverlap", None)  # ppl's protocol and its stride (sliding)
     max_tokens: Optional[int] = None  # evaluation stream (None: the config's)
+    task_opts: tuple = ()  # --task-opt settings of the suite's tasks (a user's --task-opt of the same key wins)
     description: str = ""
 
 
 SUITES = {
     "default": Suite("default", "tiny", "classic", "ppl", "results",
                      description="perplexity of the classic seven from 1x to 16x (the README's main job)"),
-    "context": Suite("context", "context", "classic", "ppl,passkey,copy", "results/context", trials=20,
+    "context": Suite("context", "context", "classic", "ppl,passkey,copy,niah,vt,mqar", "results/context", trials=20,
                      protocol=("sliding", 64), max_tokens=16384,
+                     task_opts=("niah.form=compact", "vt.form=compact", "niah.trials=10", "vt.trials=40",
+                                "mqar.trials=40"),
                      description="the classic seven trained with retrieval data: ppl and ppl_far scored with "
-                                 "long context (sliding, S = 64), passkey, copy"),
+                                 "long context (sliding, S = 64), passkey, copy, RULER's needles (compact form), "
+                                 "variable tracking, MQAR"),
 }
 
 

@@ -2,6 +2,7 @@
 from .corpora import CORPORA, Document, describe_corpora, iter_documents
 from .dataset import SPLITS, PreparedCorpus, prepare_corpus, sample_batch
 from .tokenizer import ByteTokenizer
+from . import ruler  # noqa: F401,E402  (registers the niah, vt and mqar training-document kinds)
 
 __all__ = [
     "CORPORA", "Document", "describe_corpora", "iter_documents", "SPLITS", "PreparedCorpus",

@@ -83,6 +83,34 @@ def passkey_window(length: int, depth: float, key: str, haystack: Optional[np.nd
     return Passkey(tokens, key, form, start, depth)
 
 
+def token_pieces(encode, key: str, form: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(head, needle, question, answer) of a passkey prompt as an outside tokenizer's ids, each piece encoded on its
+    own with its leading space, so the window is an exact number of tokens and the answer's tokens are known."""
+    head = encode(TASK) if form == "standard" else np.zeros(0, dtype=np.int64)
+    return head, encode(" " + NEEDLE.format(key=key)), encode(" " + QUESTION), encode(" " + key)
+
+
+def token_passkey(encode, length: int, depth: float, key: str, haystack: Optional[np.ndarray] = None
+                  ) -> tuple[Passkey, int]:
+    """A passkey window of exactly ``length`` tokens of an outside tokenizer (``encode``: text -> ids): the byte
+    form's pieces, the haystack cut at token granularity (the filler's tokens repeated, or ``haystack`` ids).
+    Returns the window and how many tokens the answer (the key) takes at its end."""
+    pieces = {f: token_pieces(encode, key, f) for f in FORMS}
+    fixed = {f: sum(len(p) for p in pieces[f]) for f in FORMS}
+    form = "standard" if 2 * fixed["standard"] <= length else "compact" if fixed["compact"] < length else None
+    if form is None:
+        raise ValueError(f"a passkey window needs more than {fixed['compact']} tokens, got {length}")
+    head, needle, question, answer = pieces[form]
+    room = length - fixed[form]
+    if haystack is None:
+        filler = encode(" " + FILLER)
+        haystack = np.tile(filler, room // len(filler) + 1)
+    hay = np.asarray(haystack[:room], dtype=np.int64)
+    a = int(round(depth * room))
+    tokens = np.concatenate([head, hay[:a], needle, hay[a:], question, answer]).astype(np.int64)
+    return Passkey(tokens, key, form, len(head) + a, depth), len(answer)
+
+
 class Copy(NamedTuple):
     tokens: np.ndarray
     first: int  # index of the first copy
@@ -100,7 +128,7 @@ def copy_window(background: np.ndarray, string: np.ndarray, first: int, distance
     if distance < n or first < 0 or first + distance + n > len(background):
         raise ValueError(f"copies of {n} bytes at {first} and {first + distance} do not fit {len(background)} bytes "
                          "without overlapping")
-    tokens = np.array(background, dtype=np.uint8, copy=True)
+    tokens = np.array(background, copy=True)  # bytes, or an outside tokenizer's ids
     tokens[first:first + n] = string
     tokens[first + distance:first + distance + n] = string
     return Copy(tokens, first, first + distance, string)

@@ -29,6 +29,9 @@ class Metric:
     description: str
     digits: int = 2
     derived: bool = False  # computed by the task from its records (Task.derive), not stored in them
+    # The absolute rule of the effective length (report.effective): a length counts only where the score is at
+    # least this (and at least RELATIVE of the 1x score); None: the metric has no effective length.
+    threshold: Optional[float] = None
 
     def best(self, values: list[float]) -> float:
         return max(values) if self.higher_is_better else min(values)
@@ -51,6 +54,8 @@ class EvalContext:
     progress: Any = None  # progress.Progress
     title: str = ""
     state: dict = field(default_factory=dict)  # what a task's prepare() keeps for its measure()
+    tokenizer: Any = None  # None: bytes are the tokens (pebench's runs); else an outside model's tokenizer
+    token_bytes: Any = None  # np.ndarray beside the stream: UTF-8 bytes each token covers (None: one each)
 
 
 METRICS: dict[str, Metric] = {}
@@ -72,6 +77,7 @@ class Task:
     # never reused or mixed into a table with this one's.
     version: int = 1
     order: int = 100  # rank in listings and the context-use table (lower first; ties by name)
+    any_tokenizer: bool = False  # measures an outside model with its own tokenizer (pebench eval --hf)
 
     def protocol(self, options: dict, protocol) -> tuple[str, dict]:
         """(protocol name, params) written into the record: settings that change the measurement."""
@@ -155,10 +161,10 @@ def metric(name: str) -> Metric:
 def task_options(tasks: list[Task], given: dict) -> dict:
     """Each task's options: its defaults, overridden by the given ones (None = not given). A key is an option name
     (every task evaluated that takes it) or ``TASK.OPTION`` (that task only). An option that none of the tasks
-    takes is an error, so a setting is never silently ignored."""
+    takes is an error, so a setting is never silently ignored. A ``TASK.OPTION`` beats a plain ``OPTION``."""
     out = {t.name: dict(t.options) for t in tasks}
     by_name = {t.name: t for t in tasks}
-    for key, value in given.items():
+    for key, value in sorted(given.items(), key=lambda kv: "." in kv[0]):
         if value is None:
             continue
         tname, _, opt = key.rpartition(".")
@@ -185,6 +191,69 @@ def parse_task_opts(specs: Optional[list[str]]) -> dict:
         if key in out:
             raise UsageError(f"--task-opt {key} is given twice")
         out[key] = value
+    return out
+
+
+def check_int(options: dict, task: str, name: str, lo: int = 1) -> int:
+    """An integer option that must be at least ``lo`` (one clear line otherwise)."""
+    v = options[name]
+    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+        raise UsageError(f"{task}.{name} must be an integer >= {lo}, got {v!r}")
+    return v
+
+
+def check_choice(options: dict, task: str, name: str, allowed: tuple) -> str:
+    if options[name] not in allowed:
+        raise UsageError(f"{task}.{name} must be one of {', '.join(allowed)}, got {options[name]!r}")
+    return options[name]
+
+
+def rank_credit(true_ll: list[float], distractor_ll: list[float]) -> list[float]:
+    """Order-free recall by ranking: each true candidate's credit is 1 when its log-likelihood beats every
+    distractor's, 1/(k+1) when it ties with k distractors at the top, else 0 (a uniform model: 1/(1 + distractors))."""
+    top = max(distractor_ll)
+    ties = sum(d == top for d in distractor_ll)
+    return [1.0 if t > top else 1.0 / (1 + ties) if t == top else 0.0 for t in true_ll]
+
+
+def answer_scores(ctx, prompts: list, choices=None) -> tuple[list[list[float]], list[float]]:
+    """Teacher-forced answers of ``data.ruler.Prompt``s: per prompt, each answer's exact-match credit (the product
+    of its bytes' credits, so chance is exactly 1/|choices| per byte) and the prompt's mean loss per answer byte."""
+    import numpy as np
+
+    from ..scoring import score_positions
+
+    rows = np.stack([p.tokens for p in prompts])
+    spans = [np.concatenate([np.arange(s, e) for s, e in p.answers]) for p in prompts]
+    credit, logprob = score_positions(ctx, rows, spans, choices)
+    exact = []
+    for p, c in zip(prompts, credit):
+        ends = np.cumsum([e - s for s, e in p.answers])
+        exact.append([float(np.prod(part)) for part in np.split(c, ends[:-1])])
+    return exact, [float(-lp.mean()) for lp in logprob]
+
+
+def ranking_scores(ctx, prompts: list) -> list[list[float]]:
+    """Ranking prompts (``texts`` true, ``candidates`` distractors, one at a time in the answer slot): per prompt,
+    each true candidate's :func:`rank_credit` by the log-likelihood of the slot."""
+    import numpy as np
+
+    from ..scoring import score_positions
+
+    rows, spans = [], []
+    for p in prompts:
+        s, e = p.answers[0]
+        for c in list(p.texts) + list(p.candidates):
+            r = np.array(p.tokens, copy=True)
+            r[s:e] = np.frombuffer(c.encode("ascii"), dtype=np.uint8)
+            rows.append(r)
+            spans.append(np.arange(s, e))
+    _, logprob = score_positions(ctx, np.stack(rows), spans)
+    ll, out, i = [float(x.sum()) for x in logprob], [], 0
+    for p in prompts:
+        n = len(p.texts)
+        out.append(rank_credit(ll[i:i + n], ll[i + n:i + n + len(p.candidates)]))
+        i += n + len(p.candidates)
     return out
 
 

@@ -27,15 +27,19 @@ def distances(length: int, k: int) -> list[int]:
     return ds + [top] if top >= k else ds
 
 
-def prompts(stream: np.ndarray, length: int, distance: int, k: int, trials: int, seed: int):
+def prompts(stream: np.ndarray, length: int, distance: int, k: int, trials: int, seed: int, encode=None):
     """``trials`` windows of evaluation text with the copies at ``distance``; text offsets and strings from the
-    evaluation stream seeded by (seed, length, distance)."""
+    evaluation stream seeded by (seed, length, distance). ``encode`` (an outside tokenizer, text -> ids): the string
+    is tokenized and cut to at most k tokens, the second copy still ending the window."""
     rng = np.random.default_rng([seed, EVAL, 1, length, distance])
     out = []
     for _ in range(trials):
         start = int(rng.integers(0, len(stream) - length + 1))
-        first = length - k - distance
-        out.append(copy_window(np.asarray(stream[start:start + length]), random_string(rng, k), first, distance))
+        s = random_string(rng, k)
+        if encode is not None:
+            s = encode(bytes(s).decode("ascii"))[:k]
+        first = length - len(s) - distance
+        out.append(copy_window(np.asarray(stream[start:start + length]), s, first, distance))
     return out
 
 
@@ -48,11 +52,14 @@ class CopyTask(Task):
     name = "copy"
     description = "in-context copying: a random string repeated d tokens later, accuracy on the second copy"
     metrics = (
-        Metric("copy_acc", "copy", True, "copy: per-byte accuracy on the second copy, mean over the distances"),
+        Metric("copy_acc", "copy", True, "copy: per-byte accuracy on the second copy, mean over the distances",
+               threshold=0.5),
         Metric("copy_range", "copy", True, "copy: longest distance with accuracy >= 0.5 (0: none)", 0),
         Metric("copy_loss", "copy", False, "copy: mean loss on the second copy (nats)", 3),
     )
     fields = {
+        "tokens": "bytes (pebench's models) or the outside model's tokenizer (--hf: the string is tokenized, cut to "
+                  "at most k tokens, and its tokens are what is copied and scored)",
         "string_length": "bytes of the random string (k)",
         "trials": "windows per distance",
         "cells": "per distance: {distance, trials, accuracy, accuracy_ci, loss}",
@@ -60,6 +67,7 @@ class CopyTask(Task):
     options = {"trials": 20, "string_length": 24}
     headline = "copy_acc"
     order = 20
+    any_tokenizer = True
 
     def check(self, options, lengths, context, n_tokens, protocol):
         k = options["string_length"]
@@ -75,25 +83,34 @@ class CopyTask(Task):
         return "text", {"trials": options["trials"], "string_length": options["string_length"]}
 
     def measure(self, ctx, length: int) -> dict:
-        from ..scoring import score_spans
+        from ..scoring import score_positions, score_spans
 
         k, t = ctx.options["string_length"], ctx.options["trials"]
         if len(ctx.stream) < length:
             return self.undefined(f"the evaluation stream ({len(ctx.stream)} tokens) is shorter than {length}")
         ds = distances(length, k)
-        rows = np.stack([w.tokens for d in ds for w in prompts(ctx.stream, length, d, k, t, ctx.seed)])
-        correct, loss = score_spans(ctx, rows, length - k + SKIP, length)
+        encode = None if ctx.tokenizer is None else \
+            (lambda text: np.asarray(ctx.tokenizer(text, add_special_tokens=False)["input_ids"], dtype=np.int64))
+        windows = [w for d in ds for w in prompts(ctx.stream, length, d, k, t, ctx.seed, encode)]
+        if encode is None:
+            correct, loss = score_spans(ctx, np.stack([w.tokens for w in windows]), length - k + SKIP, length)
+        else:  # each string's own token count; the same skip of its first tokens
+            correct, logprob = score_positions(ctx, np.stack([w.tokens for w in windows]), [
+                np.arange(length - len(w.string) + min(SKIP, len(w.string) - 1), length) for w in windows])
+            loss = [-lp for lp in logprob]
+        per = [float(np.mean(c)) for c in correct]
         cells = []
         for i, d in enumerate(ds):
-            acc = correct[i * t:(i + 1) * t].mean(axis=1)
-            m, lo, hi = mean_interval([float(a) for a in acc])
+            m, lo, hi = mean_interval(per[i * t:(i + 1) * t])
             cells.append({"distance": d, "trials": t, "accuracy": m, "accuracy_ci": [lo, hi],
-                          "loss": float(loss[i * t:(i + 1) * t].mean())})
-        acc, lo, hi = mean_interval([float(a) for a in correct.mean(axis=1)])
+                          "loss": float(np.mean(np.concatenate(list(loss[i * t:(i + 1) * t]))))})
+        acc, lo, hi = mean_interval(per)
         return {"status": "ok", "reason": None,
-                "metrics": {"copy_acc": acc, "copy_range": copy_range(cells), "copy_loss": float(loss.mean())},
+                "metrics": {"copy_acc": acc, "copy_range": copy_range(cells),
+                            "copy_loss": float(np.mean(np.concatenate(list(loss))))},
                 "intervals": {"copy_acc": [lo, hi]},
-                "details": {"string_length": k, "trials": t, "cells": cells}}
+                "details": {"tokens": "bytes" if encode is None else type(ctx.tokenizer).__name__,
+                            "string_length": k, "trials": t, "cells": cells}}
 
     def outputs(self, df, root, suffix: str = "") -> list:
         """copy_by_distance.md: accuracy by distance (columns) for each row label and length."""

@@ -2,8 +2,8 @@
 
 Each window is exactly L tokens: [task sentence] haystack with the needle "The pass key is NNNNN. Remember it.
 NNNNN is the pass key." at a depth, then "What is the pass key? The pass key is NNNNN". The five key digits are
-scored teacher-forced: per digit, whether the model ranks the right digit first among the ten (chance 10%), and
-exact match of all five. Where the standard template leaves less than half the window to the haystack (the task
+scored teacher-forced: per digit, whether the model ranks the right digit first among the ten (ties split, so
+chance is exactly 10%), and exact match of all five. Where the standard template leaves less than half the window to the haystack (the task
 sentence alone is ~150 bytes), the compact form (needle and question only) is used; the record says which.
 Keys come from the evaluation stream (seed, length, depth, trial), never from training's.
 """
@@ -35,11 +35,37 @@ def prompts(length: int, depth_index: int, depth: float, trials: int, seed: int,
     return out
 
 
+def token_measure(ctx, length: int, depths: list, trials: int, haystack=None):
+    """Token-mode prompts (data.needles.token_passkey; the keys those of the byte mode) and each prompt's
+    per-answer-token credits (a key may take a different number of tokens in each prompt)."""
+    from ..data.needles import token_passkey
+    from ..scoring import score_positions
+
+    def encode(text):
+        return np.asarray(ctx.tokenizer(text, add_special_tokens=False)["input_ids"], dtype=np.int64)
+
+    windows, spans = [], []
+    for i, d in enumerate(depths):
+        rng = np.random.default_rng([ctx.seed, EVAL, length, i])
+        for _ in range(trials):
+            key = random_key(rng)
+            hay = None
+            if haystack is not None:
+                start = int(rng.integers(0, len(haystack) - length + 1))
+                hay = np.asarray(haystack[start:start + length])
+            w, n = token_passkey(encode, length, d, key, hay)
+            windows.append(w)
+            spans.append(np.arange(length - n, length))
+    credit, _ = score_positions(ctx, np.stack([w.tokens for w in windows]), spans)
+    return windows, credit
+
+
 def score(correct: np.ndarray) -> dict:
-    """Per-digit accuracy and exact match (with Wilson intervals) of a (trials, 5) boolean array."""
-    n = correct.shape[0]
-    exact = int(correct.all(axis=1).sum())
-    digit, lo, hi = mean_interval([float(v) for v in correct.mean(axis=1)])  # digits of one key are not independent
+    """Per-digit accuracy and exact match (with Wilson intervals) of per-prompt arrays of per-digit (or per answer
+    token) credits (1 right, 0 wrong, 1/k tied with k - 1 others at the top; a key's exact credit is the product)."""
+    n = len(correct)
+    exact = float(sum(np.prod(c) for c in correct))
+    digit, lo, hi = mean_interval([float(np.mean(c)) for c in correct])  # digits of one key are not independent
     return {"exact": exact / n, "exact_ci": list(wilson(exact, n)), "digit": digit, "digit_ci": [lo, hi], "trials": n}
 
 
@@ -47,11 +73,14 @@ class PasskeyTask(Task):
     name = "passkey"
     description = "passkey retrieval: 5-digit key in a haystack, teacher-forced, by length and depth"
     metrics = (
-        Metric("passkey_exact", "passkey", True, "passkey: fraction of prompts with all 5 key digits right"),
+        Metric("passkey_exact", "passkey", True, "passkey: fraction of prompts with all 5 key digits right",
+               threshold=0.5),
         Metric("passkey_digit", "passkey", True, "passkey: per-digit accuracy (right digit ranked first of ten; "
                                                  "chance 0.1)"),
     )
     fields = {
+        "tokens": "bytes (pebench's models: a digit a token) or the outside model's tokenizer (--hf: the pieces are "
+                  "tokenized on their own, and passkey_digit is the accuracy per answer token)",
         "form": "passkey template: standard (task sentence, filler, needle, question) or compact (no task sentence)",
         "haystack": "filler (the standard sentence repeated) or corpus (evaluation-split text)",
         "trials": "prompts per depth",
@@ -60,6 +89,7 @@ class PasskeyTask(Task):
     options = {"trials": 20, "depths": "0,0.25,0.5,0.75,1", "haystack": "filler"}
     headline = "passkey_exact"
     order = 10
+    any_tokenizer = True
 
     def check(self, options, lengths, context, n_tokens, protocol):
         if options["haystack"] not in HAYSTACKS:
@@ -79,17 +109,20 @@ class PasskeyTask(Task):
 
         depths = parse_floats(ctx.options["depths"], "passkey.depths", 0.0, 1.0)
         hay = ctx.split_tokens if ctx.options["haystack"] == "corpus" else None
-        windows = [w for i, d in enumerate(depths)
-                   for w in prompts(length, i, d, ctx.options["trials"], ctx.seed, hay)]
-        rows = np.stack([w.tokens for w in windows])
-        correct, _ = score_spans(ctx, rows, length - KEY_DIGITS, length, choices=DIGITS)
         t = ctx.options["trials"]
+        if ctx.tokenizer is not None:  # an outside model: text pieces through its tokenizer
+            windows, correct = token_measure(ctx, length, depths, t, hay)
+        else:
+            windows = [w for i, d in enumerate(depths) for w in prompts(length, i, d, t, ctx.seed, hay)]
+            rows = np.stack([w.tokens for w in windows])
+            correct, _ = score_spans(ctx, rows, length - KEY_DIGITS, length, choices=DIGITS)
         cells = [{"depth": d, **score(correct[i * t:(i + 1) * t])} for i, d in enumerate(depths)]
         total = score(correct)
         return {"status": "ok", "reason": None,
                 "metrics": {"passkey_exact": total["exact"], "passkey_digit": total["digit"]},
                 "intervals": {"passkey_exact": total["exact_ci"], "passkey_digit": total["digit_ci"]},
-                "details": {"form": windows[0].form, "haystack": ctx.options["haystack"], "trials": t,
+                "details": {"tokens": "bytes" if ctx.tokenizer is None else type(ctx.tokenizer).__name__,
+                            "form": windows[0].form, "haystack": ctx.options["haystack"], "trials": t,
                             "cells": [{k: c[k] for k in ("depth", "trials", "exact", "exact_ci", "digit", "digit_ci")}
                                       for c in cells]}}
 

@@ -23,12 +23,12 @@ from .base import Metric, Task, register_task
 def far_tokens(stream: np.ndarray, n: int, distance: int) -> np.ndarray:
     """Boolean mask over stream indices: True at i when the n-gram stream[i-n:i] last occurred (ending at e < i-1)
     more than ``distance`` tokens earlier, i.e. (i-1) - e > distance. Exact (n-grams compared byte for byte)."""
-    s = np.ascontiguousarray(np.asarray(stream, dtype=np.uint8))
+    s = np.ascontiguousarray(np.asarray(stream))  # bytes, or an outside tokenizer's ids
     far = np.zeros(len(s), dtype=bool)
     if len(s) <= n:
         return far
     grams = np.lib.stride_tricks.sliding_window_view(s, n)  # grams[j] = s[j:j+n], ends at e = j+n-1
-    keys = np.ascontiguousarray(grams).view(np.dtype((np.void, n))).ravel()
+    keys = np.ascontiguousarray(grams).view(np.dtype((np.void, n * s.itemsize))).ravel()
     _, ids = np.unique(keys, return_inverse=True)
     order = np.lexsort((np.arange(len(ids)), ids))  # by n-gram, then position
     prev = np.full(len(ids), -1, dtype=np.int64)  # start of the previous occurrence of the same n-gram
@@ -49,7 +49,8 @@ class PplTask(Task):
         Metric("ppl", "ppl", False, "perplexity: exp(mean cross-entropy per scored token)"),
         Metric("ppl_far", "ppl", False, "perplexity over the far tokens (preceding n bytes last seen > T tokens "
                                         "earlier)"),
-        Metric("bpb", "ppl", False, "bits per byte (= loss / ln 2 for the byte tokenizer)", 3),
+        Metric("bpb", "ppl", False, "bits per byte: summed loss over the UTF-8 bytes the scored tokens cover, / ln 2 "
+                                    "(= loss / ln 2 for the byte tokenizer); compares across tokenizers", 3),
         Metric("loss", "ppl", False, "mean cross-entropy per scored token (nats)", 3),
     )
     derived = (Metric("ratio", "ppl", False, "ppl / ppl at 1x of the same run", 3, derived=True),)
@@ -58,13 +59,14 @@ class PplTask(Task):
         "windows": "number of windows evaluated",
         "position_buckets": "per-position loss: [{lo, hi, tokens, loss}] over log-spaced context lengths",
         "far_tokens": "scored tokens marked far (ppl_far is over these)",
-        "far_n": "n of the far-token marking (bytes of preceding context matched)",
+        "far_n": "n of the far-token marking (tokens of preceding context matched; bytes for byte models)",
         "far_distance": "T of the far-token marking (the training context)",
     }
     options = {"far_n": 16}
     headline = "ppl"
     order = 0
-    summary = ("ppl", "ppl_far")
+    any_tokenizer = True
+    summary = ("ppl", "ppl_far", "bpb")  # bpb: the column a subword model and a byte model share
 
     def check(self, options, lengths, context, n_tokens, protocol):
         from ..errors import UsageError
@@ -86,10 +88,13 @@ class PplTask(Task):
         from ..scoring import score_stream
 
         out = score_stream(ctx.model, ctx.stream, length, ctx.protocol, ctx.cfg.eval.batch_tokens, ctx.dev,
-                           ctx.max_length, ctx.progress, ctx.title, far=ctx.state["far"])
+                           ctx.max_length, ctx.progress, ctx.title, far=ctx.state["far"], nbytes=ctx.token_bytes)
         loss, far = out["loss"], out.pop("far")
+        # bits per byte: the scored tokens' summed loss over the UTF-8 bytes they cover (lm-evaluation-harness's
+        # unit); for pebench's byte tokenizer every token is one byte, so it is loss / ln 2
+        per_byte = loss * out["tokens_scored"] / out.pop("bytes_scored") if ctx.token_bytes is not None else loss
         metrics = {"ppl": math.exp(loss), "ppl_far": math.exp(far["loss"]) if far["tokens"] else None,
-                   "bpb": loss / math.log(2), "loss": loss}
+                   "bpb": per_byte / math.log(2), "loss": loss}
         details = {**out, "far_tokens": far["tokens"], "far_n": ctx.options["far_n"],
                    "far_distance": ctx.cfg.model.context}
         details.pop("loss")

@@ -1,0 +1,488 @@
+"""Outside models: a Hugging Face causal LM (``pip install 'pebench[hf]'``) opened so pebench's tasks, protocols,
+records and reports apply to it unchanged (``pebench eval --hf``), its RoPE scalings set the way users deploy them
+(through the model's own config), and what a scaling does printed beside pebench's own implementation
+(``pebench rope --hf``). ``transformers`` is imported only here and only when used.
+
+Scalings: ``NAME[:key=value[:key=value...]]``, NAME one of linear, dynamic, yarn, llama3, longrope; keys: factor,
+original (the original context), beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim, low_freq_factor,
+high_freq_factor, short_factor, long_factor (lists as 1.0/1.1/...). ``factor`` defaults to length / original context
+(dynamic: 1, since dynamic NTK follows the sequence length itself).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Optional
+
+import numpy as np
+import torch
+
+from .errors import PebenchError, UsageError
+from .parsing import parse_list
+
+HF_SCALINGS = {
+    "linear": ("factor",),
+    "dynamic": ("factor", "original"),
+    "yarn": ("factor", "original", "beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim",
+             "truncate"),
+    "llama3": ("factor", "original", "low_freq_factor", "high_freq_factor"),
+    "longrope": ("factor", "original", "attention_factor", "short_factor", "long_factor"),
+}
+PEBENCH_NAME = {"linear": "linear", "dynamic": "dynamic-ntk", "yarn": "yarn", "llama3": "llama3"}  # same maths here
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class Scaling:
+    name: str
+    params: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.name + "".join(f":{k}={v:g}" if isinstance(v, float) else f":{k}={v}"
+                                   for k, v in sorted(self.params.items()))
+
+
+def _value(key: str, text: str):
+    if key in ("short_factor", "long_factor"):
+        return [float(x) for x in text.split("/")]
+    if key == "truncate":
+        if text.lower() not in ("true", "false"):
+            raise ValueError(text)
+        return text.lower() == "true"
+    return int(text) if key == "original" else float(text)
+
+
+def parse_scalings(spec: Optional[str]) -> list[Scaling]:
+    """``--rope-scaling`` for an outside model: a comma list of NAME[:key=value...]."""
+    out = []
+    for item in parse_list(spec, "--rope-scaling") or []:
+        name, *pairs = item.split(":")
+        if name not in HF_SCALINGS:
+            raise UsageError(f"--rope-scaling {item}: unknown scaling {name!r}; with --hf: {', '.join(HF_SCALINGS)}")
+        params = {}
+        for p in pairs:
+            k, eq, v = p.partition("=")
+            if not eq or k not in HF_SCALINGS[name]:
+                raise UsageError(f"--rope-scaling {item}: {p!r}; {name} takes {', '.join(HF_SCALINGS[name])} "
+                                 "as key=value")
+            try:
+                params[k] = _value(k, v)
+            except ValueError:
+                raise UsageError(f"--rope-scaling {item}: {k}={v} is not a valid value") from None
+        if params.get("factor", 1.0) < 1:
+            raise UsageError(f"--rope-scaling {item}: factor must be >= 1")
+        out.append(Scaling(name, params))
+    return out
+
+
+def parse_hf_lengths(spec: Optional[str], context: int) -> Optional[list[int]]:
+    """Lengths as token counts or multiples of the model's context ('1x,2x,4x', '0.5x', '4096')."""
+    if not spec:
+        return None
+    out = []
+    for item in parse_list(spec, "--lengths"):
+        try:
+            n = int(round(float(item[:-1]) * context)) if item.endswith("x") else int(item)
+        except ValueError:
+            raise UsageError(f"--lengths: {item!r} is neither a token count nor a multiple such as 2x") from None
+        if n < 2:
+            raise UsageError(f"--lengths: {item} is {n} tokens; lengths must be >= 2")
+        out.append(n)
+    return out
+
+
+def require_transformers():
+    try:
+        import transformers
+    except ImportError:
+        raise PebenchError("--hf needs transformers: pip install 'pebench[hf]'") from None
+    return transformers
+
+
+# ----- the model ----------------------------------------------------------------------------------------------------
+
+class OutsidePE:
+    """What evaluate asks of a scheme, for an outside model: the longest position it can represent (learned absolute
+    positions) and the scaling in force, written into each record as ``pe_state``."""
+
+    def __init__(self, limit: Optional[int], state: Optional[dict] = None):
+        self.limit, self.state = limit, state or {}
+
+    def max_positions(self) -> Optional[int]:
+        return self.limit
+
+    def describe(self, seq_len: int) -> dict:
+        return dict(self.state)
+
+
+class HFLM(torch.nn.Module):
+    """A causal LM as pebench's tasks call a model: token ids [B, T] -> logits [B, T, V] (float32)."""
+
+    def __init__(self, model, pe: OutsidePE):
+        super().__init__()
+        self.inner, self.pe = model, pe
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.inner(input_ids=idx, use_cache=False).logits.float()
+
+
+@dataclass
+class Outside:
+    name: str
+    model: HFLM
+    tokenizer: object
+    config: object
+    context: int
+    rope: bool  # the model applies rotary embeddings (a RoPE scaling can apply)
+    provenance: dict
+
+
+def _is_local(spec: str) -> bool:
+    return Path(spec).exists()
+
+
+def open_model(spec: str, dtype: str = "float32", context: Optional[int] = None, revision: Optional[str] = None,
+               device: str = "cpu") -> Outside:
+    """Load a causal LM and its tokenizer: offline from a local folder; from the Hub when online (else one line)."""
+    tf = require_transformers()
+    if dtype not in DTYPES:
+        raise UsageError(f"--dtype {dtype!r}; one of {', '.join(DTYPES)}")
+    local = _is_local(spec)
+    offline = local or os.environ.get("HF_HUB_OFFLINE") == "1"
+    if local and not (Path(spec) / "config.json").is_file():
+        raise UsageError(f"--hf {spec}: not a model folder (no config.json); give a folder saved by "
+                         "save_pretrained or a Hub id")
+    if not local and os.environ.get("HF_HUB_OFFLINE") == "1":
+        raise UsageError(f"--hf {spec}: no such folder, and with HF_HUB_OFFLINE=1 a Hub id cannot be downloaded")
+    kw = {"revision": revision, "local_files_only": offline}
+    try:
+        config = tf.AutoConfig.from_pretrained(spec, **kw)
+        model = tf.AutoModelForCausalLM.from_pretrained(spec, config=config, dtype=DTYPES[dtype], **kw)
+        tok = tf.AutoTokenizer.from_pretrained(spec, **kw)
+    except (OSError, ValueError, KeyError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UsageError(f"--hf {spec}: cannot load a causal LM and its tokenizer ({first})") from None
+    model.eval().to(device)
+    ctx = context or original_context(config)
+    if not ctx:
+        raise UsageError(f"--hf {spec}: the config states no context length; give --context N")
+    rope = has_rope(config)
+    name = Path(spec).name if local else spec.split("/")[-1]
+    prov = {"model": str(Path(spec).resolve()) if local else spec, "revision": revision_of(spec, config, local),
+            "dtype": dtype, "model_type": config.model_type, "architecture": type(model).__name__,
+            "context": ctx, "context_from": "--context" if context else "config",
+            "tokenizer": type(tok).__name__, "vocab_size": len(tok), "config": summary(config)}
+    return Outside(name, HFLM(model, OutsidePE(absolute_limit(config))), tok, config, ctx, rope, prov)
+
+
+def original_context(config) -> Optional[int]:
+    params = rope_params(config) or {}
+    return (params.get("original_max_position_embeddings") or getattr(config, "max_position_embeddings", None)
+            or getattr(config, "n_positions", None))
+
+
+def absolute_limit(config) -> Optional[int]:
+    """Learned absolute positions (GPT-2's n_positions, OPT's table): the longest sequence the model can position."""
+    if config.model_type in ("gpt2", "gpt_neo", "opt", "gptj", "biogpt", "bloom") and not has_rope(config):
+        return getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
+    return None
+
+
+def has_rope(config) -> bool:
+    return rope_params(config) is not None or getattr(config, "rope_theta", None) is not None or \
+        getattr(config, "rotary_emb_base", None) is not None
+
+
+def rope_params(config) -> Optional[dict]:
+    """The config's RoPE settings, whichever attribute the installed transformers uses (rope_parameters in 5.x,
+    rope_scaling + rope_theta before)."""
+    if hasattr(config, "rope_parameters") and config.rope_parameters:
+        return dict(config.rope_parameters)
+    if getattr(config, "rope_theta", None) is not None:
+        return {"rope_type": "default", "rope_theta": config.rope_theta, **(getattr(config, "rope_scaling", None) or {})}
+    return None
+
+
+def revision_of(spec: str, config, local: bool) -> str:
+    """The Hub commit, or for a local folder a hash of its weight files (sha256, first 16 hex)."""
+    if not local:
+        return getattr(config, "_commit_hash", None) or "unknown"
+    h = hashlib.sha256()
+    for p in sorted(Path(spec).glob("*.safetensors")) + sorted(Path(spec).glob("*.bin")):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return "sha256:" + h.hexdigest()[:16]
+
+
+def summary(config) -> dict:
+    keys = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+            "head_dim", "max_position_embeddings", "n_positions", "rope_theta", "rope_scaling", "rope_parameters",
+            "rotary_emb_base", "rotary_pct", "partial_rotary_factor", "vocab_size")
+    return {k: getattr(config, k) for k in keys if getattr(config, k, None) is not None}
+
+
+# ----- scalings through the model's own config ------------------------------------------------------------------------
+
+def scaling_params(s: Scaling, length: int, context: int) -> dict:
+    """The rope parameters a user would put in the config for ``s`` at ``length`` (factor default L / context)."""
+    p = dict(s.params)
+    factor = p.pop("factor", 1.0 if s.name == "dynamic" else max(1.0, length / context))
+    out = {"rope_type": s.name, "factor": float(factor)}
+    if s.name in ("yarn", "llama3", "longrope", "dynamic"):
+        out["original_max_position_embeddings"] = int(p.pop("original", context))
+    if s.name == "llama3":
+        out.setdefault("low_freq_factor", p.pop("low_freq_factor", 1.0))
+        out.setdefault("high_freq_factor", p.pop("high_freq_factor", 4.0))
+    out.update(p)
+    return out
+
+
+def scaled_config(config, s: Optional[Scaling], length: int, context: int):
+    """A copy of the config with the scaling set where the installed transformers reads it."""
+    import copy
+
+    cfg = copy.deepcopy(config)
+    base = rope_params(config) or {}
+    theta = base.get("rope_theta", getattr(config, "rope_theta", 10000.0))
+    if s is None:
+        return cfg
+    params = scaling_params(s, length, context)
+    if s.name == "longrope":
+        half = rope_dim(config) // 2
+        params.setdefault("short_factor", [1.0] * half)
+        params.setdefault("long_factor", [params["factor"]] * half)
+    if s.name == "dynamic":
+        cfg.max_position_embeddings = params["original_max_position_embeddings"]  # dynamic reads it from here
+    elif s.name in ("yarn", "llama3", "longrope"):
+        cfg.max_position_embeddings = max(getattr(cfg, "max_position_embeddings", 0) or 0, length)
+    if hasattr(cfg, "rope_parameters"):
+        cfg.rope_parameters = {**{k: v for k, v in base.items() if k in ("rope_theta", "partial_rotary_factor")},
+                               "rope_theta": theta, **params}
+    else:
+        cfg.rope_scaling = {"type": s.name, **params}  # transformers 4.x reads type or rope_type
+    return cfg
+
+
+def rope_dim(config) -> int:
+    head = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    frac = (rope_params(config) or {}).get("partial_rotary_factor") or getattr(config, "partial_rotary_factor", None) \
+        or getattr(config, "rotary_pct", None) or 1.0
+    return int(head * frac)
+
+
+def rotary_modules(model) -> list[tuple[object, str, torch.nn.Module]]:
+    """(parent, attribute, module) of every rotary-embedding module in the model (one per model or per layer)."""
+    out = []
+    for _, parent in model.named_modules():
+        for attr, child in parent.named_children():
+            if "Rotary" in type(child).__name__:
+                out.append((parent, attr, child))
+    return out
+
+
+def apply_scaling(o: Outside, s: Optional[Scaling], length: int) -> dict:
+    """Rebuild the model's rotary modules from the config with ``s`` at ``length`` (fresh state each time: dynamic
+    scaling's cached frequencies never leak from one length to the next). Returns the record's pe_state."""
+    if s is not None and not o.rope:
+        raise UsageError(f"{o.name} applies no rotary embedding ({o.config.model_type}); --rope-scaling does not "
+                         "apply to it")
+    cfg = scaled_config(o.config, s, length, o.context)
+    mods = rotary_modules(o.model.inner)
+    if o.rope and not mods:
+        raise PebenchError(f"found no rotary-embedding module in {type(o.model.inner).__name__}")
+    built = []
+    for parent, attr, mod in mods:
+        dev = next((b.device for b in mod.buffers()), torch.device("cpu"))
+        try:
+            new = type(mod)(config=cfg)
+        except TypeError:  # the rotary modules of older transformers also take the device
+            new = type(mod)(config=cfg, device=dev)
+        setattr(parent, attr, new.to(dev))
+        built.append(new)
+    state = {"variant": s.name if s else "default", "context": o.context}
+    if s is not None:
+        state["rope_parameters"] = scaling_params(s, length, o.context)
+        state["attention_factor"] = float(getattr(built[0], "attention_scaling", 1.0))
+    o.model.pe.state = state
+    return state
+
+
+def inv_freq_of(o: Outside, s: Optional[Scaling], length: int) -> tuple[torch.Tensor, float]:
+    """(inverse frequencies, attention factor) the model uses at ``length`` with ``s`` (dynamic: after a forward of
+    that length, as serving would)."""
+    apply_scaling(o, s, length)
+    mod = rotary_modules(o.model.inner)[0][2]
+    if s is not None and s.name in ("dynamic", "longrope"):
+        pos = torch.arange(length)[None]
+        dummy = torch.zeros(1, length, 1)
+        mod(dummy, pos)
+    return mod.inv_freq.detach().double().cpu(), float(getattr(mod, "attention_scaling", 1.0))
+
+
+# ----- tokenized evaluation text --------------------------------------------------------------------------------------
+
+def tokenize_split(tok, byte_tokens: np.ndarray, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """The evaluation split's text (pebench's byte stream, documents split at byte 0) as the model's token ids and,
+    per token, the UTF-8 bytes it covers (bits per byte divides by their sum), cut to ``max_tokens``."""
+    text_bytes = bytes(np.asarray(byte_tokens, dtype=np.uint8))
+    docs = [d for d in text_bytes.split(b"\x00") if d]
+    ids, nbytes = [], []
+    eos = getattr(tok, "eos_token_id", None)
+    for d in docs:
+        text = d.decode("utf-8", errors="replace")
+        enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        raw = text.encode("utf-8")
+        starts = [len(text[:a].encode("utf-8")) for a, _ in enc["offset_mapping"]]
+        ends = starts[1:] + [len(raw)]
+        ids += enc["input_ids"]
+        nbytes += [e - s for s, e in zip(starts, ends)]
+        if eos is not None:  # documents separated as the byte stream separates them (byte 0 counts as one byte)
+            ids.append(eos)
+            nbytes.append(1)
+        if len(ids) >= max_tokens:
+            break
+    return np.asarray(ids[:max_tokens], dtype=np.int64), np.asarray(nbytes[:max_tokens], dtype=np.int64)
+
+
+def eval_config(o: Outside, batch_tokens: int):
+    """The slice of a pebench config that tasks and records read, for an outside model."""
+    return SimpleNamespace(model=SimpleNamespace(context=o.context, pe=f"hf:{o.config.model_type}"),
+                           train=SimpleNamespace(seed=0, steps=None), eval=SimpleNamespace(batch_tokens=batch_tokens))
+
+
+# ----- what a scaling does: pebench rope --hf ---------------------------------------------------------------------------
+
+@dataclass
+class RopeReport:
+    rows: list  # per frequency pair: {dim, inv_freq, scaled, ratio, wavelength, pebench, rel_diff}
+    facts: dict  # rope_type, factor, original context, attention factor (transformers and pebench), max length
+    warnings: list
+
+
+def load_config(spec: str):
+    """A model's config (folder, Hub id or a config.json file) without loading its weights."""
+    tf = require_transformers()
+    path = Path(spec)
+    try:
+        if path.is_file():
+            import json
+
+            d = json.loads(path.read_text())
+            return tf.AutoConfig.for_model(d.pop("model_type"), **d)
+        return tf.AutoConfig.from_pretrained(spec, local_files_only=path.exists() or
+                                             os.environ.get("HF_HUB_OFFLINE") == "1")
+    except (OSError, ValueError, KeyError) as e:
+        raise UsageError(f"--hf {spec}: cannot read a model config ({str(e).strip().splitlines()[0] if str(e) else e})"
+                         ) from None
+
+
+def transformers_frequencies(config, length: int) -> tuple[torch.Tensor, float]:
+    """(inv_freq, attention factor) by transformers' own function for the config's rope type, at ``length``."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    params = rope_params(config) or {}
+    kind = params.get("rope_type", params.get("type", "default"))
+    if kind == "default":
+        base, dim = params.get("rope_theta", 10000.0), rope_dim(config)
+        return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)), 1.0
+    inv, att = ROPE_INIT_FUNCTIONS[kind](config, torch.device("cpu"), seq_len=length)
+    return inv.double(), float(att)
+
+
+def rope_report(spec: str, scaling: Optional[str], length: Optional[int] = None) -> RopeReport:
+    """What the model's (or the given) scaling does at ``length``: per-dimension frequencies against the unscaled
+    ones, the attention factor, the longest length it is meant for, pebench's own implementation of the same
+    variant, and the known traps."""
+    from .pe.rope import rope_frequencies
+
+    config = load_config(spec)
+    if not has_rope(config):
+        raise UsageError(f"{spec}: {config.model_type} applies no rotary embedding")
+    scalings = parse_scalings(scaling) if scaling else []
+    if len(scalings) > 1:
+        raise UsageError("pebench rope takes one --rope-scaling")
+    own = rope_params(config) or {}
+    ctx = int(own.get("original_max_position_embeddings") or config.max_position_embeddings)
+    L = length or (int(round(scalings[0].params.get("factor", 4.0) * ctx)) if scalings else ctx)
+    cfg = scaled_config(config, scalings[0], L, ctx) if scalings else config
+    warnings = traps(config, cfg, scalings[0] if scalings else None)
+    base_inv, _ = transformers_frequencies(scaled_config(config, None, L, ctx) if not scalings else
+                                           _unscaled(config), L)
+    inv, att = transformers_frequencies(cfg, L)
+    p = rope_params(cfg) or {}
+    kind = p.get("rope_type", p.get("type", "default"))
+    factor = float(p.get("factor", 1.0) or 1.0)
+    original = int(p.get("original_max_position_embeddings") or ctx)
+    ours, our_att = None, None
+    if kind in PEBENCH_NAME or kind == "default":
+        opts = {k: float(p[k]) for k in ("beta_fast", "beta_slow", "low_freq_factor", "high_freq_factor") if k in p}
+        opts = {k: v for k, v in opts.items() if (kind == "yarn") == (k.startswith("beta"))}
+        if kind == "dynamic":
+            opts["seq_len"] = L
+        ours, our_att = rope_frequencies(PEBENCH_NAME.get(kind, "default"), rope_dim(cfg), float(p.get("rope_theta",
+                                         10000.0)), factor, original, **opts)
+    rows = []
+    for i in range(len(inv)):
+        row = {"pair": i, "inv_freq": float(base_inv[i]), "scaled": float(inv[i]), "ratio": float(inv[i] / base_inv[i]),
+               "wavelength": float(2 * torch.pi / inv[i])}
+        if ours is not None:
+            row["pebench"] = float(ours[i])
+            row["rel_diff"] = float(abs(ours[i] - inv[i]) / inv[i])
+        rows.append(row)
+    mx = None if kind == "dynamic" else int(round(factor * original)) if kind != "default" else original
+    facts = {"rope_type": kind, "factor": factor, "original_context": original, "length": L,
+             "attention_factor": att, "logit_scale": att * att, "pebench_attention_factor": our_att,
+             "max_length": mx if mx is not None else "unbounded (follows the sequence)",
+             "max_rel_diff": max((r["rel_diff"] for r in rows), default=None) if ours is not None else None}
+    if kind in ("yarn", "longrope") and kind not in PEBENCH_NAME and ours is None:
+        facts["pebench"] = "no pebench implementation of this variant"
+    return RopeReport(rows, facts, warnings)
+
+
+def _unscaled(config):
+    import copy
+
+    cfg = copy.deepcopy(config)
+    base = rope_params(config) or {}
+    if hasattr(cfg, "rope_parameters"):
+        cfg.rope_parameters = {"rope_type": "default", "rope_theta": base.get("rope_theta", 10000.0)}
+    else:
+        cfg.rope_scaling = None
+    return cfg
+
+
+def traps(config, scaled, s: Optional[Scaling]) -> list[str]:
+    """The known ways a scaling config goes wrong, as warnings."""
+    out = []
+    given = dict(getattr(config, "rope_scaling", None) or {}) if not hasattr(config, "rope_parameters") else \
+        dict(config.rope_parameters or {})
+    p = rope_params(scaled) or {}
+    kind = p.get("rope_type", p.get("type", "default"))
+    if kind in ("yarn", "llama3", "longrope") and s is None and "original_max_position_embeddings" not in given:
+        out.append(f"original context missing: {kind} then uses max_position_embeddings "
+                   f"({config.max_position_embeddings}) as the original context; if that was raised to the extended "
+                   "length, the factor and ramp are computed against the wrong context")
+    if kind == "yarn":
+        import math
+
+        f = float(p.get("factor") or 1.0)
+        att = p.get("attention_factor")
+        one = 0.1 * math.log(f) + 1.0 if f > 1 else 1.0
+        if att is not None and f > 1 and abs(float(att) - 1.0) < 1e-9:
+            out.append("attention_factor = 1: YaRN's temperature (0.1 ln s + 1) is not applied at all")
+        if att is not None and f > 1 and abs(float(att) - one * one) < 1e-6:
+            out.append(f"attention_factor = (0.1 ln s + 1)^2 = {one * one:.4f}: it multiplies cos and sin, so the "
+                       "logits already scale by its square; this applies the mscale twice")
+        if p.get("mscale") and p.get("mscale_all_dim") and p["mscale"] == p["mscale_all_dim"]:
+            out.append("mscale = mscale_all_dim: the attention factor cancels to 1 (DeepSeek-style; the temperature "
+                       "then lives in the softmax scale of the model's own attention)")
+    if kind == "dynamic":
+        out.append("dynamic scaling with a cache: transformers keeps the frequencies grown for the longest sequence "
+                   "seen until a sequence shorter than the original context resets them, so a shorter evaluation "
+                   "after a longer one is scaled for the longer; pebench eval --hf rebuilds the rotary module for "
+                   "every length")
+    return out

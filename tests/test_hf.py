@@ -1,0 +1,184 @@
+"""Outside models (pebench eval --hf, rope --hf, export --hf) on tiny models built here, offline: bits per byte
+against a direct computation, every scaling's frequencies against transformers' own function, token-mode passkey
+and copy prompts, one-line errors, and the export round trip (the exported checkpoint gives the run's own loss)."""
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+sys.path.insert(0, str(Path(__file__).parent / "helpers"))
+
+from tiny_hf import bpe_tokenizer, tiny_gpt2, tiny_llama  # noqa: E402
+
+from pebench import hf  # noqa: E402
+from pebench.evaluate import EvalRequest  # noqa: E402
+from pebench.plan import outside_eval  # noqa: E402
+from pebench.results import ResultsDir  # noqa: E402
+from pebench.scoring import Protocol, windows  # noqa: E402
+from pebench.tasks import resolve_tasks  # noqa: E402
+from support import invoke, write_micro  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def corpus_text(tmp_path_factory):
+    from pebench.data import prepare_corpus
+
+    c = prepare_corpus("sotu", tmp_path_factory.mktemp("cache"), None)
+    return c, bytes(np.asarray(c.tokens("validation")[:20000], dtype=np.uint8))
+
+
+@pytest.fixture(scope="module")
+def llama_bpe(tmp_path_factory, corpus_text):
+    text = corpus_text[1].replace(b"\x00", b"\n").decode("utf-8", errors="replace")
+    return tiny_llama(tmp_path_factory.mktemp("llama") / "tiny-llama", bpe_tokenizer(text, 400), context=64)
+
+
+def records(root):
+    return [json.loads(p.read_text()) for p in sorted(Path(root, "records").rglob("*.json"))]
+
+
+def test_bits_per_byte_equals_a_direct_computation_on_the_same_windows(llama_bpe, tmp_path):
+    rd = ResultsDir(tmp_path / "res")
+    req = EvalRequest(tasks=resolve_tasks("ppl"), max_tokens=3000)
+    outside_eval(rd, str(llama_bpe), "1x,2x", None, req)
+    recs = {r["length"]: r for r in records(rd.root)}
+    assert sorted(recs) == [64, 128] and recs[64]["provenance"]["model_type"] == "llama"
+    assert recs[64]["label"] == "tiny-llama (hf)" and recs[64]["provenance"]["revision"].startswith("sha256:")
+    o = hf.open_model(str(llama_bpe))
+    from pebench.data import prepare_corpus
+
+    ids, _ = hf.tokenize_split(o.tokenizer, prepare_corpus("sotu", rd.cache, None).tokens("validation"), 3000)
+    assert len(ids) == recs[64]["provenance"]["tokens_evaluated"]
+    bytes_of = {i: len(o.tokenizer.decode([i]).encode("utf-8")) for i in set(ids.tolist())}
+    for L in (64, 128):
+        starts, first = windows(len(ids), L, Protocol())
+        nll, nbytes = 0.0, 0
+        with torch.no_grad():
+            for s, f in zip(starts, first):
+                x = torch.from_numpy(ids[s:s + L])[None]
+                lp = torch.log_softmax(o.model.inner(input_ids=x).logits[0, :-1].double(), -1)
+                tgt = x[0, 1:]
+                nll -= float(lp[torch.arange(L - 1), tgt][f - 1:].sum())
+                nbytes += sum(bytes_of[int(t)] for t in tgt[f - 1:])
+        assert recs[L]["metrics"]["bpb"] == pytest.approx(nll / nbytes / math.log(2), rel=1e-5)
+        assert recs[L]["metrics"]["bpb"] < recs[L]["metrics"]["loss"] / math.log(2)  # several bytes a token
+
+
+SCALINGS = ["linear", "dynamic", "yarn:beta_fast=16", "llama3:low_freq_factor=2", "longrope"]
+
+
+@pytest.mark.parametrize("spec", SCALINGS)
+def test_every_scaling_sets_the_frequencies_transformers_computes_for_it(llama_bpe, spec):
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    o = hf.open_model(str(llama_bpe))
+    s = hf.parse_scalings(spec)[0]
+    L = 256  # 4x
+    default = hf.rotary_modules(o.model.inner)[0][2].inv_freq.clone()
+    state = hf.apply_scaling(o, s, L)
+    mod = hf.rotary_modules(o.model.inner)[0][2]
+    x = torch.arange(L)[None] % 100
+    with torch.no_grad():
+        o.model(x)  # dynamic and longrope settle their frequencies in the forward
+    # the same settings written by hand into a fresh config, through transformers' own function
+    want = {"rope_type": s.name, "rope_theta": 10000.0, "factor": 1.0 if s.name == "dynamic" else 4.0}
+    if s.name != "linear":
+        want["original_max_position_embeddings"] = 64
+    want.update({"yarn": {"beta_fast": 16.0}, "llama3": {"low_freq_factor": 2.0, "high_freq_factor": 4.0},
+                 "longrope": {"short_factor": [1.0] * 4, "long_factor": [4.0] * 4}}.get(s.name, {}))
+    cfg = LlamaConfig(hidden_size=32, num_attention_heads=4, max_position_embeddings=64 if s.name == "dynamic" else L,
+                      rope_parameters=want)
+    inv, att = ROPE_INIT_FUNCTIONS[s.name](cfg, torch.device("cpu"), seq_len=L)
+    assert torch.allclose(mod.inv_freq, inv) and mod.attention_scaling == pytest.approx(att)
+    assert not torch.allclose(mod.inv_freq, default)  # it changed the model
+    assert state["variant"] == s.name and state["rope_parameters"]["factor"] == want["factor"]
+
+
+def test_rope_command_prints_frequencies_matches_pebench_and_warns_of_traps(llama_bpe):
+    r = hf.rope_report(str(llama_bpe), "yarn:factor=4", None)
+    assert r.facts["max_length"] == 256 and r.facts["max_rel_diff"] < 1e-6
+    assert r.facts["attention_factor"] == pytest.approx(0.1 * math.log(4) + 1)
+    assert [row["pair"] for row in r.rows] == [0, 1, 2, 3] and r.rows[0]["ratio"] == pytest.approx(1.0)
+    twice = (0.1 * math.log(4) + 1) ** 2
+    assert any("twice" in w for w in hf.rope_report(str(llama_bpe), f"yarn:factor=4:attention_factor={twice}",
+                                                    None).warnings)
+    assert any("cache" in w for w in hf.rope_report(str(llama_bpe), "dynamic", 256).warnings)
+    out = invoke("rope", "--hf", llama_bpe, "--rope-scaling", "llama3:factor=8")
+    assert out.exit_code == 0 and "rope_type: llama3" in out.output and "max_length: 512" in out.output
+
+
+def test_token_mode_passkey_and_copy_prompts_decode_to_their_text(llama_bpe, tmp_path):
+    from pebench.data.needles import NEEDLE, QUESTION, token_passkey
+    from pebench.tasks import copying
+
+    o = hf.open_model(str(llama_bpe))
+
+    def encode(t):
+        return np.asarray(o.tokenizer(t, add_special_tokens=False)["input_ids"], dtype=np.int64)
+
+    w, n = token_passkey(encode, 200, 0.5, "40721")
+    text = o.tokenizer.decode(w.tokens)
+    assert len(w.tokens) == 200 and NEEDLE.format(key="40721") in text and text.endswith(QUESTION + " 40721")
+    assert o.tokenizer.decode(w.tokens[-n:]).strip() == "40721"
+    stream = encode("The quick brown fox jumps over the lazy dog. " * 60)
+    c = copying.prompts(stream, 128, 40, 24, 3, 0, encode)
+    for win in c:
+        s = o.tokenizer.decode(win.string)
+        assert len(win.tokens) == 128 and o.tokenizer.decode(win.tokens).count(s) >= 2
+        assert list(win.tokens[-len(win.string):]) == list(win.string)
+    rd = ResultsDir(tmp_path / "res")
+    req = EvalRequest(tasks=resolve_tasks("passkey,copy"), options={"passkey": {"trials": 2, "depths": "0,1",
+                      "haystack": "filler"}, "copy": {"trials": 2, "string_length": 24}}, max_tokens=3000)
+    outside_eval(rd, str(llama_bpe), "128", None, req)
+    got = {r["task"]: r for r in records(rd.root)}
+    assert got["passkey"]["details"]["tokens"] == type(o.tokenizer).__name__ != "bytes" and got["passkey"]["status"] == "ok"
+    assert 0 <= got["copy"]["metrics"]["copy_acc"] <= 1
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--hf", "{notmodel}"], "not a model folder (no config.json)"),
+    (["--hf", "{llama}", "--rope-scaling", "ropeish"], "unknown scaling 'ropeish'; with --hf: linear, dynamic"),
+    (["--hf", "{llama}", "--rope-scaling", "yarn:beta=3"], "yarn takes factor, original, beta_fast"),
+    (["--hf", "{gpt2}", "--lengths", "1x,2x"], "learned absolute positions 0..63; it cannot position lengths [128]"),
+    (["--hf", "{gpt2}", "--rope-scaling", "yarn", "--lengths", "1x"], "applies no rotary embedding"),
+    (["--hf", "{llama}", "--task", "niah"], "with --hf the tasks are ppl, passkey, copy"),
+    (["--hf", "no-such-model"], "no such folder, and with HF_HUB_OFFLINE=1"),
+])
+def test_bad_outside_input_gets_one_line(llama_bpe, tmp_path, args, msg):
+    gpt2 = tiny_gpt2(tmp_path / "gpt2")
+    (tmp_path / "notmodel").mkdir()
+    args = [a.format(notmodel=tmp_path / "notmodel", llama=llama_bpe, gpt2=gpt2) for a in args]
+    r = invoke("eval", *args, "--results", tmp_path / "res", "--max-tokens", "2000")
+    assert r.exit_code != 0 and msg in r.output and "Traceback" not in r.output, r.output
+    assert not list((tmp_path / "res").glob("records/**/*.json"))  # nothing half-written
+
+
+def test_export_round_trip_gives_the_runs_own_loss_and_one_table(tmp_path):
+    cfg = write_micro(tmp_path, model={"n_layers": 2}, train={"steps": 6})
+    res = tmp_path / "res"
+    for pe in ("rope", "none", "alibi"):
+        assert invoke("train", "--pe", pe, "--config", cfg, "--results", res).exit_code == 0
+    assert invoke("eval", "--results", res, "--lengths", "16,32", "--task", "ppl").exit_code == 0
+    for run in ("rope-micro-s0", "none-micro-s0"):
+        r = invoke("export", run, "--hf", tmp_path / run, "--results", res)
+        assert r.exit_code == 0, r.output
+        assert invoke("eval", "--hf", tmp_path / run, "--lengths", "1x,2x", "--max-tokens", "600",
+                      "--results", res).exit_code == 0
+    recs = {(r["label"], r["length"]): r["metrics"] for r in records(res)}
+    for pe in ("rope", "none"):
+        for L in (16, 32):
+            ours, theirs = recs[(pe, L)], recs[(f"{pe}-micro-s0 (hf)", L)]
+            assert theirs["loss"] == pytest.approx(ours["loss"], rel=1e-5)
+            assert theirs["bpb"] == pytest.approx(ours["bpb"], rel=1e-5)
+    bad = invoke("export", "alibi-micro-s0", "--hf", tmp_path / "alibi", "--results", res)
+    assert bad.exit_code == 2 and "alibi has no equivalent" in bad.output and not (tmp_path / "alibi").exists()
+    again = invoke("export", "rope-micro-s0", "--hf", tmp_path / "rope-micro-s0", "--results", res)
+    assert again.exit_code == 2 and "not empty" in again.output
+    rep = invoke("report", "--results", res, "--metric", "bpb", "--format", "md")
+    assert rep.exit_code == 0 and "| rope-micro-s0 (hf) |" in rep.output and "| alibi |" in rep.output
