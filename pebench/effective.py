@@ -53,7 +53,7 @@ def effective_text(t, label: str) -> str:
     e = effective_length(t, label)
     if e is None:
         return "n/a"
-    return f"{e[0]}" + (f" [{e[1]}, {e[2]}]" if (e[1], e[2]) != (e[0], e[0]) else "")
+    return f"{e[0]} [{e[1]}, {e[2]}]"
 
 
 def has_effective(t) -> bool:
