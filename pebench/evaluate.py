@@ -177,8 +177,9 @@ def evaluate_run(results: ResultsDir, run: str, req: EvalRequest = EvalRequest()
 
 
 def _evaluate_task(results, task: Task, ctx: EvalContext, head: dict, lengths: list[int], req: EvalRequest,
-                   prov: dict, on_record) -> list[dict]:
-    """One task at every length: a record each (reused where ``req.skip_existing`` and already measured)."""
+                   prov: dict, on_record, before=None) -> list[dict]:
+    """One task at every length: a record each (reused where ``req.skip_existing`` and already measured).
+    ``before(L)``, if given, runs before a length is measured (an outside model's scaling follows the length)."""
     cfg, pe = ctx.cfg, ctx.model.pe
     T = cfg.model.context
     prot, params = task.protocol(ctx.options, req.protocol)
@@ -191,6 +192,8 @@ def _evaluate_task(results, task: Task, ctx: EvalContext, head: dict, lengths: l
         if req.skip_existing and (old := _existing(results, rec, task)) is not None:
             out.append(old)
             continue
+        if before is not None:
+            before(L)
         state = pe.describe(L)
         if state:
             rec["pe_state"] = state
@@ -212,7 +215,7 @@ def evaluate_outside(results: ResultsDir, o, scalings: list, lengths: list[int],
                      data: str = "sotu", on_record=None, progress: Optional[Progress] = None) -> list[dict]:
     """Evaluate an outside model (hf.Outside) as it is and with each scaling (hf.Scaling), at each length, on
     ``data``'s evaluation split tokenized by its own tokenizer; the records are those of a run named hf-NAME."""
-    from .hf import apply_scaling, eval_config, tokenize_split
+    from .hf import apply_scaling, eval_config, require_rope, tokenize_split
 
     req.protocol.validate()
     tasks, options = req.resolved_tasks()
@@ -220,9 +223,8 @@ def evaluate_outside(results: ResultsDir, o, scalings: list, lengths: list[int],
         ok = ", ".join(t for t in task_names() if TASKS.get(t).any_tokenizer)
         raise UsageError(f"--hf: {', '.join(bad)} builds byte prompts for pebench's byte-level models; with --hf the "
                          f"tasks are {ok}")
-    if scalings and not o.rope:
-        raise UsageError(f"{o.name} applies no rotary embedding ({o.config.model_type}); --rope-scaling does not "
-                         "apply to it")
+    if scalings:
+        require_rope(o)
     if (limit := o.model.pe.max_positions()) is not None and (far := [L for L in lengths if L > limit]):
         raise UsageError(f"{o.name} has learned absolute positions 0..{limit - 1}; it cannot position lengths {far}")
     corpus = prepare_corpus(data, results.cache, None)
@@ -239,10 +241,10 @@ def evaluate_outside(results: ResultsDir, o, scalings: list, lengths: list[int],
         head = {"run": run, "label": f"{o.name} (hf)" + ("" if s is None else f"+{s.label}"),
                 "variant": "none" if s is None else s.label}
         for task in tasks:
-            for L in lengths:
-                apply_scaling(o, s, L)  # per length: the factor follows it, and no cached frequencies carry over
-                ctx = EvalContext(o.model, cfg, dev, ids, ids, req.protocol, max(lengths), options[task.name],
-                                  progress=progress, tokenizer=o.tokenizer, token_bytes=nbytes)
-                records += _evaluate_task(results, task, ctx, head, [L], req, prov, on_record)
+            ctx = EvalContext(o.model, cfg, dev, ids, ids, req.protocol, max(lengths), options[task.name],
+                              progress=progress, tokenizer=o.tokenizer, token_bytes=nbytes)
+            # per length: the factor follows it, and no cached frequencies carry over from the last
+            records += _evaluate_task(results, task, ctx, head, lengths, req, prov, on_record,
+                                      before=lambda L, s=s: apply_scaling(o, s, L))
     return records
 

@@ -284,12 +284,17 @@ def rotary_modules(model) -> list[tuple[object, str, torch.nn.Module]]:
     return out
 
 
+def require_rope(o: Outside) -> None:
+    if not o.rope:
+        raise UsageError(f"{o.name} applies no rotary embedding ({o.config.model_type}); --rope-scaling does not "
+                         "apply to it")
+
+
 def apply_scaling(o: Outside, s: Optional[Scaling], length: int) -> dict:
     """Rebuild the model's rotary modules from the config with ``s`` at ``length`` (fresh state each time: dynamic
     scaling's cached frequencies never leak from one length to the next). Returns the record's pe_state."""
-    if s is not None and not o.rope:
-        raise UsageError(f"{o.name} applies no rotary embedding ({o.config.model_type}); --rope-scaling does not "
-                         "apply to it")
+    if s is not None:
+        require_rope(o)
     cfg = scaled_config(o.config, s, length, o.context)
     mods = rotary_modules(o.model.inner)
     if o.rope and not mods:
@@ -410,8 +415,7 @@ def rope_report(spec: str, scaling: Optional[str], length: Optional[int] = None)
     L = length or (int(round(scalings[0].params.get("factor", 4.0) * ctx)) if scalings else ctx)
     cfg = scaled_config(config, scalings[0], L, ctx) if scalings else config
     warnings = traps(config, cfg, scalings[0] if scalings else None)
-    base_inv, _ = transformers_frequencies(scaled_config(config, None, L, ctx) if not scalings else
-                                           _unscaled(config), L)
+    base_inv, _ = transformers_frequencies(_unscaled(config), L)  # against plain RoPE, the config's own scaling too
     inv, att = transformers_frequencies(cfg, L)
     p = rope_params(cfg) or {}
     kind = p.get("rope_type", p.get("type", "default"))
@@ -438,7 +442,7 @@ def rope_report(spec: str, scaling: Optional[str], length: Optional[int] = None)
              "attention_factor": att, "logit_scale": att * att, "pebench_attention_factor": our_att,
              "max_length": mx if mx is not None else "unbounded (follows the sequence)",
              "max_rel_diff": max((r["rel_diff"] for r in rows), default=None) if ours is not None else None}
-    if kind in ("yarn", "longrope") and kind not in PEBENCH_NAME and ours is None:
+    if ours is None:
         facts["pebench"] = "no pebench implementation of this variant"
     return RopeReport(rows, facts, warnings)
 

@@ -299,7 +299,7 @@ def outside_eval(results: ResultsDir, spec: str, lengths: Optional[str], rope_sc
     from .evaluate import evaluate_outside
     from .hf import open_model, parse_hf_lengths, parse_scalings
 
-    if req.scalings or req.logit_scale or req.rope_factor:
+    if req.logit_scale or req.rope_factor:
         raise UsageError("with --hf, scalings are --rope-scaling NAME[:key=value...] (linear, dynamic, yarn, llama3, "
                          "longrope); --rope-factor and --logit-scale do not apply")
     scalings = parse_scalings(rope_scaling)

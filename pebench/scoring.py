@@ -99,6 +99,11 @@ def bucket_edges(length: int) -> list[int]:
     return edges
 
 
+def position_buckets(edges: list[int], length: int, loss_sum, count) -> list[dict]:
+    return [{"lo": edges[b], "hi": min(edges[b + 1], length) - 1, "tokens": int(count[b]),
+             "loss": float(loss_sum[b] / count[b]) if count[b] else None} for b in range(len(edges) - 1)]
+
+
 def score_stream(model: torch.nn.Module, stream: np.ndarray, length: int, protocol: Protocol,
                  batch_tokens: int, device: torch.device, max_length: Optional[int] = None,
                  progress: Optional[Progress] = None, title: str = "", far: Optional[np.ndarray] = None,
@@ -145,13 +150,9 @@ def score_stream(model: torch.nn.Module, stream: np.ndarray, length: int, protoc
                 progress.update((i + len(s)) * length)
     if progress is not None:
         progress.finish()
-    total, n = float(loss_sum.sum()), int(count.sum())
-    buckets = [
-        {"lo": edges[b], "hi": min(edges[b + 1], length) - 1, "tokens": int(count[b]),
-         "loss": float(loss_sum[b] / count[b]) if count[b] else None}
-        for b in range(n_b)
-    ]
-    out = {"loss": total / n, "tokens_scored": n, "windows": len(starts), "position_buckets": buckets}
+    n = int(count.sum())
+    out = {"loss": float(loss_sum.sum()) / n, "tokens_scored": n, "windows": len(starts),
+           "position_buckets": position_buckets(edges, length, loss_sum, count)}
     if far is not None:
         out["far"] = {"loss": far_sum / far_n if far_n else None, "tokens": far_n}
     if nbytes is not None:

@@ -122,7 +122,8 @@ def test_token_mode_passkey_and_copy_prompts_decode_to_their_text(llama_bpe, tmp
     def encode(t):
         return np.asarray(o.tokenizer(t, add_special_tokens=False)["input_ids"], dtype=np.int64)
 
-    w, n = token_passkey(encode, 200, 0.5, "40721")
+    w = token_passkey(encode, 200, 0.5, "40721")
+    n = w.answer
     text = o.tokenizer.decode(w.tokens)
     assert len(w.tokens) == 200 and NEEDLE.format(key="40721") in text and text.endswith(QUESTION + " 40721")
     assert o.tokenizer.decode(w.tokens[-n:]).strip() == "40721"

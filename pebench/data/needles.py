@@ -34,6 +34,7 @@ class Passkey(NamedTuple):
     form: str  # standard (task sentence first) | compact (needle and question only)
     needle_start: int  # index of the needle's first byte
     depth: float
+    answer: int = KEY_DIGITS  # tokens of the key at the window's end (an outside tokenizer's may differ)
 
 
 def fixed_bytes(form: str) -> int:
@@ -51,6 +52,18 @@ def passkey_form(length: int) -> Optional[str]:
     return "compact" if fixed_bytes("compact") < length else None
 
 
+def fill(haystack: Optional[np.ndarray], room: int, filler: Optional[np.ndarray] = None) -> np.ndarray:
+    """``room`` tokens of haystack: ``filler`` (default: the filler sentence's bytes) repeated when ``haystack`` is
+    None, else the given tokens cut to the room."""
+    if haystack is None:
+        filler = _b(FILLER + " ") if filler is None else filler
+        return np.tile(filler, room // len(filler) + 1)[:room]
+    hay = np.asarray(haystack[:room])
+    if len(hay) < room:
+        raise ValueError(f"haystack of {len(hay)} tokens is shorter than the {room} needed")
+    return hay
+
+
 def random_key(rng: np.random.Generator) -> str:
     return "".join(str(d) for d in rng.integers(0, 10, size=KEY_DIGITS))
 
@@ -66,12 +79,7 @@ def passkey_window(length: int, depth: float, key: str, haystack: Optional[np.nd
     room = length - fixed_bytes(form)
     if room < 0 or not 0.0 <= depth <= 1.0:
         raise ValueError(f"no room for the {form} passkey form in {length} bytes (depth {depth})")
-    if haystack is None:
-        filler = _b(FILLER + " ")
-        haystack = np.tile(filler, room // len(filler) + 1)
-    hay = np.asarray(haystack[:room], dtype=np.uint8)
-    if len(hay) < room:
-        raise ValueError(f"haystack of {len(hay)} bytes is shorter than the {room} needed")
+    hay = fill(haystack, room)
     a = int(round(depth * room))
     sp = _b(" ")
     head = [_b(TASK), sp] if form == "standard" else []
@@ -90,11 +98,10 @@ def token_pieces(encode, key: str, form: str) -> tuple[np.ndarray, np.ndarray, n
     return head, encode(" " + NEEDLE.format(key=key)), encode(" " + QUESTION), encode(" " + key)
 
 
-def token_passkey(encode, length: int, depth: float, key: str, haystack: Optional[np.ndarray] = None
-                  ) -> tuple[Passkey, int]:
+def token_passkey(encode, length: int, depth: float, key: str, haystack: Optional[np.ndarray] = None) -> Passkey:
     """A passkey window of exactly ``length`` tokens of an outside tokenizer (``encode``: text -> ids): the byte
-    form's pieces, the haystack cut at token granularity (the filler's tokens repeated, or ``haystack`` ids).
-    Returns the window and how many tokens the answer (the key) takes at its end."""
+    form's pieces, the haystack cut at token granularity (the filler's tokens repeated, or ``haystack`` ids); its
+    ``answer`` says how many tokens the key takes at the end."""
     pieces = {f: token_pieces(encode, key, f) for f in FORMS}
     fixed = {f: sum(len(p) for p in pieces[f]) for f in FORMS}
     form = "standard" if 2 * fixed["standard"] <= length else "compact" if fixed["compact"] < length else None
@@ -102,13 +109,10 @@ def token_passkey(encode, length: int, depth: float, key: str, haystack: Optiona
         raise ValueError(f"a passkey window needs more than {fixed['compact']} tokens, got {length}")
     head, needle, question, answer = pieces[form]
     room = length - fixed[form]
-    if haystack is None:
-        filler = encode(" " + FILLER)
-        haystack = np.tile(filler, room // len(filler) + 1)
-    hay = np.asarray(haystack[:room], dtype=np.int64)
+    hay = fill(haystack, room, encode(" " + FILLER))
     a = int(round(depth * room))
     tokens = np.concatenate([head, hay[:a], needle, hay[a:], question, answer]).astype(np.int64)
-    return Passkey(tokens, key, form, len(head) + a, depth), len(answer)
+    return Passkey(tokens, key, form, len(head) + a, depth, len(answer))
 
 
 class Copy(NamedTuple):

@@ -16,7 +16,7 @@ from typing import Optional
 
 import numpy as np
 
-from .needles import FILLER, _b, doc_kind
+from .needles import _b, doc_kind, fill
 
 FORMS = ("standard", "compact")
 CONSONANTS, VOWELS = "bdfgklmnprstvz", "aeiou"
@@ -74,17 +74,6 @@ def random_number(rng: np.random.Generator, digits: int) -> str:
 
 def random_name(rng: np.random.Generator, n: int = 5) -> str:
     return "".join(UPPER[i] for i in rng.integers(0, 26, size=n))
-
-
-def fill(haystack: Optional[np.ndarray], room: int) -> np.ndarray:
-    """``room`` bytes of haystack: the filler sentence repeated (None) or the given text cut to the room."""
-    if haystack is None:
-        filler = _b(FILLER + " ")
-        return np.tile(filler, room // len(filler) + 1)[:room]
-    hay = np.asarray(haystack[:room], dtype=np.uint8)
-    if len(hay) < room:
-        raise ValueError(f"haystack of {len(hay)} bytes is shorter than the {room} needed")
-    return hay
 
 
 def fixed_bytes(inserts: list[str], tail: str, head: str = "") -> int:
@@ -190,21 +179,8 @@ def niah_prompt(rng: np.random.Generator, variant: str, length: int, depth: floa
     inserts = [(d, NEEDLE[fm].format(key=pairs[i][0], value=pairs[i][1])) for d, i in zip(depths, order)]
     head = HEAD if fm == "standard" else ""
     if variant == "multiquery":
-        qk, qv = [pairs[i][0] for i in asked], [pairs[i][1] for i in asked]
-        if fm == "compact":
-            pieces = [f"{k}: " for k in qk]
-            tail, offs = "", []
-            for p, v in zip(pieces, qv):
-                tail += (" " if tail else "") + p
-                offs.append(len(tail))
-                tail += v + "."
-        else:
-            names = ", ".join(qk)
-            tail = ASK_ALL[fm].format(key=names) + " "
-            offs = []
-            for j, v in enumerate(qv):
-                offs.append(len(tail))
-                tail += v + (", " if j < len(qv) - 1 else ".")
+        qv = [pairs[i][1] for i in asked]
+        tail, offs = multiquery_tail(fm, [pairs[i][0] for i in asked], qv)
     else:
         qv = [pairs[0][1]]
         tail = (ASK_ALL if variant == "multivalue" else ASK_ONE)[fm].format(key=ks[0]) + " "
@@ -218,6 +194,18 @@ def niah_prompt(rng: np.random.Generator, variant: str, length: int, depth: floa
     return Prompt(tokens, fm, starts, answers, list(vs) if variant == "multivalue" else qv, cands,
                   {"variant": variant, "keys": [p[0] for p in pairs], "values": [p[1] for p in pairs],
                    "asked": asked, "digits": digits})
+
+
+def multiquery_tail(form: str, keys: list[str], values: list[str]) -> tuple[str, list[int]]:
+    """The question and answers of a multiquery prompt, and where each value starts in it. Compact: "k1: v1. k2:
+    v2."; standard: RULER's question for all the keys, then "v1, v2."."""
+    tail, offs = ("", []) if form == "compact" else (ASK_ALL[form].format(key=", ".join(keys)) + " ", [])
+    for j, (k, v) in enumerate(zip(keys, values)):
+        if form == "compact":
+            tail += (" " if tail else "") + f"{k}: "
+        offs.append(len(tail))
+        tail += v + ("." if form == "compact" or j == len(values) - 1 else ", ")
+    return tail, offs
 
 
 def fill_source(haystack, length: int, rng: np.random.Generator):

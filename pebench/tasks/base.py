@@ -216,6 +216,15 @@ def rank_credit(true_ll: list[float], distractor_ll: list[float]) -> list[float]
     return [1.0 if t > top else 1.0 / (1 + ties) if t == top else 0.0 for t in true_ll]
 
 
+def encoder(ctx):
+    """text -> token ids with the outside model's tokenizer (no special tokens); None for pebench's byte models."""
+    if ctx.tokenizer is None:
+        return None
+    import numpy as np
+
+    return lambda text: np.asarray(ctx.tokenizer(text, add_special_tokens=False)["input_ids"], dtype=np.int64)
+
+
 def answer_scores(ctx, prompts: list, choices=None) -> tuple[list[list[float]], list[float]]:
     """Teacher-forced answers of ``data.ruler.Prompt``s: per prompt, each answer's exact-match credit (the product
     of its bytes' credits, so chance is exactly 1/|choices| per byte) and the prompt's mean loss per answer byte."""

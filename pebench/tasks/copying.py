@@ -11,7 +11,7 @@ import numpy as np
 
 from ..data.needles import EVAL, copy_window, random_string
 from ..errors import UsageError
-from .base import Metric, Task, mean_interval, register_task
+from .base import Metric, Task, encoder, mean_interval, register_task
 
 SKIP = 2  # bytes of the second copy not scored
 
@@ -89,8 +89,7 @@ class CopyTask(Task):
         if len(ctx.stream) < length:
             return self.undefined(f"the evaluation stream ({len(ctx.stream)} tokens) is shorter than {length}")
         ds = distances(length, k)
-        encode = None if ctx.tokenizer is None else \
-            (lambda text: np.asarray(ctx.tokenizer(text, add_special_tokens=False)["input_ids"], dtype=np.int64))
+        encode = encoder(ctx)
         windows = [w for d in ds for w in prompts(ctx.stream, length, d, k, t, ctx.seed, encode)]
         if encode is None:
             correct, loss = score_spans(ctx, np.stack([w.tokens for w in windows]), length - k + SKIP, length)

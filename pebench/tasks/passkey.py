@@ -11,53 +11,30 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.needles import EVAL, KEY_DIGITS, fixed_bytes, passkey_form, passkey_window, random_key
+from ..data.needles import EVAL, fixed_bytes, passkey_form, passkey_window, random_key, token_passkey
 from ..errors import UsageError
-from .base import Metric, Task, mean_interval, parse_floats, register_task, wilson
+from .base import Metric, Task, encoder, mean_interval, parse_floats, register_task, wilson
 
 HAYSTACKS = ("filler", "corpus")
 DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
 
 
-def prompts(length: int, depth_index: int, depth: float, trials: int, seed: int, haystack=None):
+def prompts(length: int, depth_index: int, depth: float, trials: int, seed: int, haystack=None, encode=None):
     """The ``trials`` windows of one (length, depth) cell; keys and haystack offsets from the evaluation stream
-    seeded by (seed, length, depth index). ``haystack``: None for the filler, else a token array to cut from."""
+    seeded by (seed, length, depth index). ``haystack``: None for the filler, else a token array to cut from;
+    ``encode``: an outside tokenizer (text -> ids; data.needles.token_passkey), None for bytes."""
     rng = np.random.default_rng([seed, EVAL, length, depth_index])
+    room = length if encode is not None else length - fixed_bytes(passkey_form(length))
     out = []
     for _ in range(trials):
         key = random_key(rng)
         hay = None
         if haystack is not None:
-            room = length - fixed_bytes(passkey_form(length))
             start = int(rng.integers(0, len(haystack) - room + 1))
             hay = np.asarray(haystack[start:start + room])
-        out.append(passkey_window(length, depth, key, hay))
+        out.append(passkey_window(length, depth, key, hay) if encode is None else
+                   token_passkey(encode, length, depth, key, hay))
     return out
-
-
-def token_measure(ctx, length: int, depths: list, trials: int, haystack=None):
-    """Token-mode prompts (data.needles.token_passkey; the keys those of the byte mode) and each prompt's
-    per-answer-token credits (a key may take a different number of tokens in each prompt)."""
-    from ..data.needles import token_passkey
-    from ..scoring import score_positions
-
-    def encode(text):
-        return np.asarray(ctx.tokenizer(text, add_special_tokens=False)["input_ids"], dtype=np.int64)
-
-    windows, spans = [], []
-    for i, d in enumerate(depths):
-        rng = np.random.default_rng([ctx.seed, EVAL, length, i])
-        for _ in range(trials):
-            key = random_key(rng)
-            hay = None
-            if haystack is not None:
-                start = int(rng.integers(0, len(haystack) - length + 1))
-                hay = np.asarray(haystack[start:start + length])
-            w, n = token_passkey(encode, length, d, key, hay)
-            windows.append(w)
-            spans.append(np.arange(length - n, length))
-    credit, _ = score_positions(ctx, np.stack([w.tokens for w in windows]), spans)
-    return windows, credit
 
 
 def score(correct: np.ndarray) -> dict:
@@ -105,17 +82,16 @@ class PasskeyTask(Task):
         return options["haystack"], {"trials": options["trials"]}
 
     def measure(self, ctx, length: int) -> dict:
-        from ..scoring import score_spans
+        from ..scoring import score_positions
 
         depths = parse_floats(ctx.options["depths"], "passkey.depths", 0.0, 1.0)
         hay = ctx.split_tokens if ctx.options["haystack"] == "corpus" else None
-        t = ctx.options["trials"]
-        if ctx.tokenizer is not None:  # an outside model: text pieces through its tokenizer
-            windows, correct = token_measure(ctx, length, depths, t, hay)
-        else:
-            windows = [w for i, d in enumerate(depths) for w in prompts(length, i, d, t, ctx.seed, hay)]
-            rows = np.stack([w.tokens for w in windows])
-            correct, _ = score_spans(ctx, rows, length - KEY_DIGITS, length, choices=DIGITS)
+        t, encode = ctx.options["trials"], encoder(ctx)
+        windows = [w for i, d in enumerate(depths) for w in prompts(length, i, d, t, ctx.seed, hay, encode)]
+        # the key's digits among the ten for bytes; an outside tokenizer's answer tokens among its whole vocabulary
+        correct, _ = score_positions(ctx, np.stack([w.tokens for w in windows]),
+                                     [np.arange(length - w.answer, length) for w in windows],
+                                     DIGITS if encode is None else None)
         cells = [{"depth": d, **score(correct[i * t:(i + 1) * t])} for i, d in enumerate(depths)]
         total = score(correct)
         return {"status": "ok", "reason": None,
