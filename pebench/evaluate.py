@@ -12,7 +12,7 @@ import torch
 
 from .checkpoint import load_run_model
 from .data import prepare_corpus
-from .device import resolve_device
+from .device import resolve_device, tune_cpu_allocator
 from .errors import PebenchError, PositionOutOfRange, UsageError
 from .logit_scales import LOGIT_SCALES
 from .parsing import parse_list
@@ -151,6 +151,7 @@ def evaluate_run(results: ResultsDir, run: str, req: EvalRequest = EvalRequest()
     req.protocol.validate()
     tasks, options = req.resolved_tasks()
     dev = resolve_device(req.device)
+    tune_cpu_allocator()
     o = _open_run(results, run, dev, req)
     T = o.cfg.model.context
     lengths = req.lengths or [int(round(m * T)) for m in o.cfg.eval.multiples]

@@ -250,8 +250,8 @@ class SuitePlan:
     runs: list  # (name, config)
     request: EvalRequest
     notes: list = field(default_factory=list)
-    # local (this process: the default; single-threaded CPU workers, --devices cpu:2, measured no faster for the
-    # main job: docs/speed.md) | auto | GPU indices | cpu:N
+    # local (this process: the default; single-threaded CPU workers, --devices cpu:2, measured 4% faster for the
+    # main job, inside the machine's run-to-run noise: docs/speed.md) | auto | GPU indices | cpu:N
     devices: str = "local"
     config: str = "tiny"  # the config spec (its launcher section is read by launch.launch_plan)
     launch: object = None  # launch.LaunchPlan: --launcher local|slurm (a submitit job array) or --emit-sbatch

@@ -1,7 +1,9 @@
 """The speed levers for the main job's training step, measured side by side in one run on this machine: a RoPE
-step of the default config (batch 32 x 128) with both cores in one process, one core in each of two processes
-running at once (throughput of the pair), bf16 autocast, and the optimizer step alone with the default, foreach and
-fused AdamW. Medians of timed steps after warm-up; MFU against the fp32 matmul peak measured in the same run.
+step of the default config (batch 32 x 128) with glibc's default allocator and with pebench's tuned one
+(``pebench.device.tune_cpu_allocator``), both cores in one process against one core in each of two processes running
+at once (throughput of the pair), bf16 autocast, torch.compile (its compile time beside it), and the optimizer step
+alone with the for-loop, foreach and fused AdamW. Medians of timed steps after warm-up; minor page faults per step;
+MFU against the fp32 matmul peak measured in the same run.
 
 Usage: python scripts/speed_levers.py [--steps 20] [--pe rope]
 """
@@ -23,12 +25,56 @@ from pebench.checkpoint import build_model
 from pebench.config import load_config
 
 
-def step_times(pe: str, steps: int, threads: int, autocast: bool = False) -> list[float]:
-    """Seconds per full training step (forward, backward, clip, AdamW) of the default config."""
+def step_times(pe: str, steps: int, threads: int, autocast: bool = False, compile_: bool = False) -> dict:
+    """Seconds per full training step (forward, backward, clip, AdamW) of the default config, the minor page faults
+    per step and the seconds of the first (compiling) steps."""
+    import resource
     from dataclasses import replace
 
+    from pebench.device import tune_cpu_allocator
     from pebench.train import make_optimizer
 
+    tune_cpu_allocator()  # unless PEBENCH_MALLOC=system
+    torch.set_num_threads(threads)
+    cfg = load_config("tiny")
+    cfg = replace(cfg, model=replace(cfg.model, pe=pe))
+    torch.manual_seed(0)
+    model = build_model(cfg)
+    fwd = torch.compile(model) if compile_ else model
+    opt = make_optimizer(model, cfg.train, torch.device("cpu"))
+    x = torch.randint(0, 256, (cfg.train.batch_size, cfg.model.context))
+    ctx = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+    out, first, faults = [], 0.0, 0
+    for i in range(steps + 5):
+        if i == 5:
+            faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        t = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with ctx:
+            _, loss = fwd(x, x)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if i >= 5:
+            out.append(time.perf_counter() - t)
+        elif i < 2:
+            first += time.perf_counter() - t
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / steps
+    return {"steps": out, "faults": faults, "first": first}
+
+
+def breakdown(pe: str, steps: int, threads: int, peak: float) -> list[tuple]:
+    """Where a training step's time goes (torch.profiler, self CPU time per operator, summed into kinds): the
+    matmuls the floor counts, the fused attention kernel, and everything else (elementwise, norms, softmax of the
+    loss, the optimizer). The matmuls' own rate is their FLOPs (6N per token) over their time."""
+    from dataclasses import replace
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from pebench.device import tune_cpu_allocator
+    from pebench.train import make_optimizer
+
+    tune_cpu_allocator()
     torch.set_num_threads(threads)
     cfg = load_config("tiny")
     cfg = replace(cfg, model=replace(cfg.model, pe=pe))
@@ -36,19 +82,36 @@ def step_times(pe: str, steps: int, threads: int, autocast: bool = False) -> lis
     model = build_model(cfg)
     opt = make_optimizer(model, cfg.train, torch.device("cpu"))
     x = torch.randint(0, 256, (cfg.train.batch_size, cfg.model.context))
-    ctx = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
-    out = []
-    for i in range(steps + 5):
-        t = time.perf_counter()
+
+    def step():
         opt.zero_grad(set_to_none=True)
-        with ctx:
-            _, loss = model(x, x)
-        loss.backward()
+        model(x, x)[1].backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        if i >= 5:
-            out.append(time.perf_counter() - t)
-    return out
+
+    for _ in range(3):
+        step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+    kinds: dict = {}
+    for ev in prof.key_averages():
+        name = ev.key
+        kind = ("matmuls (the floor's 6N)" if name in ("aten::mm", "aten::addmm", "aten::bmm") else
+                "attention kernel (forward and backward)" if "scaled_dot_product" in name and name.startswith("aten::_")
+                else "everything else (elementwise, norms, loss, optimizer, framework)")
+        kinds[kind] = kinds.get(kind, 0.0) + ev.self_cpu_time_total / 1e6 / steps
+    total = sum(kinds.values())
+    tokens = cfg.train.batch_size * cfg.model.context
+    mm_flops = (model.flops_per_token(cfg.model.context) - 12 * cfg.model.n_layers * cfg.model.context
+                * cfg.model.d_model) * tokens
+    attn_flops = 12 * cfg.model.n_layers * cfg.model.context * cfg.model.d_model * tokens
+    rows = []
+    for kind, sec in sorted(kinds.items(), key=lambda kv: -kv[1]):
+        f = mm_flops if kind.startswith("matmuls") else attn_flops if kind.startswith("attention") else 0.0
+        rate = f"{f / sec / 1e9:,.0f} GFLOP/s ({f / sec / peak:.0%} of peak)" if f else ""
+        rows.append((kind, sec * 1e3, sec / total, rate))
+    return rows
 
 
 def optimizer_times(mode: str, steps: int = 50) -> float:
@@ -68,7 +131,7 @@ def optimizer_times(mode: str, steps: int = 50) -> float:
 
 def child(args) -> None:
     """One measuring process (the two-process row runs two of these at once)."""
-    print(json.dumps(step_times(args.pe, args.steps, args.threads, args.autocast)))
+    print(json.dumps(step_times(args.pe, args.steps, args.threads, args.autocast, args.compile)))
 
 
 def main() -> None:
@@ -77,6 +140,7 @@ def main() -> None:
     ap.add_argument("--pe", default="rope")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--autocast", action="store_true")
+    ap.add_argument("--compile", action="store_true")
     ap.add_argument("--child", action="store_true")
     args = ap.parse_args()
     if args.child:
@@ -87,25 +151,38 @@ def main() -> None:
     cfg = load_config("tiny")
     flops = build_model(cfg).flops_per_token(cfg.model.context) * cfg.train.batch_size * cfg.model.context
 
-    def spawn(threads: int, autocast: bool = False) -> subprocess.Popen:
+    def spawn(threads: int, autocast: bool = False, compile_: bool = False, malloc: str = "tuned") -> subprocess.Popen:
         cmd = [sys.executable, __file__, "--child", "--pe", args.pe, "--steps", str(args.steps), "--threads",
-               str(threads)] + (["--autocast"] if autocast else [])
-        return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": str(threads)})
+               str(threads)] + (["--autocast"] if autocast else []) + (["--compile"] if compile_ else [])
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PEBENCH_MALLOC": malloc}
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
 
+    levers = ((f"1 process x {cores} threads, glibc's default allocator", 1, cores, {"malloc": "system"}),
+              (f"1 process x {cores} threads (pebench's default: tuned allocator, fused AdamW)", 1, cores, {}),
+              (f"{cores} processes x 1 thread, at once", cores, 1, {}),
+              (f"1 process x {cores} threads, bf16 autocast", 1, cores, {"autocast": True}),
+              (f"1 process x {cores} threads, torch.compile", 1, cores, {"compile_": True}))
     rows = []
-    for label, procs, threads, autocast in ((f"1 process x {cores} threads", 1, cores, False),
-                                            (f"{cores} processes x 1 thread, at once", cores, 1, False),
-                                            (f"1 process x {cores} threads, bf16 autocast", 1, cores, True)):
-        ps = [spawn(threads, autocast) for _ in range(procs)]
-        meds = [statistics.median(json.loads(p.communicate()[0])) for p in ps]
-        per_step = statistics.median(meds) / procs  # the pair's throughput as seconds per step
-        rows.append((label, statistics.median(meds) * 1e3, per_step * 1e3, flops / per_step / peak))
+    for label, procs, threads, kw in levers:
+        ps = [spawn(threads, **kw) for _ in range(procs)]
+        outs = [json.loads(p.communicate()[0]) for p in ps]
+        each = statistics.median(statistics.median(o["steps"]) for o in outs)
+        per_step = each / procs  # the processes' throughput as seconds per step
+        rows.append((label, each * 1e3, per_step * 1e3, flops / per_step / peak,
+                     statistics.median(o["faults"] for o in outs), max(o["first"] for o in outs)))
     print(f"RoPE training step, default config ({cfg.train.batch_size} x {cfg.model.context}), {args.steps} timed "
           f"steps; fp32 matmul peak {peak / 1e9:,.0f} GFLOP/s measured in this run\n")
-    print("| lever | ms per step (each process) | ms per step of throughput | MFU | vs first row |")
-    print("|---|---|---|---|---|")
-    for label, each, per, mfu in rows:
-        print(f"| {label} | {each:,.1f} | {per:,.1f} | {mfu:.0%} | {rows[0][2] / per:.2f}x |")
+    print("| lever | ms per step (each process) | ms per step of throughput | MFU | vs pebench's default | "
+          "page faults per step | first 2 steps, s |")
+    print("|---|---|---|---|---|---|---|")
+    for label, each, per, mfu, faults, first in rows:
+        print(f"| {label} | {each:,.1f} | {per:,.1f} | {mfu:.0%} | {rows[1][2] / per:.2f}x | {faults:,.0f} | "
+              f"{first:.1f} |")
+    print(f"\nWhere a {args.pe} step's time goes ({cores} threads, torch.profiler over {args.steps} steps; attention "
+          "FLOPs counted over the full T x T matrix, as the floor counts them)\n")
+    print("| kind | ms per step | share | rate |\n|---|---|---|---|")
+    for kind, ms, share, rate in breakdown(args.pe, args.steps, cores, peak):
+        print(f"| {kind} | {ms:,.1f} | {share:.0%} | {rate} |")
     print("\n| AdamW step alone (0.8M parameters) | ms |\n|---|---|")
     for mode in ("for-loop", "foreach", "fused"):
         try:
