@@ -341,10 +341,9 @@ register_more(app)  # check, docs, pack, compare and the hidden job
 
 
 def main() -> None:
-    from .device import tune_cpu_allocator
-
+    from .device import tune_cpu_allocator  # freed tensor memory stays in the process (docs/speed.md)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    tune_cpu_allocator()  # freed tensor memory stays in the process: no page faults per step (docs/speed.md)
+    tune_cpu_allocator()
     app()
 
 
