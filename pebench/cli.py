@@ -345,7 +345,3 @@ def main() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     tune_cpu_allocator()
     app()
-
-
-if __name__ == "__main__":
-    main()
