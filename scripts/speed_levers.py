@@ -25,51 +25,10 @@ from pebench.checkpoint import build_model
 from pebench.config import load_config
 
 
-def step_times(pe: str, steps: int, threads: int, autocast: bool = False, compile_: bool = False) -> dict:
-    """Seconds per full training step (forward, backward, clip, AdamW) of the default config, the minor page faults
-    per step and the seconds of the first (compiling) steps."""
-    import resource
+def training_step(pe: str, threads: int, autocast: bool = False, compile_: bool = False):
+    """(cfg, model, step): one full training step (forward, backward, clip, AdamW) of the default config on a fixed
+    batch, with pebench's allocator (unless PEBENCH_MALLOC=system) and optimizer."""
     from dataclasses import replace
-
-    from pebench.device import tune_cpu_allocator
-    from pebench.train import make_optimizer
-
-    tune_cpu_allocator()  # unless PEBENCH_MALLOC=system
-    torch.set_num_threads(threads)
-    cfg = load_config("tiny")
-    cfg = replace(cfg, model=replace(cfg.model, pe=pe))
-    torch.manual_seed(0)
-    model = build_model(cfg)
-    fwd = torch.compile(model) if compile_ else model
-    opt = make_optimizer(model, cfg.train, torch.device("cpu"))
-    x = torch.randint(0, 256, (cfg.train.batch_size, cfg.model.context))
-    ctx = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
-    out, first, faults = [], 0.0, 0
-    for i in range(steps + 5):
-        if i == 5:
-            faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        t = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        with ctx:
-            _, loss = fwd(x, x)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if i >= 5:
-            out.append(time.perf_counter() - t)
-        elif i < 2:
-            first += time.perf_counter() - t
-    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / steps
-    return {"steps": out, "faults": faults, "first": first}
-
-
-def breakdown(pe: str, steps: int, threads: int, peak: float) -> list[tuple]:
-    """Where a training step's time goes (torch.profiler, self CPU time per operator, summed into kinds): the
-    matmuls the floor counts, the fused attention kernel, and everything else (elementwise, norms, softmax of the
-    loss, the optimizer). The matmuls' own rate is their FLOPs (6N per token) over their time."""
-    from dataclasses import replace
-
-    from torch.profiler import ProfilerActivity, profile
 
     from pebench.device import tune_cpu_allocator
     from pebench.train import make_optimizer
@@ -80,15 +39,49 @@ def breakdown(pe: str, steps: int, threads: int, peak: float) -> list[tuple]:
     cfg = replace(cfg, model=replace(cfg.model, pe=pe))
     torch.manual_seed(0)
     model = build_model(cfg)
+    fwd = torch.compile(model) if compile_ else model
     opt = make_optimizer(model, cfg.train, torch.device("cpu"))
     x = torch.randint(0, 256, (cfg.train.batch_size, cfg.model.context))
 
-    def step():
+    def step() -> None:
         opt.zero_grad(set_to_none=True)
-        model(x, x)[1].backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
+            _, loss = fwd(x, x)
+        loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
+    return cfg, model, step
+
+
+def step_times(pe: str, steps: int, threads: int, autocast: bool = False, compile_: bool = False) -> dict:
+    """Seconds per training step after 5 warm-up steps, the minor page faults per step and the seconds of the first
+    two (compiling) steps."""
+    import resource
+
+    step = training_step(pe, threads, autocast, compile_)[2]
+    first = time.perf_counter()
+    for _ in range(2):
+        step()
+    first = time.perf_counter() - first
+    for _ in range(3):
+        step()
+    faults, out = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, []
+    for _ in range(steps):
+        t = time.perf_counter()
+        step()
+        out.append(time.perf_counter() - t)
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / steps
+    return {"steps": out, "faults": faults, "first": first}
+
+
+def breakdown(pe: str, steps: int, threads: int, peak: float) -> list[tuple]:
+    """Where a training step's time goes (torch.profiler, self CPU time per operator, summed into kinds): the
+    matmuls the floor counts, the fused attention kernel, and everything else (elementwise, norms, softmax of the
+    loss, the optimizer). The matmuls' own rate is their FLOPs (6N per token) over their time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cfg, model, step = training_step(pe, threads)
     for _ in range(3):
         step()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -103,9 +96,8 @@ def breakdown(pe: str, steps: int, threads: int, peak: float) -> list[tuple]:
         kinds[kind] = kinds.get(kind, 0.0) + ev.self_cpu_time_total / 1e6 / steps
     total = sum(kinds.values())
     tokens = cfg.train.batch_size * cfg.model.context
-    mm_flops = (model.flops_per_token(cfg.model.context) - 12 * cfg.model.n_layers * cfg.model.context
-                * cfg.model.d_model) * tokens
     attn_flops = 12 * cfg.model.n_layers * cfg.model.context * cfg.model.d_model * tokens
+    mm_flops = model.flops_per_token(cfg.model.context) * tokens - attn_flops
     rows = []
     for kind, sec in sorted(kinds.items(), key=lambda kv: -kv[1]):
         f = mm_flops if kind.startswith("matmuls") else attn_flops if kind.startswith("attention") else 0.0
