@@ -41,12 +41,13 @@ def _sync(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
-def matmul_peak(device: str = "cpu", n: int = 2048, runs: int = 7, seconds: float = 0.3) -> float:
-    """A ceiling for MFU: the best FLOP/s over ``runs`` timed runs, each a loop of n x n matmuls (fp32 on CPU,
-    bf16 on CUDA) lasting at least ``seconds``. The best, not the median: anything else on the machine can
-    only slow a run down, and a ceiling measured low inflates every MFU."""
+def matmul_peak(device: str = "cpu", n: int = 2048, runs: int = 7, seconds: float = 0.3,
+                dtype: Optional[torch.dtype] = None) -> float:
+    """A ceiling for MFU: the best FLOP/s over ``runs`` timed runs, each a loop of n x n matmuls (``dtype``; default
+    fp32 on CPU, bf16 on CUDA) lasting at least ``seconds``. The best, not the median: anything else on the machine
+    can only slow a run down, and a ceiling measured low inflates every MFU."""
     dev = torch.device(device)
-    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    dtype = dtype or (torch.bfloat16 if dev.type == "cuda" else torch.float32)
     n = 8192 if dev.type == "cuda" else n
     a, b = torch.randn(n, n, device=dev, dtype=dtype), torch.randn(n, n, device=dev, dtype=dtype)
     a @ b  # warm-up

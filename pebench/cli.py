@@ -12,8 +12,9 @@ import typer
 from . import console
 from .console import OneLineErrors, handle_errors
 from .cli_options import (AttnOpt, CompileOpt, DataOpt, DeviceOpt, EmitSbatchOpt, GroupPeOpt, LauncherOpt,
-                          LauncherOptOpt, LengthsOpt, MaxTokensOpt, NeedlesOpt, OverlayOpt, ResultsOpt, SeedOpt,
-                          SeedsOpt, SplitOpt, StepsOpt, TaskOptOpt, TextFieldOpt, TrialsOpt)
+                          LauncherOptOpt, LengthsOpt, MaxTokensOpt, NeedlesOpt, OverlayOpt, PrecisionOpt, ResultsOpt,
+                          SeedOpt, SeedsOpt, SplitOpt, StepsOpt, TaskOptOpt, TextFieldOpt, TrialsOpt)
+from .cli_options import config_flags as _flags
 from .cli_more import register as register_more
 from .errors import UsageError
 
@@ -24,12 +25,6 @@ app = typer.Typer(cls=OneLineErrors, add_completion=False, no_args_is_help=True,
 @app.callback()
 def main_callback(debug: bool = typer.Option(False, "--debug", help="show tracebacks (anywhere on the line)")):
     """--debug is taken off the line before parsing (OneLineErrors); declared here for --help."""
-
-
-def _flags(config, overlay, steps, data=None, text_field=None, compile_=None, needles=None, seed=None):
-    from .plan import ConfigFlags
-
-    return ConfigFlags(config, tuple(overlay or ()), steps, data, text_field, compile_, needles, seed)
 
 
 def _notes(notes: list[str]) -> None:
@@ -57,6 +52,7 @@ def train(
     rope_scaling: Optional[str] = typer.Option(None, "--rope-scaling", help="with --init-from: scaling to bake in"),
     rope_factor: Optional[float] = typer.Option(None, "--rope-factor"),
     compile_: Optional[bool] = CompileOpt,
+    precision: Optional[str] = PrecisionOpt,
     needles: Optional[float] = NeedlesOpt,
     results: Path = ResultsOpt,
 ):
@@ -74,7 +70,8 @@ def train(
         return
     if context or rope_scaling or rope_factor:
         raise UsageError("--context, --rope-scaling and --rope-factor need --init-from RUN")
-    base, notes = plan.resolve_config(_flags(config, overlay, steps, data, text_field, compile_, needles))
+    flags = _flags(config, overlay, steps, data, text_field, compile_, needles, precision=precision)
+    base, notes = plan.resolve_config(flags)
     runs = plan.plan_runs(base, resolve_schemes(pe), plan.parse_seeds(seed, seeds, base.train.seed))
     if name and len(runs) > 1:
         raise UsageError("--name names one run; omit it when training several schemes or seeds")
@@ -198,6 +195,7 @@ def run(
     emit_sbatch: Optional[Path] = EmitSbatchOpt,
     overwrite: bool = typer.Option(False, "--overwrite"),
     compile_: Optional[bool] = CompileOpt,
+    precision: Optional[str] = PrecisionOpt,
     final: bool = typer.Option(False, "--final", help="evaluate and report on the test split"),
     results: Optional[Path] = typer.Option(None, "--results", help="results folder (default: the suite's)"),
 ):
@@ -209,9 +207,10 @@ def run(
     from .results import ResultsDir
 
     clock = profile.Clock()
-    sp = suite_plan(suite, pe, _flags(config, overlay, steps, data, text_field, compile_, needles), seeds, results,
-                    dict(lengths=lengths, max_tokens=max_tokens, task=task, trials=trials, task_opts=task_opt,
-                         rope_scaling=rope_scaling, overwrite=overwrite, device=device), final, devices)
+    flags = _flags(config, overlay, steps, data, text_field, compile_, needles, precision=precision)
+    sp = suite_plan(suite, pe, flags, seeds, results, dict(lengths=lengths, max_tokens=max_tokens, task=task,
+                    trials=trials, task_opts=task_opt, rope_scaling=rope_scaling, overwrite=overwrite, device=device),
+                    final, devices)
     sp.launch = launch.launch_plan(launcher, launcher_opt, emit_sbatch, sp.config, devices)
     rd = ResultsDir(sp.results).ensure_writable()
     clock.measure_peak(sp.request.device, sp.runs)

@@ -15,6 +15,8 @@ SeedsOpt = typer.Option(None, "--seeds", help="comma list: one run per seed")
 DataOpt = typer.Option(None, "--data", help="sotu | hf:NAME[:CONFIG] | local:PATH")
 TextFieldOpt = typer.Option(None, "--text-field")
 CompileOpt = typer.Option(None, "--compile/--no-compile", help="torch.compile the model")
+PrecisionOpt = typer.Option(None, "--precision", help="training: auto (bf16 on CUDA and on CPUs with native bf16) "
+                                                       "| fp32 | bf16")
 TrialsOpt = typer.Option(None, "--trials", help="prompts per cell (= --task-opt trials=N)")
 MaxTokensOpt = typer.Option(None, "--max-tokens", help="evaluation stream length")
 LengthsOpt = typer.Option(None, "--lengths", help="e.g. 512,2048,8192 (default: 1-16x context)")
@@ -31,3 +33,10 @@ LauncherOptOpt = typer.Option(None, "--launcher-opt", help="NAME=V (repeatable):
                                                           "signal_delay_s, folder")
 EmitSbatchOpt = typer.Option(None, "--emit-sbatch", help="write a plain #SBATCH --array script and its job list "
                                                          "instead of running")
+
+
+def config_flags(config, overlay, steps, *rest, **kw):
+    """plan.ConfigFlags from a command's options (then data, text_field, compile, needles, seed, precision)."""
+    from .plan import ConfigFlags
+
+    return ConfigFlags(config, tuple(overlay or ()), steps, *rest, **kw)

@@ -60,6 +60,9 @@ class ModelConfig:
             raise UsageError(f"model.dropout must be in [0, 1), got {self.dropout}")
 
 
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
 @dataclass
 class TrainConfig:
     steps: int = 600
@@ -77,6 +80,9 @@ class TrainConfig:
     log_every: int = 25
     checkpoint_every: int = 200
     compile: bool = False  # torch.compile the model for training (measured by `pebench bench`)
+    # auto: bf16 autocast on CUDA and on CPUs with native bf16 matmuls (AVX512-BF16, AMX), fp32 elsewhere; fp32 | bf16
+    # force one (device.train_precision; the one used is in every record's provenance as train_precision)
+    precision: str = "auto"
     grad_accum: int = 1  # micro-batches per step (per rank), when a rank's share of the batch does not fit
     lr_by_scheme: dict = field(default_factory=dict)  # scheme -> learning rate (written by `pebench tune`)
     eval_every: int = 0  # learning curve: evaluate at 1x and the longest multiple every N steps (0: off)
@@ -101,6 +107,8 @@ class TrainConfig:
             raise UsageError(f"train.batch_size must be >= 1, got {self.batch_size}")
         if not self.lr > 0:
             raise UsageError(f"train.lr must be > 0, got {self.lr}")
+        if self.precision not in PRECISIONS:
+            raise UsageError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.grad_accum < 1 or self.batch_size % self.grad_accum:
             raise UsageError(f"train.grad_accum must be >= 1 and divide train.batch_size ({self.batch_size})")
         if self.warmup < 0 or self.log_every < 1 or self.checkpoint_every < 1:
@@ -175,6 +183,8 @@ class Config:
             d["train"].pop("needles")
             d["train"].pop("needle_lengths")
             d["train"].pop("needle_kinds")
+        if d["train"]["precision"] == "auto":  # the key came later; the precision used is provenance
+            d["train"].pop("precision")
         if not d["train"]["induction_steps"]:
             d["train"].pop("induction_steps")
             d["train"].pop("induction_lengths")

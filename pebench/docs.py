@@ -6,8 +6,9 @@ is written from committed records (or a committed table file), never typed.
     <!-- pebench:end -->
 
 Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds: a report table), ``context`` (set, split: the
-context-use table), ``claims`` (set, tag: every claim, or those tagged, with held/failed and its numbers), ``include`` (file: a
-committed table written by pebench), ``profile`` (set: the phases of the run's time, from its profile.csv).
+context-use table), ``claims`` (set, tag: every claim, or those tagged, with held/failed and its numbers), ``include``
+(file: a committed table written by pebench), ``profile`` (set: the phases of the run's time, from its profile.md),
+``budgets`` (sets: one row per result set from its profile.json).
 """
 from __future__ import annotations
 
@@ -86,6 +87,26 @@ def _include(root: Path, args: dict) -> str:
 @GENERATORS.register("profile")
 def _profile(root: Path, args: dict) -> str:
     return (root / args["set"] / "profile.md").read_text()
+
+
+@GENERATORS.register("budgets")
+def _budgets(root: Path, args: dict) -> str:
+    """One row per result set (``sets``, comma-separated) from its profile.json: when and where it was measured,
+    its wall time, the training floor at the fp32 matmul peak measured in the same run, and the bf16 floor where the
+    runs trained in bf16."""
+    import json
+
+    rows = ["| result set | measured | machine (cores) | precision | workers | wall | training / evaluation (worker s) "
+            "| fp32 peak | fp32 floor | wall / fp32 floor | bf16 peak | wall / bf16 floor |", "|" + "---|" * 12]
+    for set_ in args["sets"].split(","):
+        f = json.loads((root / set_ / "profile.json").read_text())
+        ratio = f"{f['ratio']:.2f}x" if f.get("ratio") else "n/a"  # no training in the run: no floor
+        bf = f"{f['peak_bf16_gflops']:,.0f} GFLOP/s | {f['wall_s'] / f['floor_bf16_s']:.2f}x" \
+            if f.get("floor_bf16_s") else " | "
+        rows.append(f"| `{set_}` | {f['measured']} | {f['cpu']} ({f['cores']}) | {', '.join(f['precision'])} | "
+                    f"{f['workers']} | {f['wall_s']:,.0f} s | {f['train_s']:,.0f} s / {f['eval_s']:,.0f} s | "
+                    f"{f['peak_gflops']:,.0f} GFLOP/s | {f['floor_s']:,.0f} s | **{ratio}** | {bf} |")
+    return "\n".join(rows) + "\n"
 
 
 def render(text: str, root: Path, where: str = "") -> str:

@@ -3,6 +3,7 @@ scale), under a protocol; write one record per (task, variant, length). The scor
 the measuring each task's (``tasks/``)."""
 from __future__ import annotations
 
+import copy
 import json
 import time
 from dataclasses import dataclass, field
@@ -159,8 +160,9 @@ def evaluate_run(results: ResultsDir, run: str, req: EvalRequest = EvalRequest()
         task.check(options[task.name], lengths, T, len(o.stream), req.protocol)
     prov = {**environment(str(dev)), "seed": o.cfg.train.seed, "steps": o.cfg.train.steps,
             "params": o.model.num_params(), "corpus": o.corpus.spec, "corpus_fingerprint": o.corpus.fingerprint,
-            "config_hash": o.cfg.hash(), "config_name": o.cfg.name, "parent": o.meta.get("parent")}
-    records, base_pe = [], o.model.pe
+            "config_hash": o.cfg.hash(), "config_name": o.cfg.name, "parent": o.meta.get("parent"),
+            **({"train_precision": o.meta["precision"]} if "precision" in o.meta else {})}
+    records, base_pe, measured = [], o.model.pe, {}
     try:
         for variant in _variants(run, o, req):
             o.model.pe = base_pe if variant is None else base_pe.with_variant(variant, req.rope_factor)
@@ -171,16 +173,20 @@ def evaluate_run(results: ResultsDir, run: str, req: EvalRequest = EvalRequest()
                 ctx = EvalContext(o.model, o.cfg, dev, o.stream, o.tokens, req.protocol, max(lengths),
                                   options[task.name], progress=progress)
                 head = {"run": run, "label": label, "variant": v}
-                records += _evaluate_task(results, task, ctx, head, lengths, req, prov, on_record)
+                records += _evaluate_task(results, task, ctx, head, lengths, req, prov, on_record, shared=measured)
     finally:
         o.model.pe = base_pe
     return records
 
 
 def _evaluate_task(results, task: Task, ctx: EvalContext, head: dict, lengths: list[int], req: EvalRequest,
-                   prov: dict, on_record, before=None) -> list[dict]:
+                   prov: dict, on_record, before=None, shared: Optional[dict] = None) -> list[dict]:
     """One task at every length: a record each (reused where ``req.skip_existing`` and already measured).
-    ``before(L)``, if given, runs before a length is measured (an outside model's scaling follows the length)."""
+    ``before(L)``, if given, runs before a length is measured (an outside model's scaling follows the length).
+    ``shared`` (one dict per run and request) holds what was measured under each scheme signature
+    (``PositionalEncoding.signature``): a variant that computes the same function as one already measured at a
+    length copies that measurement (every task forwards rows of exactly L tokens), its provenance naming the
+    label measured (``measured_as``)."""
     cfg, pe = ctx.cfg, ctx.model.pe
     T = cfg.model.context
     prot, params = task.protocol(ctx.options, req.protocol)
@@ -198,12 +204,22 @@ def _evaluate_task(results, task: Task, ctx: EvalContext, head: dict, lengths: l
         state = pe.describe(L)
         if state:
             rec["pe_state"] = state
-        if not prepared:
-            task.prepare(ctx)
-            prepared = True
         ctx.title = f"{head['run']} {head['label']} {task.name} L={L} {protocol_key(rec)}"
-        rec.update(_measure(task, ctx, L))
-        rec["provenance"] = {**prov, "wall_s": round(time.time() - t0, 3)}
+        sig = pe.signature(L) if shared is not None else None
+        key = None if sig is None else (task.name, int(L), sig)
+        if key is not None and key in shared:  # the same function measured under another label: copied
+            value, source = shared[key]
+            rec.update(copy.deepcopy(value))
+            rec["provenance"] = {**prov, "wall_s": 0.0, "measured_as": source}
+        else:
+            if not prepared:
+                task.prepare(ctx)
+                prepared = True
+            value = _measure(task, ctx, L)
+            rec.update(value)
+            rec["provenance"] = {**prov, "wall_s": round(time.time() - t0, 3)}
+            if key is not None:
+                shared[key] = (copy.deepcopy(value), head["label"])
         task.check_record(rec)
         results.write_record(rec)
         out.append(rec)

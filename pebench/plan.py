@@ -29,6 +29,7 @@ class ConfigFlags:
     compile: Optional[bool] = None
     needles: Optional[float] = None
     seed: Optional[int] = None
+    precision: Optional[str] = None
 
 
 def check_steps(steps: Optional[int]) -> None:
@@ -63,7 +64,8 @@ def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
     if flags.needles is not None:
         t = replace(t, needles=flags.needles)
         cfg = replace(cfg, name=f"{cfg.name}-needles{flags.needles:g}")
-    given = {"data": flags.data, "text_field": flags.text_field, "compile": flags.compile, "seed": flags.seed}
+    given = {"data": flags.data, "text_field": flags.text_field, "compile": flags.compile, "seed": flags.seed,
+             "precision": flags.precision}
     cfg = replace(cfg, train=replace(t, **{k: v for k, v in given.items() if v is not None}))
     if flags.steps is not None:
         cfg, notes = with_steps(cfg, flags.steps)
@@ -250,8 +252,8 @@ class SuitePlan:
     runs: list  # (name, config)
     request: EvalRequest
     notes: list = field(default_factory=list)
-    # local (this process: the default; single-threaded CPU workers, --devices cpu:2, measured 4% faster for the
-    # main job, inside the machine's run-to-run noise: docs/speed.md) | auto | GPU indices | cpu:N
+    # local (this process: the default; N single-threaded CPU workers, --devices cpu:N, measured no faster for the
+    # main job: 603 s against 611 s, docs/speed.md) | auto | GPU indices | cpu:N
     devices: str = "local"
     config: str = "tiny"  # the config spec (its launcher section is read by launch.launch_plan)
     launch: object = None  # launch.LaunchPlan: --launcher local|slurm (a submitit job array) or --emit-sbatch

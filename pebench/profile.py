@@ -1,7 +1,9 @@
 """Where a `pebench run` spent its time, against the physical floor: built from what the run wrote (each run's
 training wall time in its status, each record's evaluation wall time in its provenance), so it is the same for runs
 trained in this process and on parallel workers. The floor is the training FLOPs (``DecoderLM.flops_per_token``,
-6N + 12LTd) over the fp32 matmul peak measured in the same invocation."""
+6N + 12LTd) over the fp32 matmul peak measured in the same invocation. Runs that train in bf16 autocast on a CPU
+with native bf16 matmuls (``device.train_precision``) are also put against the bf16 matmul peak measured alongside:
+the fp32 floor is then no bound, the bf16 one is."""
 from __future__ import annotations
 
 import time
@@ -28,14 +30,26 @@ class Profile:
     peak_flops: float
     workers: int
     phases: list = field(default_factory=list)
+    peak_bf16: float = 0.0  # the CPU's bf16 matmul peak, measured where runs trained in bf16 (else 0)
 
     @property
     def floor_s(self) -> float:
         return sum(p.flops for p in self.phases) / self.peak_flops if self.peak_flops else 0.0
 
     @property
+    def floor_bf16_s(self) -> float:
+        return sum(p.flops for p in self.phases) / self.peak_bf16 if self.peak_bf16 else 0.0
+
+    @property
     def ratio(self) -> str:
         return f"{self.wall_s / self.floor_s:.2f}x" if self.floor_s else "n/a"
+
+    def bf16_line(self) -> str:
+        """The bf16 floor, where the runs trained in bf16 on the CPU; empty otherwise."""
+        if not self.floor_bf16_s:
+            return ""
+        return (f"Trained in bf16 autocast: at the bf16 matmul peak of {self.peak_bf16 / 1e9:,.1f} GFLOP/s measured "
+                f"in this run the floor is {self.floor_bf16_s:,.0f} s, {self.wall_s / self.floor_bf16_s:.2f}x.")
 
     def total(self, kind: str) -> float:
         return sum(p.seconds for p in self.phases if p.kind == kind)
@@ -72,43 +86,86 @@ def markdown(p: Profile, title: str = "pebench run") -> str:
     lines = [f"{title}: wall {p.wall_s:,.0f} s on {p.workers} worker(s); training floor {p.floor_s:,.0f} s "
              f"({sum(x.flops for x in p.phases):.2e} FLOPs at the fp32 matmul peak of {p.peak_flops / 1e9:,.1f} "
              f"GFLOP/s measured in this run): **{p.ratio} the floor**. Seconds per phase are each phase's own wall "
-             "time; with several workers they overlap, so their sum exceeds the wall time.", "",
+             "time; with several workers they overlap, so their sum exceeds the wall time." +
+             (" " + p.bf16_line() if p.bf16_line() else ""), "",
              "| phase | seconds | share of wall | what |", "|---|---|---|---|"]
     for kind in ("setup", "train", "eval", "report", "other"):
         n = sum(1 for x in p.phases if x.kind == kind)
         if n:
             lines.append(f"| {kind} | {p.total(kind):,.1f} | {p.total(kind) / p.wall_s:.0%} | {n} item(s) |")
-    lines += ["", "| phase | item | seconds | MFU |", "|---|---|---|---|"]
+    peaks = [p.peak_flops] + ([p.peak_bf16] if p.peak_bf16 else [])
+    lines += ["", "| phase | item | seconds | MFU |" + (" MFU at the bf16 peak |" if p.peak_bf16 else ""),
+              "|---|---|---|---|" + ("---|" if p.peak_bf16 else "")]
     for x in p.phases:
-        mfu = f"{x.flops / x.seconds / p.peak_flops:.0%}" if x.flops and x.seconds and p.peak_flops else ""
-        lines.append(f"| {x.kind} | {x.name} | {x.seconds:,.2f} | {mfu} |")
+        mfus = [f"{x.flops / x.seconds / peak:.0%}" if x.flops and x.seconds and peak else "" for peak in peaks]
+        lines.append(f"| {x.kind} | {x.name} | {x.seconds:,.2f} | " + " | ".join(mfus) + " |")
     return "\n".join(lines) + "\n"
 
 
-def write(rd: ResultsDir, p: Profile) -> list[Path]:
-    """profile.md and profile.csv in the results folder."""
+def facts(p: Profile, precisions: list, machine: dict) -> dict:
+    """The profile's totals as data (profile.json: what the docs' budget tables are generated from)."""
+    return {"measured": datetime.now(timezone.utc).date().isoformat(), "wall_s": round(p.wall_s, 1),
+            "workers": p.workers, "train_s": round(p.total("train"), 1), "eval_s": round(p.total("eval"), 1),
+            "train_flops": sum(x.flops for x in p.phases), "peak_gflops": round(p.peak_flops / 1e9, 1),
+            "floor_s": round(p.floor_s, 1), "ratio": round(p.wall_s / p.floor_s, 3) if p.floor_s else None,
+            "peak_bf16_gflops": round(p.peak_bf16 / 1e9, 1) if p.peak_bf16 else None,
+            "floor_bf16_s": round(p.floor_bf16_s, 1) if p.peak_bf16 else None,
+            "precision": sorted(set(precisions)), **machine}
+
+
+def machine() -> dict:
+    """The CPU model (Linux: /proc/cpuinfo; else the platform's word), the cores and torch's version."""
+    import os
+    import platform
+
+    import torch
+
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((x.split(":", 1)[1].strip() for x in f if x.startswith("model name")), model)
+    except OSError:
+        pass
+    return {"cpu": model, "cores": os.cpu_count(), "torch": torch.__version__}
+
+
+def write(rd: ResultsDir, p: Profile, precisions: list = ()) -> list[Path]:
+    """profile.md, profile.csv and profile.json in the results folder."""
+    import json
+
     import pandas as pd
 
     atomic_write_text(rd.root / "profile.md", markdown(p))
     with atomic_path(rd.root / "profile.csv") as tmp:
         pd.DataFrame([vars(x) for x in p.phases]).to_csv(tmp, index=False)
-    return [rd.root / "profile.md", rd.root / "profile.csv"]
+    atomic_write_text(rd.root / "profile.json", json.dumps(facts(p, list(precisions), machine()), indent=1) + "\n")
+    return [rd.root / "profile.md", rd.root / "profile.csv", rd.root / "profile.json"]
 
 
 def summary(p: Profile) -> str:
     return (f"time: {p.wall_s:,.0f} s wall ({p.total('train'):,.0f} s training, {p.total('eval'):,.0f} s evaluation, "
             f"{p.workers} worker(s)); training floor {p.floor_s:,.0f} s at {p.peak_flops / 1e9:,.0f} GFLOP/s: "
-            f"{p.ratio}")
+            f"{p.ratio}" + (f"; bf16 floor {p.floor_bf16_s:,.0f} s: {p.wall_s / p.floor_bf16_s:.2f}x"
+                            if p.floor_bf16_s else ""))
 
 
-def measure_peak(device: str, flops: float) -> float:
-    """The fp32 matmul peak (bench.matmul_peak: the best of timed loops); for work too small to matter (under 1e12
-    FLOPs) a quick, rough one, so tiny runs do not pay seconds for it."""
+def measure_peak(device: str, flops: float, dtype=None) -> float:
+    """The matmul peak (bench.matmul_peak: the best of timed loops; fp32 on the CPU unless ``dtype``); for work too
+    small to matter (under 1e12 FLOPs) a quick, rough one, so tiny runs do not pay seconds for it."""
     from .bench import matmul_peak
     from .device import resolve_device
 
     dev = str(resolve_device(device))
-    return matmul_peak(dev) if flops >= 1e12 else matmul_peak(dev, n=512, runs=2, seconds=0.05)
+    return matmul_peak(dev, dtype=dtype) if flops >= 1e12 else matmul_peak(dev, n=512, runs=2, seconds=0.05,
+                                                                           dtype=dtype)
+
+
+def trains_bf16_on_cpu(device: str, runs: list) -> bool:
+    """Whether any planned run trains in bf16 autocast on the CPU (then its bf16 floor is measured too)."""
+    from .device import resolve_device, train_precision
+
+    dev = resolve_device(device)
+    return dev.type == "cpu" and any(train_precision(dev, c.train.precision) == "bf16" for _, c in runs)
 
 
 class Clock:
@@ -120,14 +177,20 @@ class Clock:
         self.since = datetime.now(timezone.utc).replace(microsecond=0)
         self.t0 = self.last = time.perf_counter()
         self.laps: dict = {}
-        self.peak_before = 0.0
+        self.peak_before = self.bf16_before = 0.0
         self.flops: dict = {}  # run -> training FLOPs of the plan, computed once
+        self.bf16 = False  # runs train in bf16 on the CPU: the bf16 peak is measured too
 
     def measure_peak(self, device: str, runs: list) -> None:
         """Before the jobs (the planned training FLOPs decide how carefully)."""
+        import torch
+
         t = time.perf_counter()
         self.flops = {name: train_flops(c) for name, c in runs}
         self.peak_before = measure_peak(device, sum(self.flops.values()))
+        self.bf16 = trains_bf16_on_cpu(device, runs)
+        if self.bf16:
+            self.bf16_before = measure_peak(device, sum(self.flops.values()), torch.bfloat16)
         dt = time.perf_counter() - t
         self.t0, self.last = self.t0 + dt, self.last + dt  # not the run's time, nor setup's
 
@@ -155,9 +218,24 @@ def finish(rd: ResultsDir, runs: list, clock: Clock, devices: str, device: str) 
     flops = clock.flops or {name: train_flops(c) for name, c in runs}
     peak = max(clock.peak_before, measure_peak(device, sum(flops.values())))
     p = collect(rd, runs, clock.since, clock.wall(), peak, workers_of(devices), clock.laps.get("setup", 0.0), flops)
+    if clock.bf16:
+        import torch
+
+        p.peak_bf16 = max(clock.bf16_before, measure_peak(device, sum(flops.values()), torch.bfloat16))
     p.phases.append(Phase("report", "tables and plots", clock.laps.get("report", 0.0)))
     if p.workers == 1:  # phases in sequence: what they leave of the wall (corpus preparation, checkpoints, ...)
         rest = p.wall_s - sum(x.seconds for x in p.phases)
         p.phases.append(Phase("other", "corpus preparation, checkpoints, process", max(0.0, rest)))
-    write(rd, p)
+    write(rd, p, _precisions(rd, runs))
     return p
+
+
+def _precisions(rd: ResultsDir, runs: list) -> list:
+    """The precisions the runs trained in (each run's config records its own)."""
+    out = []
+    for name, _ in runs:
+        try:
+            out.append(rd.run_config(name)[1].get("precision") or "unrecorded")
+        except Exception:  # noqa: BLE001 - a run that never started has no config to read
+            continue
+    return out

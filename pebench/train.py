@@ -19,7 +19,7 @@ from .config import Config
 from .data import prepare_corpus, sample_batch
 from .errors import PebenchError, TrainingDiverged, UsageError
 from .checkpoint import CHECKPOINT, build_model, check_compatible, load_checkpoint, load_shared_weights
-from .device import autocast_for, resolve_device, tune_cpu_allocator
+from .device import resolve_device, train_autocast, train_precision, tune_cpu_allocator
 from .fsutil import RunLock, append_line, atomic_save, atomic_write_text
 from .model import DecoderLM
 from .results import ResultsDir, environment, now
@@ -203,8 +203,13 @@ def _check_same_config(results: ResultsDir, name: str, cfg: Config) -> None:
     """A finished run is reused only if it was trained with this config: never silently another model."""
     from .config import config_diff
 
-    saved, _ = results.run_config(name)
-    diff = config_diff(saved, cfg)
+    saved, meta = results.run_config(name)
+    # The precision compares as used: auto accepts the run's, an explicit one must be the one it trained in.
+    diff = [k for k in config_diff(saved, cfg) if k != "train.precision"]
+    legacy = "bf16" if "cuda" in str(results.status(name).get("env", {}).get("device", "")) else "fp32"
+    used = meta.get("precision") or legacy  # a run from before the record: bf16 on CUDA, fp32 on the CPU
+    if cfg.train.precision not in ("auto", used):
+        diff.append(f"train.precision (trained in {used})")
     if diff:
         raise UsageError(f"run {name!r} is finished but was trained with another config ({', '.join(diff[:3])} "
                          f"differ); pass --overwrite to retrain it, or --name for a new run")
@@ -218,7 +223,7 @@ def sample_positions(seed: int, step: int, T: int, M: int, device) -> torch.Tens
 
 
 def _train_step(fwd, net, opt, x, y, tc, dev, world: int, pg, stop: StopRequest,
-                positions: Optional[torch.Tensor] = None) -> tuple[float, bool]:
+                positions: Optional[torch.Tensor] = None, precision: str = "fp32") -> tuple[float, bool]:
     """One optimizer step over ``grad_accum`` micro-batches. Returns the global mean loss and whether any rank
     was asked to stop (carried in the same all-reduce as the loss, so every rank stops at the same step)."""
     opt.zero_grad(set_to_none=True)
@@ -227,7 +232,7 @@ def _train_step(fwd, net, opt, x, y, tc, dev, world: int, pg, stop: StopRequest,
     for m in range(tc.grad_accum):
         last = m == tc.grad_accum - 1
         sync = contextlib.nullcontext() if (world == 1 or last) else net.no_sync()  # one all-reduce per step
-        with sync, autocast_for(dev):
+        with sync, train_autocast(dev, precision):
             _, loss = fwd(x[m * micro:(m + 1) * micro], y[m * micro:(m + 1) * micro], positions)
             (loss / tc.grad_accum).backward()
         total += loss.detach() / tc.grad_accum
@@ -275,15 +280,27 @@ def _prepare(cfg: Config, results: ResultsDir, name: str, dev, corpus, resume: b
     model, opt, start_step = _init_state(cfg, dev, folder / CHECKPOINT, resume, parent_ckpt)
     if resume:  # drop log lines past the checkpoint (all of them when there is none yet)
         _truncate_metrics(folder / "metrics.jsonl", start_step)
+    precision = _run_precision(results, name, dev, tc.precision, resume)
     if rank == 0:
         run_meta = {"name": name, "created": now(), "parent": init_from, **(parent_meta or {}),
                     "corpus": corpus.spec, "corpus_fingerprint": corpus.fingerprint,
-                    "config_hash": cfg.hash(), "params": model.num_params(), "world_size": world}
+                    "config_hash": cfg.hash(), "params": model.num_params(), "world_size": world,
+                    "precision": precision}
         if not (folder / "config.yaml").exists() or not resume:
             atomic_write_text(folder / "config.yaml", yaml.safe_dump({**cfg.to_dict(), "run": run_meta},
                                                                      sort_keys=False))
         results.set_status(name, state="running", step=start_step, steps=tc.steps)
-    return model, opt, start_step
+    return model, opt, start_step, precision
+
+
+def _run_precision(results: ResultsDir, name: str, dev: torch.device, requested: str, resume: bool) -> str:
+    """The precision a run trains in: a resumed run keeps the one it started in, recorded in its config's run
+    section (a run from before the record: bf16 on CUDA, fp32 on the CPU), wherever it resumes; a new run resolves
+    ``train.precision`` on this device."""
+    if resume and (results.run_dir(name) / "config.yaml").exists():
+        meta = results.run_config(name)[1]
+        return meta.get("precision") or ("bf16" if dev.type == "cuda" else "fp32")
+    return train_precision(dev, requested)
 
 
 @dataclass
@@ -304,6 +321,7 @@ class _Loop:
     progress: Optional[Callable]
     train_tokens: object = None
     saved: int = 0
+    precision: str = "fp32"  # device.train_precision, resolved once per run
     window_t: float = 0.0
     window_tokens: int = 0
 
@@ -324,7 +342,8 @@ class _Loop:
                             *needle_settings(tc, step))
         pos = sample_positions(tc.seed, step, T, tc.random_positions, self.dev) if tc.random_positions else None
         x, y = x.to(self.dev, non_blocking=True), y.to(self.dev, non_blocking=True)
-        loss, stopping = _train_step(fwd, net, self.opt, x, y, tc, self.dev, self.world, self.pg, stop, pos)
+        loss, stopping = _train_step(fwd, net, self.opt, x, y, tc, self.dev, self.world, self.pg, stop, pos,
+                                     self.precision)
         if not math.isfinite(loss):
             if self.is_main:
                 self.results.set_status(self.name, state="failed", step=step, reason=f"loss {loss} at step {step}")
@@ -383,11 +402,12 @@ class _Loop:
 
 def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_meta, progress, rank, world, pg):
     tc = cfg.train
-    model, opt, start_step = _prepare(cfg, results, name, dev, corpus, resume, init_from, parent_meta, rank, world)
+    model, opt, start_step, precision = _prepare(cfg, results, name, dev, corpus, resume, init_from, parent_meta,
+                                                 rank, world)
     net = torch.nn.parallel.DistributedDataParallel(model, process_group=pg) if world > 1 else model
     fwd = torch.compile(net) if tc.compile else net
     loop = _Loop(cfg, results, name, dev, corpus, model, opt, rank, world, pg, progress, corpus.tokens("train"),
-                 saved=start_step)
+                 saved=start_step, precision=precision)
     t0 = loop.window_t = time.time()
     loss_val = float("nan")
     model.train()

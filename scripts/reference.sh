@@ -6,9 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${W:-results/reference-work}   # the working results folder (runs, checkpoints, loose records; not committed)
 OUT=${OUT:-results/reference}     # the committed set
-pebench run --seeds 0,1,2 --results "$W"
+pebench run --seeds 0,1,2 --precision fp32 --results "$W"   # the reference trains in fp32 on every machine
 cp "$W/profile.md" "$W/profile.csv" "$OUT/"   # the main job's own profile
-pebench run --seeds 0,1,2 --final --results "$W"
+pebench run --seeds 0,1,2 --final --precision fp32 --results "$W"
 # RoPE long-context fine-tuning at 4x (context 512), each with its scaling baked in
 for s in linear yarn; do
   pebench train --pe rope --init-from rope-tiny-s0 --context 4x --rope-scaling "$s" --steps 125 --resume --results "$W"

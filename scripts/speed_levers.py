@@ -1,9 +1,10 @@
 """The speed levers for the main job's training step, measured side by side in one run on this machine: a RoPE
 step of the default config (batch 32 x 128) with glibc's default allocator and with pebench's tuned one
-(``pebench.device.tune_cpu_allocator``), both cores in one process against one core in each of two processes running
-at once (throughput of the pair), bf16 autocast, torch.compile (its compile time beside it), and the optimizer step
-alone with the for-loop, foreach and fused AdamW. Medians of timed steps after warm-up; minor page faults per step;
-MFU against the fp32 matmul peak measured in the same run.
+(``pebench.device.tune_cpu_allocator``), fp32 and bf16 autocast (pebench's default on a CPU with native bf16
+matmuls, ``device.train_precision``), both cores in one process against one core in each of two processes running
+at once (throughput of the pair), torch.compile (its compile time beside it), where the default's step goes, and the
+optimizer step alone with the for-loop, foreach and fused AdamW. Medians of timed steps after warm-up; minor page
+faults per step; MFU against the fp32 matmul peak measured in the same run.
 
 Usage: python scripts/speed_levers.py [--steps 20] [--pe rope]
 """
@@ -75,13 +76,14 @@ def step_times(pe: str, steps: int, threads: int, autocast: bool = False, compil
     return {"steps": out, "faults": faults, "first": first}
 
 
-def breakdown(pe: str, steps: int, threads: int, peak: float) -> list[tuple]:
+def breakdown(pe: str, steps: int, threads: int, peak: float, autocast: bool = False) -> list[tuple]:
     """Where a training step's time goes (torch.profiler, self CPU time per operator, summed into kinds): the
-    matmuls the floor counts, the fused attention kernel, and everything else (elementwise, norms, softmax of the
-    loss, the optimizer). The matmuls' own rate is their FLOPs (6N per token) over their time."""
+    matmuls the floor counts, attention (the fused kernel, or the math kernel's batched matmuls and softmax), and
+    everything else (elementwise, norms, softmax of the loss, the optimizer). The matmuls' own rate is their FLOPs
+    (6N per token) over their time."""
     from torch.profiler import ProfilerActivity, profile
 
-    cfg, model, step = training_step(pe, threads)
+    cfg, model, step = training_step(pe, threads, autocast)
     for _ in range(3):
         step()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -90,8 +92,10 @@ def breakdown(pe: str, steps: int, threads: int, peak: float) -> list[tuple]:
     kinds: dict = {}
     for ev in prof.key_averages():
         name = ev.key
-        kind = ("matmuls (the floor's 6N)" if name in ("aten::mm", "aten::addmm", "aten::bmm") else
-                "attention kernel (forward and backward)" if "scaled_dot_product" in name and name.startswith("aten::_")
+        kind = ("matmuls (the floor's 6N)" if name in ("aten::mm", "aten::addmm") else
+                "attention (forward and backward)" if name in ("aten::bmm", "aten::_softmax",
+                                                               "aten::_softmax_backward_data") or
+                ("scaled_dot_product" in name and name.startswith("aten::_"))
                 else "everything else (elementwise, norms, loss, optimizer, framework)")
         kinds[kind] = kinds.get(kind, 0.0) + ev.self_cpu_time_total / 1e6 / steps
     total = sum(kinds.values())
@@ -149,11 +153,17 @@ def main() -> None:
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PEBENCH_MALLOC": malloc}
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
 
-    levers = ((f"1 process x {cores} threads, glibc's default allocator", 1, cores, {"malloc": "system"}),
-              (f"1 process x {cores} threads (pebench's default: tuned allocator, fused AdamW)", 1, cores, {}),
-              (f"{cores} processes x 1 thread, at once", cores, 1, {}),
-              (f"1 process x {cores} threads, bf16 autocast", 1, cores, {"autocast": True}),
-              (f"1 process x {cores} threads, torch.compile", 1, cores, {"compile_": True}))
+    from pebench.device import train_precision
+
+    bf16 = train_precision(torch.device("cpu")) == "bf16"  # what pebench trains in on this CPU
+    mark = {True: " (pebench's default here)", False: ""}
+    levers = ((f"1 process x {cores} threads, fp32, glibc's default allocator", 1, cores, {"malloc": "system"}),
+              (f"1 process x {cores} threads, fp32 (tuned allocator, fused AdamW){mark[not bf16]}", 1, cores, {}),
+              (f"{cores} processes x 1 thread at once, fp32", cores, 1, {}),
+              (f"1 process x {cores} threads, bf16 autocast{mark[bf16]}", 1, cores, {"autocast": True}),
+              (f"{cores} processes x 1 thread at once, bf16 autocast", cores, 1, {"autocast": True}),
+              (f"1 process x {cores} threads, fp32, torch.compile", 1, cores, {"compile_": True}))
+    default = 3 if bf16 else 1
     rows = []
     for label, procs, threads, kw in levers:
         ps = [spawn(threads, **kw) for _ in range(procs)]
@@ -163,17 +173,19 @@ def main() -> None:
         rows.append((label, each * 1e3, per_step * 1e3, flops / per_step / peak,
                      statistics.median(o["faults"] for o in outs), max(o["first"] for o in outs)))
     print(f"RoPE training step, default config ({cfg.train.batch_size} x {cfg.model.context}), {args.steps} timed "
-          f"steps; fp32 matmul peak {peak / 1e9:,.0f} GFLOP/s measured in this run\n")
+          f"steps; fp32 matmul peak {peak / 1e9:,.0f} GFLOP/s measured in this run (MFU against it); native bf16 "
+          f"matmuls on this CPU: {'yes' if bf16 else 'no'}\n")
     print("| lever | ms per step (each process) | ms per step of throughput | MFU | vs pebench's default | "
           "page faults per step | first 2 steps, s |")
     print("|---|---|---|---|---|---|---|")
     for label, each, per, mfu, faults, first in rows:
-        print(f"| {label} | {each:,.1f} | {per:,.1f} | {mfu:.0%} | {rows[1][2] / per:.2f}x | {faults:,.0f} | "
+        print(f"| {label} | {each:,.1f} | {per:,.1f} | {mfu:.0%} | {rows[default][2] / per:.2f}x | {faults:,.0f} | "
               f"{first:.1f} |")
-    print(f"\nWhere a {args.pe} step's time goes ({cores} threads, torch.profiler over {args.steps} steps; attention "
-          "FLOPs counted over the full T x T matrix, as the floor counts them)\n")
+    print(f"\nWhere a {args.pe} step's time goes in pebench's default here ({'bf16 autocast' if bf16 else 'fp32'}, "
+          f"{cores} threads, torch.profiler over {args.steps} steps; attention FLOPs counted over the full T x T "
+          "matrix, as the floor counts them; rates against the fp32 peak)\n")
     print("| kind | ms per step | share | rate |\n|---|---|---|---|")
-    for kind, ms, share, rate in breakdown(args.pe, args.steps, cores, peak):
+    for kind, ms, share, rate in breakdown(args.pe, args.steps, cores, peak, bf16):
         print(f"| {kind} | {ms:,.1f} | {share:.0%} | {rate} |")
     print("\n| AdamW step alone (0.8M parameters) | ms |\n|---|---|")
     for mode in ("for-loop", "foreach", "fused"):

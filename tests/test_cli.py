@@ -106,6 +106,8 @@ def _bad_configs(tmp_path):
 BAD = [
     (["train", "--pe", "alibl"], 2, "did you mean 'alibi'"),
     (["train", "--pe", "rope", "--steps", "0"], 2, "--steps must be >= 1"),
+    (["train", "--precision", "fp16", "--steps", "1"], 2, "train.precision must be one of auto, fp32, bf16"),
+    (["run", "--precision", "half", "--steps", "1"], 2, "train.precision must be one of auto, fp32, bf16"),
     (["train", "--config", "{tmp}/unknown.yaml"], 2, "'model.widthh'"),
     (["train", "--config", "{tmp}/typed.yaml"], 2, "'train.steps' must be int"),
     (["train", "--config", "{tmp}/broken.yaml"], 2, "not valid YAML"),
@@ -239,3 +241,16 @@ def test_steps_says_what_else_it_changed(tmp_path):
     r = invoke("train", "--pe", "alibi", "--config", cfg, "--steps", "3", "--results", tmp_path / "res")
     assert r.exit_code == 0
     assert "note: --steps 3 also set train.warmup 5 -> 0, train.checkpoint_every 50 -> 3" in r.output
+
+
+def test_precision_flag_sets_the_training_precision_and_the_run_records_it(tmp_path, micro_config):
+    res = tmp_path / "res"
+    r = invoke("train", "--pe", "alibi", "--config", micro_config, "--precision", "fp32", "--results", res)
+    assert r.exit_code == 0, r.output
+    cfg = yaml.safe_load((res / "runs" / "alibi-micro-s0" / "config.yaml").read_text())
+    assert cfg["train"]["precision"] == "fp32" and cfg["run"]["precision"] == "fp32"
+    again = ("train", "--pe", "alibi", "--config", micro_config, "--resume", "--results", res)
+    r = invoke(*again)  # auto accepts the precision the run trained in: the finished run is reused
+    assert r.exit_code == 0 and "trained" not in r.output, r.output
+    r = invoke(*again, "--precision", "bf16")  # an explicit other precision is another model
+    _assert_one_line_error(r, 2, "train.precision (trained in fp32)")

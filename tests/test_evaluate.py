@@ -96,3 +96,36 @@ def test_bucket_edges_cover_each_context_once():
         pos = np.arange(1, L)
         idx = np.searchsorted(e, pos, side="right") - 1
         assert idx.min() == 0 and idx.max() == len(e) - 2
+
+
+def test_variants_that_compute_the_same_function_share_one_measurement(tmp_path, monkeypatch):
+    """RoPE's scalings at 1x (factor 1) and dynamic NTK where it equals NTK compute what an earlier variant
+    computed: evaluation copies that measurement, naming it (``measured_as``), and every number equals measuring
+    each variant on its own."""
+    from dataclasses import replace
+
+    from pebench.config import config_from_dict
+    from pebench.evaluate import EvalRequest, evaluate_run
+    from pebench.pe.rope import RoPE
+    from pebench.results import ResultsDir
+    from pebench.train import train
+    from tests.support import micro
+
+    cfg = config_from_dict(micro(), name="micro")
+    cfg = replace(cfg, model=replace(cfg.model, pe="rope"))
+    rd = ResultsDir(tmp_path / "res")
+    train(cfg, rd, "r", device="cpu")
+    req = EvalRequest(lengths=[16, 32], scalings=["all"], device="cpu", tasks=[], max_tokens=300)
+    shared = {(r["label"], r["length"]): r for r in evaluate_run(rd, "r", req)}
+    monkeypatch.setattr(RoPE, "signature", lambda self, L: None)  # every variant measured on its own
+    alone = {(r["label"], r["length"]): r for r in evaluate_run(ResultsDir(tmp_path / "res"), "r", req)}
+    assert shared.keys() == alone.keys() and len(shared) == 2 * len(RoPE.variants())
+    for key, rec in shared.items():
+        assert rec["metrics"] == alone[key]["metrics"] and rec["details"] == alone[key]["details"], key
+        assert "measured_as" not in alone[key]["provenance"]
+    copied = {key: rec["provenance"]["measured_as"] for key, rec in shared.items()
+              if "measured_as" in rec["provenance"]}
+    for v in ("linear", "ntk", "dynamic-ntk"):  # factor 1 at the training length: RoPE's own frequencies
+        assert copied[(f"rope+{v}", 16)] == "rope"
+    assert copied[("rope+dynamic-ntk", 32)] == "rope+ntk"  # the same base at L = 2T
+    assert ("rope+ntk", 32) not in copied and ("rope+yarn", 32) not in copied and ("rope", 16) not in copied

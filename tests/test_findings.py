@@ -235,6 +235,7 @@ def test_the_main_job_writes_no_tracked_file():
         pytest.skip("not a git checkout")
     written = ["results/report.md", "results/report.csv", "results/report.tex", "results/report.json",
                "results/plot_length.png", "results/plot_position.png", "results/profile.md", "results/profile.csv",
+               "results/profile.json",
                "results/report.html", "results/runs/x/config.yaml", "results/records/x/a.json",
                "results/cache/sotu.bin", "results/jobs/x.json"]
     out = subprocess.run(["git", "check-ignore", "--no-index", *written], cwd=REPO, capture_output=True, text=True)

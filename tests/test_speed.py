@@ -165,3 +165,151 @@ def test_the_optimizer_is_fused_on_the_cpu_and_takes_the_reference_step():
     moved = max((a.state_dict()[k] - v).abs().max().item() for k, v in start.items())
     diff = max((a.state_dict()[k] - v).abs().max().item() for k, v in b.state_dict().items())
     assert diff < 1e-5 and moved > 1e-3
+
+
+def test_native_bf16_is_read_from_the_cpu_flags(tmp_path):
+    from pebench.device import native_bf16_cpu
+
+    for flags, native in (("fpu avx2 avx512f avx512_bf16 avx512bw", True), ("fpu avx2 amx_tile amx_bf16", True),
+                          ("fpu avx2 avx512f avx512bw avx512_vnni", False)):
+        info = tmp_path / f"cpuinfo-{native}-{len(flags)}"
+        info.write_text(f"processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: {flags}\n\nprocessor\t: 1\n")
+        assert native_bf16_cpu(str(info)) is native, flags
+    assert native_bf16_cpu(str(tmp_path / "absent")) is False  # not Linux: fp32
+
+
+def test_training_precision_auto_is_bf16_on_cuda_and_native_bf16_cpus_only(monkeypatch):
+    import torch
+
+    from pebench import device
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    for native, want in ((True, "bf16"), (False, "fp32")):
+        monkeypatch.setattr(device, "native_bf16_cpu", lambda native=native: native)
+        assert device.train_precision(cpu) == want and device.train_precision(cuda) == "bf16"
+        assert device.train_precision(cpu, "fp32") == "fp32" and device.train_precision(cpu, "bf16") == "bf16"
+        assert device.train_precision(cuda, "fp32") == "fp32"
+
+
+def test_a_precision_outside_the_list_is_one_line_and_auto_keeps_the_config_hash():
+    from pebench.errors import UsageError
+
+    cfg = load_config("tiny")
+    with pytest.raises(UsageError, match="train.precision must be one of auto, fp32, bf16, got 'fp16'"):
+        replace(cfg, train=replace(cfg.train, precision="fp16")).validate()
+    d = cfg.to_dict()
+    assert d["train"]["precision"] == "auto"
+    import hashlib
+    import json
+
+    d.pop("name"), d.pop("eval"), d["train"].pop("precision")
+    for k in ("needles", "needle_lengths", "needle_kinds", "induction_steps", "induction_lengths", "induction_kinds"):
+        d["train"].pop(k)
+    assert cfg.hash() == hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]  # as before the key
+    assert replace(cfg, train=replace(cfg.train, precision="fp32")).hash() != cfg.hash()
+
+
+@pytest.mark.parametrize("precision, dtype", [("bf16", "bfloat16"), ("fp32", "float32")])
+def test_training_runs_in_the_precision_it_records(tmp_path, precision, dtype):
+    """A run's matmuls run in its precision (a forward hook sees their outputs), the run's config records the
+    precision it used, and evaluation writes it into every record's provenance."""
+    import torch
+
+    from pebench.config import config_from_dict
+    from pebench.evaluate import EvalRequest, evaluate_run
+    from pebench.train import train
+    from tests.support import micro
+
+    cfg = config_from_dict(micro(train={"precision": precision}), name="micro")
+    rd = ResultsDir(tmp_path)
+    seen = set()
+    real = torch.nn.Linear.forward
+
+    def spy(self, x):
+        out = real(self, x)
+        seen.add(str(out.dtype).split(".")[1])
+        return out
+
+    torch.nn.Linear.forward = spy
+    try:
+        r = train(cfg, rd, "m", device="cpu")
+    finally:
+        torch.nn.Linear.forward = real
+    assert seen == {dtype} and r.final_loss == r.final_loss  # finite
+    assert rd.run_config("m")[1]["precision"] == precision
+    recs = evaluate_run(rd, "m", EvalRequest(lengths=[16], device="cpu", max_tokens=300))
+    assert recs and all(x["provenance"]["train_precision"] == precision for x in recs)
+
+
+@pytest.mark.parametrize("scheme", ["rope", "alibi"])
+def test_bf16_cpu_training_attention_takes_the_math_kernel_and_matches_fp32(scheme):
+    """bf16 CPU training attention (SDPA's math kernel, with and without a logit term) agrees with the fp32 reference
+    to bf16's precision, in values and in gradients."""
+    import torch
+
+    import contextlib
+
+    from pebench.attention import _sdpa_kernels, attend, attention_math
+    from pebench.pe import PEContext, build_pe
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 64, 16) for _ in range(3))
+    pe = build_pe(scheme, PEContext(64, 4, 1, 64, 0), {}, "")
+    mod = pe.score_mod(q, 0, k, None)
+    outs = {}
+    for dt in (torch.float32, torch.bfloat16):
+        leaves = [t.clone().to(dt).requires_grad_() for t in (q, k, v)]
+        fn = (lambda a, b, c: attend(a, b, c, mod)) if dt == torch.bfloat16 else \
+            (lambda a, b, c: attention_math(a, b, c, mod, 16 ** -0.5)[0])
+        out = fn(*leaves)
+        out.float().pow(2).sum().backward()
+        outs[dt] = [out.float()] + [t.grad.float() for t in leaves]
+    assert isinstance(_sdpa_kernels(q), contextlib.nullcontext)  # fp32: the fused kernel
+    assert not isinstance(_sdpa_kernels(q.bfloat16()), contextlib.nullcontext)  # bf16 training: the math kernel
+    with torch.no_grad():
+        assert isinstance(_sdpa_kernels(q.bfloat16()), contextlib.nullcontext)  # not for inference
+    for ref, got in zip(outs[torch.float32], outs[torch.bfloat16]):
+        assert (ref - got).abs().max() <= 0.03 * ref.abs().max() + 1e-3
+
+
+def test_a_resumed_run_keeps_the_precision_it_started_in(tmp_path):
+    import torch
+    import yaml
+
+    from pebench.train import _run_precision
+
+    rd, cpu = ResultsDir(tmp_path), torch.device("cpu")
+    folder = rd.run_dir("r")
+    folder.mkdir(parents=True)
+    base = load_config("tiny").to_dict()
+    for meta, want in (({"precision": "bf16"}, "bf16"), ({"precision": "fp32"}, "fp32"), ({}, "fp32")):
+        (folder / "config.yaml").write_text(yaml.safe_dump({**base, "run": {"name": "r", **meta}}))
+        for requested in ("auto", "fp32", "bf16"):
+            assert _run_precision(rd, "r", cpu, requested, resume=True) == want
+    assert _run_precision(rd, "r", cpu, "bf16", resume=False) == "bf16"  # a new run resolves its own
+    assert _run_precision(rd, "new", cpu, "fp32", resume=True) == "fp32"  # nothing to resume yet
+
+
+def test_a_bf16_run_is_put_against_both_floors_and_the_budget_table_is_generated_from_profile_json(tmp_path):
+    import json
+
+    from pebench import profile
+    from pebench.docs import render
+
+    phases = [Phase("train", "a", 50.0, 2e13), Phase("eval", "a L=128", 10.0)]
+    fp32 = Profile(80.0, 2e11, 1, phases)
+    bf16 = Profile(40.0, 2e11, 2, phases, peak_bf16=8e11)
+    assert "Trained in bf16" not in markdown(fp32) and fp32.floor_bf16_s == 0.0
+    md = markdown(bf16)
+    assert "**0.40x the floor**" in md and "bf16 matmul peak of 800.0 GFLOP/s" in md and "floor is 25 s, 1.60x" in md
+    for name, p, prec in (("a", fp32, ["fp32"]), ("b", bf16, ["bf16", "bf16"])):
+        rd = ResultsDir(tmp_path / name)
+        rd.root.mkdir()
+        profile.write(rd, p, prec)
+    facts = json.loads((tmp_path / "b" / "profile.json").read_text())
+    assert facts["ratio"] == 0.4 and facts["floor_bf16_s"] == 25.0 and facts["precision"] == ["bf16"]
+    doc = "x\n<!-- pebench:budgets sets=a,b -->\nstale\n<!-- pebench:end -->\n"
+    out = render(doc, tmp_path).splitlines()
+    a, b = [x for x in out if x.startswith("| `")]
+    assert "| fp32 | 1 | 80 s | 50 s / 10 s | 200 GFLOP/s | 100 s | **0.80x** |" in a and a.endswith("|  |")
+    assert "| bf16 | 2 | 40 s |" in b and "**0.40x** | 800 GFLOP/s | 1.60x |" in b and "stale" not in out

@@ -202,6 +202,12 @@ class PositionalEncoding(nn.Module):
         """Rotary inverse frequencies [d_h/2] used at ``seq_len`` (float64), for analysis; None without rotation."""
         return None
 
+    def signature(self, seq_len: int) -> Optional[tuple]:
+        """What this scheme computes on sequences of ``seq_len`` tokens, as a key: two variants of the same trained
+        scheme with equal keys compute the same function there, bit for bit, so evaluation measures one and copies
+        it to the other (RoPE's scalings at 1x, dynamic NTK where it equals NTK). None (the default): never shared."""
+        return None
+
     def after_step(self) -> None:
         """Called after every optimizer step (under no_grad): a scheme may project its parameters back into
         their domain here, so a bound never cuts the gradient (KERPLE)."""

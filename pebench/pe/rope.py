@@ -236,6 +236,12 @@ class RoPE(PositionalEncoding):
     def frequencies(self, seq_len: int) -> torch.Tensor:
         return self.resolved(seq_len)[0]
 
+    def signature(self, seq_len: int) -> tuple:
+        """The class and the exact float64 frequencies and attention factor its forward uses at ``seq_len``
+        (``_angles`` is a function of these alone; a subclass's own terms do not depend on the variant)."""
+        inv, att, _ = self.resolved(seq_len)
+        return type(self).__qualname__, inv.numpy().tobytes(), float(att)
+
     def _cos_sin(self, positions: torch.Tensor, dtype: torch.dtype):
         seq_len = positions.shape[0]  # positions are 0 .. T-1 (a Python int keeps torch.compile graphs whole)
         if not self.consecutive:  # random training positions: new every step, never cached
