@@ -207,10 +207,9 @@ def run(
     from .results import ResultsDir
 
     clock = profile.Clock()
-    flags = _flags(config, overlay, steps, data, text_field, compile_, needles, precision=precision)
-    sp = suite_plan(suite, pe, flags, seeds, results, dict(lengths=lengths, max_tokens=max_tokens, task=task,
-                    trials=trials, task_opts=task_opt, rope_scaling=rope_scaling, overwrite=overwrite, device=device),
-                    final, devices)
+    sp = suite_plan(suite, pe, _flags(config, overlay, steps, data, text_field, compile_, needles, None, precision),
+                    seeds, results, dict(lengths=lengths, max_tokens=max_tokens, task=task, trials=trials,
+                    task_opts=task_opt, rope_scaling=rope_scaling, overwrite=overwrite, device=device), final, devices)
     sp.launch = launch.launch_plan(launcher, launcher_opt, emit_sbatch, sp.config, devices)
     rd = ResultsDir(sp.results).ensure_writable()
     clock.measure_peak(sp.request.device, sp.runs)
