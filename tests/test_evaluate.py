@@ -109,7 +109,7 @@ def test_variants_that_compute_the_same_function_share_one_measurement(tmp_path,
     from pebench.pe.rope import RoPE
     from pebench.results import ResultsDir
     from pebench.train import train
-    from tests.support import micro
+    from support import micro
 
     cfg = config_from_dict(micro(), name="micro")
     cfg = replace(cfg, model=replace(cfg.model, pe="rope"))

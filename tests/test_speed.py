@@ -129,8 +129,14 @@ def test_the_tuned_allocator_keeps_freed_tensor_memory_in_the_process():
 
     tuned, faults = run()
     default, faults_default = run(PEBENCH_MALLOC="system")
-    assert tuned and not default
-    assert faults_default > 200  # glibc trims the heap's freed top: hundreds of fresh pages every round
+    # glibc's own threshold adapts to the first freed blocks, so now and then (about one process in six here) its
+    # heap happens to settle untrimmed; in most it trims and faults fresh pages every round: the default's largest
+    # count over up to five processes against the tuned allocator's
+    tries = [(default, faults_default)]
+    while max(f for _, f in tries) <= 200 and len(tries) < 5:
+        tries.append(run(PEBENCH_MALLOC="system"))
+    assert tuned and not any(d for d, _ in tries)
+    assert max(f for _, f in tries) > 200  # glibc trims the heap's freed top: hundreds of fresh pages every round
     assert faults < 20
 
 
@@ -218,7 +224,7 @@ def test_training_runs_in_the_precision_it_records(tmp_path, precision, dtype):
     from pebench.config import config_from_dict
     from pebench.evaluate import EvalRequest, evaluate_run
     from pebench.train import train
-    from tests.support import micro
+    from support import micro
 
     cfg = config_from_dict(micro(train={"precision": precision}), name="micro")
     rd = ResultsDir(tmp_path)
