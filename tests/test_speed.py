@@ -107,10 +107,12 @@ def churn():  # a training step's pattern: several large activations written, th
     del xs
 for _ in range(3):  # the heap settles within a few rounds
     churn()
-f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+rounds = []
 for _ in range(10):
+    f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     churn()
-print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f) / 10)
+    rounds.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f)
+print(",".join(map(str, rounds)))
 """
 
 
@@ -119,25 +121,28 @@ def test_the_tuned_allocator_keeps_freed_tensor_memory_in_the_process():
     """glibc's defaults give freed memory back to the kernel (trimming the heap's top past an adaptive threshold), so
     reusing it faults in fresh zeroed pages; tuned, once the heap has settled (three rounds), the same allocations fault no page. PEBENCH_MALLOC=system opts out."""
     import os
+    import statistics
     import subprocess
     import sys
 
     def run(**env):
         out = subprocess.run([sys.executable, "-c", _FAULTS], capture_output=True, text=True, check=True,
                              env={**os.environ, **env}).stdout.split()
-        return out[0] == "True", float(out[1])
+        return out[0] == "True", [int(x) for x in out[1].split(",")]
 
-    tuned, faults = run()
-    default, faults_default = run(PEBENCH_MALLOC="system")
-    # glibc's own threshold adapts to the first freed blocks, so now and then (about one process in six here) its
-    # heap happens to settle untrimmed; in most it trims and faults fresh pages every round: the default's largest
-    # count over up to five processes against the tuned allocator's
-    tries = [(default, faults_default)]
-    while max(f for _, f in tries) <= 200 and len(tries) < 5:
-        tries.append(run(PEBENCH_MALLOC="system"))
-    assert tuned and not any(d for d, _ in tries)
-    assert max(f for _, f in tries) > 200  # glibc trims the heap's freed top: hundreds of fresh pages every round
-    assert faults < 20
+    # Faults per round of 48 MB allocated and freed. With glibc's defaults the mmap threshold adapts to the first
+    # freed 8 MB blocks, so the default's faults come in the rounds right after (one heap growth, about 4,100 faults)
+    # and in some processes every round; a process's heap layout is random (address randomisation), so the default's
+    # side takes up to five processes. The tuned allocator (thresholds fixed up front) faults nothing in its median
+    # round (a rare single growth is one round).
+    tuned, rounds = run()
+    assert tuned and statistics.median(rounds) < 20, rounds
+    tries = []
+    while len(tries) < 5 and not any(statistics.mean(r) > 200 for r in tries):
+        default, r = run(PEBENCH_MALLOC="system")
+        assert not default
+        tries.append(r)
+    assert any(statistics.mean(r) > 200 for r in tries), tries  # glibc trims the heap's freed top
 
 
 def test_the_optimizer_is_fused_on_the_cpu_and_takes_the_reference_step():
