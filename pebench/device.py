@@ -36,14 +36,19 @@ NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 @functools.lru_cache(maxsize=4)
-def native_bf16_cpu(cpuinfo: str = "/proc/cpuinfo") -> bool:
-    """Whether this CPU multiplies bf16 matrices natively (Linux: the flags in /proc/cpuinfo; elsewhere False)."""
+def cpu_info(cpuinfo: str = "/proc/cpuinfo") -> dict:
+    """The first processor's fields of /proc/cpuinfo (Linux; elsewhere empty): ``model name``, ``flags``, ..."""
     try:
         with open(cpuinfo) as f:
-            text = f.read()
+            first = f.read().split("\n\n", 1)[0]
     except OSError:
-        return False
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+        return {}
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in first.splitlines()) if k.strip()}
+
+
+def native_bf16_cpu(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether this CPU multiplies bf16 matrices natively (Linux: the flags in /proc/cpuinfo; elsewhere False)."""
+    flags = cpu_info(cpuinfo).get("flags", "").split()
     return any(f in flags for f in NATIVE_BF16_FLAGS)
 
 

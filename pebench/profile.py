@@ -120,12 +120,9 @@ def machine() -> dict:
 
     import torch
 
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((x.split(":", 1)[1].strip() for x in f if x.startswith("model name")), model)
-    except OSError:
-        pass
+    from .device import cpu_info
+
+    model = cpu_info().get("model name") or platform.processor() or platform.machine()
     return {"cpu": model, "cores": os.cpu_count(), "torch": torch.__version__}
 
 
@@ -234,8 +231,6 @@ def _precisions(rd: ResultsDir, runs: list) -> list:
     """The precisions the runs trained in (each run's config records its own)."""
     out = []
     for name, _ in runs:
-        try:
+        if (rd.run_dir(name) / "config.yaml").exists():  # a run that never started has none
             out.append(rd.run_config(name)[1].get("precision") or "unrecorded")
-        except Exception:  # noqa: BLE001 - a run that never started has no config to read
-            continue
     return out
