@@ -172,9 +172,13 @@ class StopRequest:
             self._saved = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
         for s, handler in self._saved.items():
             signal.signal(s, handler)
+        if exc_type is None and self.signal and self._saved:
+            # it came during the last step, after the loop's last look: hand it on, not lose it (a scheduler's
+            # notice then still requeues the task before its time limit; a Ctrl-C still stops what follows)
+            signal.raise_signal(signal.Signals[self.signal])
 
 
 def _init_state(cfg: Config, dev: torch.device, ckpt_path: Path, resume: bool, init_from: Optional[Path]):
@@ -422,8 +426,8 @@ def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_met
                 loss_val = loop.step(step, fwd, net, stop)
         except KeyboardInterrupt:
             loop.interrupted_at_once()
-    wall = time.time() - t0
-    if rank == 0:
-        results.set_status(name, state="finished", step=tc.steps, steps=tc.steps, final_loss=loss_val,
-                           wall_s=round(wall, 2), env=environment(str(dev)))
+        wall = time.time() - t0
+        if rank == 0:  # finished before a signal of the last step is handed on as the block ends
+            results.set_status(name, state="finished", step=tc.steps, steps=tc.steps, final_loss=loss_val,
+                               wall_s=round(wall, 2), env=environment(str(dev)))
     return TrainResult(name, folder=results.run_dir(name), steps=tc.steps, final_loss=loss_val, wall_s=wall)

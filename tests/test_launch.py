@@ -19,6 +19,9 @@ from support import micro, micro_file
 pytest.importorskip("submitit")
 FAKE = Path(__file__).parent / "helpers" / "fake_slurm"
 CFG = micro(train={"steps": 24, "batch_size": 8, "checkpoint_every": 4})
+# The preempted run: ~1 s of training after its first checkpoint (the notice's trigger), twenty times the stand-in's
+# poll, so the notice lands mid-training (24 steps left ~50 ms and it once landed after the last step).
+LONG = micro(train={"steps": 400, "batch_size": 8, "checkpoint_every": 8})
 ARGS = ["--lengths", "16,32", "--rope-scaling", "none,yarn"]
 
 
@@ -41,6 +44,11 @@ def records(res: Path) -> dict:
 @pytest.fixture(scope="module")
 def cfg(tmp_path_factory):
     return micro_file(tmp_path_factory, train=CFG["train"])
+
+
+@pytest.fixture(scope="module")
+def long_cfg(tmp_path_factory):
+    return micro_file(tmp_path_factory, train=LONG["train"])
 
 
 @pytest.fixture(scope="module")
@@ -97,19 +105,24 @@ def test_slurm_array_through_stand_in_commands(tmp_path, cfg, sequential):
     assert_same_records(tmp_path / "res", sequential)
 
 
-def test_a_preempted_task_is_requeued_and_resumes_bitwise(tmp_path, cfg, sequential):
+def test_a_preempted_task_is_requeued_and_resumes_bitwise(tmp_path, long_cfg):
+    straight = tmp_path / "straight"
+    r = run(["run", "--pe", "rope", "--config", long_cfg, "--results", straight, *ARGS], tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
     res = tmp_path / "res"
-    r = run(["run", "--pe", "rope", "--config", cfg, "--results", res, *ARGS, "--launcher", "slurm"], tmp_path,
+    r = run(["run", "--pe", "rope", "--config", long_cfg, "--results", res, *ARGS, "--launcher", "slurm"], tmp_path,
             {"FAKE_SLURM_PREEMPT": str(res / "runs" / "rope-micro-s0" / "checkpoint.pt")})
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "slurm" / "preempted").exists()
     log = "".join(p.read_text() for p in (res / "launcher").glob("*_log.out"))
     assert "interrupted by SIGUSR2 at step" in log and "Requeued job" in log
-    loss = [json.loads(x)["loss"] for x in (res / "runs" / "rope-micro-s0" / "metrics.jsonl").read_text().splitlines()]
-    ref = [json.loads(x)["loss"] for x in (sequential / "runs" / "rope-micro-s0" / "metrics.jsonl").read_text().splitlines()]
-    assert loss == ref  # resumed from the step it saved: the same curve as never interrupted
-    mine, theirs = records(res), records(sequential)
-    assert mine and all(mine[k] == theirs[k] for k in mine)
+    step = int(log.split("interrupted by SIGUSR2 at step ")[1].split("/")[0])
+    assert 8 <= step < 400
+    curves = [(r / "runs" / "rope-micro-s0" / "metrics.jsonl").read_text().splitlines() for r in (res, straight)]
+    loss, ref = ([json.loads(x)["loss"] for x in c] for c in curves)
+    assert len(ref) == 400 and loss == ref  # resumed from the step it saved: the same curve as never interrupted
+    mine, theirs = records(res), records(straight)
+    assert len(mine) == 4 and mine == theirs
 
 
 def test_a_failed_task_is_named_and_a_rerun_submits_only_it(tmp_path, cfg):

@@ -107,15 +107,40 @@ def test_interrupt_saves_the_current_step_and_resumes_bitwise(tmp_path, slow_cfg
 def test_stop_request_flags_the_first_signal_and_raises_on_a_second_sigint():
     from pebench.train import StopRequest
 
-    before = signal.getsignal(signal.SIGTERM)
-    with StopRequest() as stop:
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(0.01)
-        assert stop.signal == "SIGTERM"
+    got = []
+    before = signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
+    try:
         with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.01)
-    assert signal.getsignal(signal.SIGTERM) is before  # handlers restored
+            with StopRequest() as stop:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.01)
+                assert stop.signal == "SIGTERM"
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.01)
+        assert signal.getsignal(signal.SIGTERM) is not stop._handle and got == []  # restored; honoured, not resent
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def test_a_signal_the_loop_did_not_honour_is_handed_on_when_it_ends():
+    """A notice that lands during the last step (the loop never looks again) reaches the handler it displaced once
+    the block ends, so a scheduler's USR2 still requeues the task; a block that ended on it does not resend it."""
+    from pebench.train import StopRequest, TrainingInterrupted
+
+    got = []
+    before = signal.signal(signal.SIGUSR2, lambda s, f: got.append(s))
+    try:
+        with StopRequest() as stop:
+            signal.raise_signal(signal.SIGUSR2)
+            assert stop.signal == "SIGUSR2" and got == []  # held while training
+        assert got == [signal.SIGUSR2]
+        with pytest.raises(TrainingInterrupted):
+            with StopRequest():
+                signal.raise_signal(signal.SIGUSR2)
+                raise TrainingInterrupted("stopped", "SIGUSR2")
+        assert got == [signal.SIGUSR2]
+    finally:
+        signal.signal(signal.SIGUSR2, before)
 
 
 class Evil:

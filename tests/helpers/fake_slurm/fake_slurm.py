@@ -94,7 +94,7 @@ def run_array(a: str, script: str, tasks: str) -> None:
                             os.kill(int(pid_file.read_text()), signal.SIGUSR2)
                             preempt = None
                             (D / "preempted").write_text(jid)
-                    time.sleep(0.05)
+                    time.sleep(0.01)
             marker = D / "requeue" / jid
             if marker.exists():
                 marker.unlink()
