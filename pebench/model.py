@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import attend
+from .attention import attend, attend_from
 from .config import ModelConfig
 from .errors import UsageError
 from .logit_scales import LOGIT_SCALES, logit_scale_factors
@@ -54,6 +54,13 @@ class CausalSelfAttention(nn.Module):
         y = attend(q, k, v, mod, self.backend)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
+    def forward_from(self, x, pe, positions, logit_scale, start: int) -> torch.Tensor:
+        """The output at positions ``start`` .. T-1 only (keys and the scheme's term from the whole of x)."""
+        B, T, C = x.shape
+        q, k, v, mod = self.qkv_and_term(x, pe, positions, logit_scale)
+        y = attend_from(q, k, v, mod, start)
+        return self.proj(y.transpose(1, 2).reshape(B, T - start, C))
+
 
 class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, layer: int):
@@ -68,6 +75,11 @@ class Block(nn.Module):
     def forward(self, x, pe, positions, logit_scale=None):
         x = x + self.drop(self.attn(self.ln1(x), pe, positions, logit_scale))
         return x + self.drop(self.mlp(self.ln2(x)))
+
+    def forward_from(self, x, pe, positions, logit_scale, start: int):
+        """The block's output at positions ``start`` .. T-1 of x (its input at every position)."""
+        x_out = x[:, start:] + self.drop(self.attn.forward_from(self.ln1(x), pe, positions, logit_scale, start))
+        return x_out + self.drop(self.mlp(self.ln2(x_out)))
 
 
 class DecoderLM(nn.Module):
@@ -126,6 +138,39 @@ class DecoderLM(nn.Module):
             return logits
         loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.reshape(-1))
         return logits, loss
+
+    @torch.no_grad()
+    def logits_from(self, idx: torch.Tensor, start: int, group: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``self(idx)[:, start:]`` for rows that share their first ``start`` tokens with the other rows of their
+        ``group`` (group ids per row; default one group): answers tried in one slot of a prompt. The shared part
+        runs once: each group's first row runs whole for the states before ``start`` (causal: every row of the
+        group has the same); then every row (the first too: one arithmetic for all, so no row is favoured by
+        rounding) runs from ``start``, each layer reading its group's states for its keys and values. Per row
+        this costs the layers' qkv projections over T and everything else over T - start."""
+        n, T = idx.shape
+        if not 0 < start < T:
+            raise UsageError(f"logits_from: start must be in 1 .. {T - 1}, got {start}")
+        ids, of = torch.unique(torch.zeros(n, dtype=torch.long) if group is None else group.cpu(), return_inverse=True)
+        heads = torch.stack([torch.nonzero(of == g)[0, 0] for g in range(len(ids))]).to(idx.device)
+        of = of.to(idx.device)
+        self.pe.consecutive = True
+        positions = torch.arange(T, device=idx.device)
+        scale = logit_scale_factors(self.logit_scale, T, self.cfg.context, self.cfg.logit_scale_c, idx.device)
+        x = self.drop(self.pe.embed(self.tok(idx), positions))
+        first, shared = x[heads], []  # the groups' first rows run whole together (a scheme's bias built once)
+        for i, block in enumerate(self.blocks):
+            shared.append(first[:, :start])
+            if i + 1 < len(self.blocks):
+                first = block(first, self.pe, positions, scale)
+        out = []
+        for g in range(len(ids)):  # then each group's rows (a small working set)
+            rows = x[of == g, start:]
+            for block, prefix in zip(self.blocks, shared):
+                whole = torch.cat([prefix[g:g + 1].expand(len(rows), -1, -1), rows], dim=1)
+                rows = block.forward_from(whole, self.pe, positions, scale, start)
+            out.append(rows)
+        order = torch.cat([torch.nonzero(of == g)[:, 0] for g in range(len(ids))])
+        return self.head(self.ln_f(torch.cat(out)[torch.argsort(order)]))
 
     def flops_per_token(self, seq_len: int) -> float:
         """Training FLOPs per token (forward + backward = 3x forward) as PaLM (appendix B, 6N + 12LHQT) and

@@ -195,6 +195,40 @@ def score_positions(ctx, rows: np.ndarray, positions: list, choices: Optional[np
     return credit, logprob
 
 
+def slot_logprobs(ctx, prompts: list[tuple[np.ndarray, int, int]]) -> list[np.ndarray]:
+    """Per prompt ``(rows, start, stop)``, rows of one length that differ only from ``start`` on (answers tried in
+    one slot), the log-probabilities of their tokens [start, stop), (rows, stop - start). Where the model can
+    (``DecoderLM.logits_from``) each prompt's shared part runs once, the prompts batched by ``eval.batch_tokens``;
+    else every row runs whole (:func:`score_positions`)."""
+    if not hasattr(ctx.model, "logits_from") or min(s for _, s, _ in prompts) < 2:
+        _, lp = score_positions(ctx, np.concatenate([r for r, _, _ in prompts]),
+                                [np.arange(s, e) for r, s, e in prompts for _ in r])
+        return [np.stack(lp[i - len(r):i]) for (r, _, _), i in zip(prompts, np.cumsum([len(r) for r, _, _ in prompts]))]
+    L = prompts[0][0].shape[1]
+    per = max(1, ctx.cfg.eval.batch_tokens // L)
+    if ctx.progress is not None:
+        ctx.progress.start(ctx.title, len(prompts) * L, f"{len(prompts):,} prompts of {L:,} tokens", "tokens")
+    out = []
+    for i in range(0, len(prompts), per):
+        batch = prompts[i:i + per]
+        first = min(s for _, s, _ in batch) - 1  # every prompt's rows share their tokens before it
+        x = torch.from_numpy(np.concatenate([r for r, _, _ in batch]).astype(np.int64)).to(ctx.dev)
+        group = torch.cat([torch.full((len(r),), g) for g, (r, _, _) in enumerate(batch)])
+        with torch.inference_mode(), autocast_for(ctx.dev):
+            logits = ctx.model.logits_from(x, first, group)  # index j predicts token first + 1 + j
+        row = 0
+        for r, s, e in batch:
+            lg = logits[row:row + len(r), s - 1 - first:e - 1 - first].float()
+            own = lg.gather(-1, x[row:row + len(r), s:e, None])[..., 0]
+            out.append((own - torch.logsumexp(lg, -1)).double().cpu().numpy())
+            row += len(r)
+        if ctx.progress is not None:
+            ctx.progress.update(min(len(prompts), i + per) * L)
+    if ctx.progress is not None:
+        ctx.progress.finish()
+    return out
+
+
 def score_spans(ctx, rows: np.ndarray, start: int, stop: int,
                 choices: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
     """Teacher-forced scoring of target indices [start, stop) of each row: the credit of the model's top

@@ -73,6 +73,59 @@ def test_forward_at_four_times_the_training_context(pe):
     assert out.shape == (1, 64, 256) and torch.isfinite(out).all()
 
 
+def _slot_rows(n: int, T: int, start: int) -> torch.Tensor:
+    """n rows equal before ``start``, each with its own tokens from there (answers tried in one slot)."""
+    torch.manual_seed(1)
+    rows = torch.randint(0, 256, (1, T)).repeat(n, 1)
+    rows[:, start:] = torch.randint(0, 256, (n, T - start))
+    return rows
+
+
+@pytest.mark.parametrize("pe,logit_scale", [(pe, ls) for pe in SCHEMES for ls in ("none", "logn")
+                                             if (pe, ls) != ("shaw", "logn")])  # that pair is refused elsewhere
+def test_logits_from_a_shared_prefix_equal_the_whole_forward(pe, logit_scale):
+    """Every scheme (its terms perturbed off their initialisation), at 3x the training context where the scheme
+    can: the rows' logits from ``start`` on, with the prefix run once, are the whole forward's."""
+    m = DecoderLM(tiny_model_config(pe, logit_scale=logit_scale)).eval()
+    with torch.no_grad():
+        for p in m.pe.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    T = 16 if pe == "learned" else 48
+    rows = _slot_rows(4, T, T - 6)
+    with torch.inference_mode():
+        whole = m(rows)
+        got = m.logits_from(rows, T - 7)
+    assert got.shape == (4, 7, 256)
+    torch.testing.assert_close(got, whole[:, T - 7:], rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(got[0], got[1], atol=1e-3)  # the rows' own answers are read
+
+
+@pytest.mark.parametrize("variant", ["linear", "ntk", "dynamic-ntk", "yarn", "llama3"])
+def test_logits_from_keep_the_rope_scalings(variant):
+    m = DecoderLM(tiny_model_config("rope")).eval()
+    m.pe = m.pe.with_variant(variant, 4.0)
+    rows = _slot_rows(3, 64, 60)
+    with torch.inference_mode():
+        torch.testing.assert_close(m.logits_from(rows, 59), m(rows)[:, 59:], rtol=1e-5, atol=1e-5)
+
+
+def test_logits_from_groups_each_read_their_own_prefix():
+    """Rows of two prompts interleaved (group ids per row): each row's logits are its whole forward's."""
+    m = DecoderLM(tiny_model_config("t5")).eval()
+    a, b = _slot_rows(3, 32, 28), _slot_rows(2, 32, 28)
+    b[:, :28] = torch.randint(0, 256, (1, 28))  # another prompt: another shared prefix
+    rows, group = torch.cat([a[:1], b[:1], a[1:], b[1:]]), torch.tensor([5, 2, 5, 5, 2])
+    with torch.inference_mode():
+        torch.testing.assert_close(m.logits_from(rows, 27, group), m(rows)[:, 27:], rtol=1e-5, atol=1e-5)
+
+
+def test_logits_from_refuses_a_start_outside_the_rows():
+    m = DecoderLM(tiny_model_config("rope")).eval()
+    for bad in (0, 16):
+        with pytest.raises(UsageError, match="start must be in 1 .. 15"):
+            m.logits_from(torch.zeros(2, 16, dtype=torch.long), bad)
+
+
 EXPECTED_PARAMS = {"none": 0, "sinusoidal": 0, "learned": 16 * 32, "shaw": 2 * 2 * (4 + 1) * 8, "t5": 8 * 4,
                    "rope": 0, "alibi": 0, "kerple": 2 * 4, "fire": (32 + 32) + (32 * 4 + 4) + 2, "xpos": 0,
                    "p-rope": 0, "sandwich": 0, "fox": 2 * 4 * (32 + 1), "cope": 2 * 64 * 8}

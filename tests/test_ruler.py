@@ -164,6 +164,47 @@ def test_vt_and_mqar_handed_the_answer_score_one_and_uniform_scores_chance():
     assert u["mqar_acc"] == pytest.approx(1e-3) and u["mqar_loss"] == pytest.approx(math.log(256), rel=1e-5)
 
 
+class WholeRows(torch.nn.Module):
+    """The same model without ``logits_from``: every row runs whole (the path outside models take)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)
+
+
+@pytest.mark.parametrize("pe", ["alibi", "rope", "shaw"])
+def test_ranking_with_the_prefix_run_once_equals_every_row_run_whole(pe):
+    """niah multivalue and vt rank answers tried in one slot; running the shared prefix once per prompt gives the
+    slot log-likelihoods, hence the records, of running every row whole (a trained-like model: weights perturbed)."""
+    from conftest import tiny_model_config
+    from pebench.model import DecoderLM
+    from pebench.scoring import slot_logprobs, score_positions
+
+    torch.manual_seed(0)
+    m = DecoderLM(tiny_model_config(pe, context=64)).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    p = niah_prompts(200, NIAH_OPTS)["multivalue"][0]
+    s, e = p.answers[0]
+    rows = np.stack([p.tokens] * 7)
+    for r, c in zip(rows, list(p.texts) + list(p.candidates)):
+        r[s:e] = np.frombuffer(c.encode(), dtype=np.uint8)
+    (once,) = slot_logprobs(task_ctx(m), [(rows, s, e)])
+    whole = np.stack(score_positions(task_ctx(WholeRows(m)), rows, [np.arange(s, e)] * 7)[1])
+    np.testing.assert_allclose(once, whole, rtol=1e-5, atol=1e-5)
+    assert np.ptp(once.sum(1)) > 1e-3  # the answers score differently: the slot is read
+    vt = TASKS.get("vt")
+    opts = {**vt.options, "trials": 6, "form": "compact"}
+    for task, o, L in ((TASKS.get("niah"), NIAH_OPTS, 200), (vt, opts, 200)):
+        a, b = task.measure(task_ctx(m, **o), L), task.measure(task_ctx(WholeRows(m), **o), L)
+        assert a["metrics"] == pytest.approx(b["metrics"], rel=1e-9)
+        assert all(a["intervals"][k] == pytest.approx(b["intervals"][k], rel=1e-9) for k in b["intervals"])
+
+
 def ruler_eval():
     from pebench.data.needles import EVAL
 

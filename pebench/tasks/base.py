@@ -244,26 +244,21 @@ def answer_scores(ctx, prompts: list, choices=None) -> tuple[list[list[float]], 
 
 def ranking_scores(ctx, prompts: list) -> list[list[float]]:
     """Ranking prompts (``texts`` true, ``candidates`` distractors, one at a time in the answer slot): per prompt,
-    each true candidate's :func:`rank_credit` by the log-likelihood of the slot."""
+    each true candidate's :func:`rank_credit` by the log-likelihood of the slot. A prompt's rows share everything
+    before the slot, which runs once per prompt (``scoring.slot_logprobs``)."""
     import numpy as np
 
-    from ..scoring import score_positions
+    from ..scoring import slot_logprobs
 
-    rows, spans = [], []
+    slots = []
     for p in prompts:
         s, e = p.answers[0]
-        for c in list(p.texts) + list(p.candidates):
-            r = np.array(p.tokens, copy=True)
+        rows = np.stack([p.tokens] * (len(p.texts) + len(p.candidates)))
+        for r, c in zip(rows, list(p.texts) + list(p.candidates)):
             r[s:e] = np.frombuffer(c.encode("ascii"), dtype=np.uint8)
-            rows.append(r)
-            spans.append(np.arange(s, e))
-    _, logprob = score_positions(ctx, np.stack(rows), spans)
-    ll, out, i = [float(x.sum()) for x in logprob], [], 0
-    for p in prompts:
-        n = len(p.texts)
-        out.append(rank_credit(ll[i:i + n], ll[i + n:i + n + len(p.candidates)]))
-        i += n + len(p.candidates)
-    return out
+        slots.append((rows, s, e))
+    ll = [lp.sum(1) for lp in slot_logprobs(ctx, slots)]
+    return [rank_credit(list(x[:len(p.texts)]), list(x[len(p.texts):])) for p, x in zip(prompts, ll)]
 
 
 def parse_floats(spec: Any, what: str, lo: float, hi: float) -> list[float]:
