@@ -298,15 +298,19 @@ def _runnable(backend: str, q: torch.Tensor, mod: Optional[ScoreMod]) -> str:
 def attend_from(q, k, v, mod: Optional[ScoreMod], start: int) -> torch.Tensor:
     """Causal attention of the queries ``start`` .. T-1 only, against all T keys ([B, H, T, d_h] in, [B, H,
     T - start, d_h] out): the rows ``attend`` gives there, for any logit term (its materialized bias on the
-    [T - start, T] block, a value term from the log-sum-exp; rows before ``start`` get no probability mass)."""
-    scale = q.shape[-1] ** -0.5
-    s = _causal_scores(q[:, :, start:], k, mod, scale, start, materialize=True)
-    lse = torch.logsumexp(s, dim=-1)
-    out = torch.exp(s - lse.unsqueeze(-1)) @ v
-    if mod is not None and mod.needs_lse:
-        lse_all = F.pad(lse, (start, 0), value=float("inf"))  # exp(s - inf) = 0: the skipped rows stay finite
-        out = out + mod.value_term(q, k, lse_all, scale)[:, :, start:]
-    return out
+    [T - start, T] block, a value term from the log-sum-exp; rows before ``start`` get no probability mass).
+    Computed in float32 under autocast too (the block is small; fused kernels accumulate in float32 as well)."""
+    dt = q.dtype
+    with torch.autocast(q.device.type, enabled=False):
+        q, k, v = q.float(), k.float(), v.float()
+        scale = q.shape[-1] ** -0.5
+        s = _causal_scores(q[:, :, start:], k, mod, scale, start, materialize=True)
+        lse = torch.logsumexp(s, dim=-1)
+        out = torch.exp(s - lse.unsqueeze(-1)) @ v
+        if mod is not None and mod.needs_lse:
+            lse_all = F.pad(lse, (start, 0), value=float("inf"))  # exp(s - inf) = 0: the skipped rows stay finite
+            out = out + mod.value_term(q, k, lse_all, scale)[:, :, start:]
+    return out.to(dt)
 
 
 def attend(q, k, v, mod: Optional[ScoreMod] = None, backend: str = "auto") -> torch.Tensor:

@@ -109,6 +109,19 @@ def test_logits_from_keep_the_rope_scalings(variant):
         torch.testing.assert_close(m.logits_from(rows, 59), m(rows)[:, 59:], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("pe", ["rope", "t5", "shaw"])
+def test_logits_from_under_bf16_autocast_stay_with_the_whole_forward(pe):
+    """Evaluation on CUDA runs under bf16 autocast: the slot's rows keep the whole forward's accuracy there."""
+    m = DecoderLM(tiny_model_config(pe)).eval()
+    rows = _slot_rows(3, 48, 42)
+    with torch.inference_mode():
+        exact = m(rows)[:, 41:]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            whole, got = m(rows)[:, 41:].float(), m.logits_from(rows, 41).float()
+    assert torch.isfinite(got).all()
+    assert (got - exact).abs().max() <= 2 * (whole - exact).abs().max() + 1e-3
+
+
 def test_logits_from_groups_each_read_their_own_prefix():
     """Rows of two prompts interleaved (group ids per row): each row's logits are its whole forward's."""
     m = DecoderLM(tiny_model_config("t5")).eval()
