@@ -95,6 +95,9 @@ class ScoreMod:
         return self.fn(torch.zeros((), dtype=self.dtype), b, h, q_idx, kv_idx)
 
     def value_term(self, q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, scale: float) -> torch.Tensor:
+        """The term added to the attention output, [B, H, T, d_h], from the final logits' row log-sum-exp ``lse``
+        [B, H, T]. A row whose ``lse`` is +inf is not needed (``attention.attend_from`` skips it) and must stay
+        finite, which exp(s - lse) = 0 gives."""
         raise NotImplementedError
 
 
