@@ -140,37 +140,35 @@ class DecoderLM(nn.Module):
         return logits, loss
 
     @torch.no_grad()
-    def logits_from(self, idx: torch.Tensor, start: int, group: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """``self(idx)[:, start:]`` for rows that share their first ``start`` tokens with the other rows of their
-        ``group`` (group ids per row; default one group): answers tried in one slot of a prompt. The shared part
-        runs once: each group's first row runs whole for the states before ``start`` (causal: every row of the
-        group has the same); then every row (the first too: one arithmetic for all, so no row is favoured by
-        rounding) runs from ``start``, each layer reading its group's states for its keys and values. Per row
-        this costs the layers' qkv projections over T and everything else over T - start."""
+    def logits_from(self, idx: torch.Tensor, start: int, sizes: Optional[list[int]] = None) -> torch.Tensor:
+        """``self(idx)[:, start:]`` for groups of consecutive rows (``sizes``: rows per group; default one group)
+        whose rows share their first ``start`` tokens: answers tried in one slot of a prompt. The shared part runs
+        once: each group's first row runs whole for the states before ``start`` (causal: every row of the group
+        has the same); then every row (the first too: one arithmetic for all, so no row is favoured by rounding)
+        runs from ``start``, each layer reading its group's states for its keys and values. Per row this costs
+        the layers' qkv projections over T and everything else over T - start."""
         n, T = idx.shape
-        if not 0 < start < T:
-            raise UsageError(f"logits_from: start must be in 1 .. {T - 1}, got {start}")
-        ids, of = torch.unique(torch.zeros(n, dtype=torch.long) if group is None else group.cpu(), return_inverse=True)
-        heads = torch.stack([torch.nonzero(of == g)[0, 0] for g in range(len(ids))]).to(idx.device)
-        of = of.to(idx.device)
+        sizes = sizes or [n]
+        if not 0 < start < T or sum(sizes) != n:
+            raise UsageError(f"logits_from: start must be in 1 .. {T - 1} and sizes sum to {n}; got {start}, {sizes}")
         self.pe.consecutive = True
         positions = torch.arange(T, device=idx.device)
         scale = logit_scale_factors(self.logit_scale, T, self.cfg.context, self.cfg.logit_scale_c, idx.device)
         x = self.drop(self.pe.embed(self.tok(idx), positions))
-        first, shared = x[heads], []  # the groups' first rows run whole together (a scheme's bias built once)
+        groups = torch.split(x, sizes)
+        first, shared = torch.stack([g[0] for g in groups]), []  # run whole together: a scheme's bias built once
         for i, block in enumerate(self.blocks):
             shared.append(first[:, :start])
             if i + 1 < len(self.blocks):
                 first = block(first, self.pe, positions, scale)
         out = []
-        for g in range(len(ids)):  # then each group's rows (a small working set)
-            rows = x[of == g, start:]
+        for g, rows in enumerate(groups):  # then each group's rows (a small working set)
+            rows = rows[:, start:]
             for block, prefix in zip(self.blocks, shared):
                 whole = torch.cat([prefix[g:g + 1].expand(len(rows), -1, -1), rows], dim=1)
                 rows = block.forward_from(whole, self.pe, positions, scale, start)
             out.append(rows)
-        order = torch.cat([torch.nonzero(of == g)[:, 0] for g in range(len(ids))])
-        return self.head(self.ln_f(torch.cat(out)[torch.argsort(order)]))
+        return self.head(self.ln_f(torch.cat(out)))
 
     def flops_per_token(self, seq_len: int) -> float:
         """Training FLOPs per token (forward + backward = 3x forward) as PaLM (appendix B, 6N + 12LHQT) and

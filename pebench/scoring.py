@@ -203,7 +203,8 @@ def slot_logprobs(ctx, prompts: list[tuple[np.ndarray, int, int]]) -> list[np.nd
     if not hasattr(ctx.model, "logits_from") or min(s for _, s, _ in prompts) < 2:
         _, lp = score_positions(ctx, np.concatenate([r for r, _, _ in prompts]),
                                 [np.arange(s, e) for r, s, e in prompts for _ in r])
-        return [np.stack(lp[i - len(r):i]) for (r, _, _), i in zip(prompts, np.cumsum([len(r) for r, _, _ in prompts]))]
+        ends = np.cumsum([len(r) for r, _, _ in prompts])
+        return [np.stack(lp[e - len(r):e]) for (r, _, _), e in zip(prompts, ends)]
     L = prompts[0][0].shape[1]
     per = max(1, ctx.cfg.eval.batch_tokens // L)
     if ctx.progress is not None:
@@ -213,9 +214,8 @@ def slot_logprobs(ctx, prompts: list[tuple[np.ndarray, int, int]]) -> list[np.nd
         batch = prompts[i:i + per]
         first = min(s for _, s, _ in batch) - 1  # every prompt's rows share their tokens before it
         x = torch.from_numpy(np.concatenate([r for r, _, _ in batch]).astype(np.int64)).to(ctx.dev)
-        group = torch.cat([torch.full((len(r),), g) for g, (r, _, _) in enumerate(batch)])
         with torch.inference_mode(), autocast_for(ctx.dev):
-            logits = ctx.model.logits_from(x, first, group)  # index j predicts token first + 1 + j
+            logits = ctx.model.logits_from(x, first, [len(r) for r, _, _ in batch])  # j predicts first + 1 + j
         row = 0
         for r, s, e in batch:
             lg = logits[row:row + len(r), s - 1 - first:e - 1 - first].float()

@@ -123,19 +123,19 @@ def test_logits_from_under_bf16_autocast_stay_with_the_whole_forward(pe):
 
 
 def test_logits_from_groups_each_read_their_own_prefix():
-    """Rows of two prompts interleaved (group ids per row): each row's logits are its whole forward's."""
+    """Rows of two prompts, each group its own shared prefix: each row's logits are its whole forward's."""
     m = DecoderLM(tiny_model_config("t5")).eval()
     a, b = _slot_rows(3, 32, 28), _slot_rows(2, 32, 28)
     b[:, :28] = torch.randint(0, 256, (1, 28))  # another prompt: another shared prefix
-    rows, group = torch.cat([a[:1], b[:1], a[1:], b[1:]]), torch.tensor([5, 2, 5, 5, 2])
+    rows = torch.cat([a, b])
     with torch.inference_mode():
-        torch.testing.assert_close(m.logits_from(rows, 27, group), m(rows)[:, 27:], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(m.logits_from(rows, 27, [3, 2]), m(rows)[:, 27:], rtol=1e-5, atol=1e-5)
 
 
 def test_logits_from_refuses_a_start_outside_the_rows():
     m = DecoderLM(tiny_model_config("rope")).eval()
     for bad in (0, 16):
-        with pytest.raises(UsageError, match="start must be in 1 .. 15"):
+        with pytest.raises(UsageError, match="start must be in 1 .. 15 and sizes sum to 2"):
             m.logits_from(torch.zeros(2, 16, dtype=torch.long), bad)
 
 
