@@ -16,7 +16,11 @@ A claims file (``claims.yaml`` beside a result set) holds ``defaults`` (any cell
 
 Rules: ``intervals`` disjoint 95% intervals (over seeds; one seed's trial interval where a task has one),
 ``paired`` a per-seed difference whose 95% interval excludes 0, ``one-seed`` the point values (the text must say
-"one seed"), ``ratio`` the means within ``within`` (flat), ``point`` single measurements such as benchmark medians.
+"one seed"), ``ratio`` the means within ``within`` (flat), ``point`` single measurements such as benchmark medians,
+``seeds`` the relation decided in each seed on its own (by that seed's trial intervals where a task has them, else
+its values): the claim holds when the number of seeds where it holds is ``count`` (a number, or a list of the
+numbers allowed) out of ``of`` seeds, which the text must say ("2 of 3 seeds"). It states an outcome that differs
+between seeds, such as whether a phase change came, as what it is: a count.
 
 A cell from records: ``label``, ``length`` (tokens or ``Nx``), ``metric``, ``split``, ``protocol``, ``seeds``.
 A cell from a committed markdown table: ``file``, ``row``, ``col`` (header text), optional ``table`` (index) and
@@ -39,7 +43,7 @@ from .errors import UsageError
 from .stats import mean_ci
 
 RELATIONS = ("lower", "higher", "flat", "overlap", "above", "below", "undefined")
-RULES = ("intervals", "paired", "one-seed", "ratio", "point")
+RULES = ("intervals", "paired", "one-seed", "ratio", "point", "seeds")
 CLAIMS_FILE = "claims.yaml"
 _CELL_KEYS = {"label", "length", "metric", "split", "protocol", "seeds", "file", "row", "col", "table", "where",
               "task", "over", "part"}
@@ -56,6 +60,7 @@ class Cell:
     hi: Optional[float] = None
     n: int = 0
     undefined: int = 0  # records that say the scheme cannot represent this cell (learned beyond its table)
+    trials: dict = field(default_factory=dict)  # seed -> (lo, hi): the 95% interval over that seed's prompts
 
     @classmethod
     def from_values(cls, name: str, values: dict, trial: Optional[tuple] = None) -> "Cell":
@@ -113,6 +118,8 @@ def _checked_claim(c: dict, defaults: dict, where: str) -> dict:
         raise UsageError(f"{where}: rule {rule!r} is not one of {', '.join(RULES)}")
     if rule == "one-seed" and "one seed" not in c["text"]:
         raise UsageError(f"{where}: a one-seed claim must say 'one seed' in its text")
+    if rule == "seeds":
+        _check_seed_count(c, where)
     if rel in ("above", "below") and "value" not in c:
         raise UsageError(f"{where}: relation {rel} needs a value")
     if rel not in ("above", "below", "undefined") and "b" not in c:
@@ -130,6 +137,16 @@ def _checked_claim(c: dict, defaults: dict, where: str) -> dict:
         f"where.{k}" for k in (a.get("where") or {}) if k not in (c["b"].get("where") or {})]
     return {**c, "a": a, "b": b if b["where"] else {k: v for k, v in b.items() if k != "where"},
             "b_inherits": inherited}
+
+
+def _check_seed_count(c: dict, where: str) -> None:
+    of, count = c.get("of"), c.get("count")
+    counts = count if isinstance(count, list) else [count]
+    if not (isinstance(of, int) and of >= 1 and counts and all(isinstance(k, int) and 0 <= k <= of for k in counts)):
+        raise UsageError(f"{where}: rule seeds needs of (the number of seeds, >= 1) and count (a number of them, "
+                         f"or a list of numbers, each 0..of)")
+    if f"of {of} seeds" not in c["text"]:
+        raise UsageError(f"{where}: a seeds claim must say how many of how many seeds in its text ('of {of} seeds')")
 
 
 def expand(spec: dict) -> list[dict]:
@@ -155,6 +172,8 @@ def decide(claim: dict, a: Cell, b: Optional[Cell]) -> tuple[bool, str]:
         return a.mean is None and a.undefined > 0, f"{a.undefined} records undefined, {a.n} with a value"
     if a.mean is None or (b is not None and b.mean is None):
         return False, "a cell has no value"
+    if rule == "seeds":
+        return _per_seed(claim, a, b)
     if rel in ("above", "below"):
         return _against_value(a, float(claim["value"]), rel, rule)
     if rel == "flat":
@@ -186,6 +205,32 @@ def _intervals(a: Cell, b: Cell, rel: str) -> tuple[bool, str]:
     disjoint_low, disjoint_high = a.hi < b.lo, a.lo > b.hi
     ok = {"lower": disjoint_low, "higher": disjoint_high, "overlap": not (disjoint_low or disjoint_high)}[rel]
     return ok, f"95% intervals {'disjoint' if disjoint_low or disjoint_high else 'overlap'}"
+
+
+def _per_seed(claim: dict, a: Cell, b: Optional[Cell]) -> tuple[bool, str]:
+    """The relation in each seed alone (its trial intervals where both sides have them, else its values); holds
+    when the number of seeds where it holds is an allowed count of exactly ``of`` seeds."""
+    seeds = sorted(set(a.values) & set(b.values)) if b is not None else sorted(a.values)
+    if len(seeds) != claim["of"]:
+        return False, f"rule seeds: {len(seeds)} seed(s) with values, the claim is about {claim['of']}"
+    rel, held, each = claim["relation"], [], []
+    for s in seeds:
+        one_a = Cell(a.name, {s: a.values[s]}, a.values[s], *a.trials.get(s, (None, None)), 1)
+        one_b = None if b is None else Cell(b.name, {s: b.values[s]}, b.values[s], *b.trials.get(s, (None, None)), 1)
+        sub = {**claim, "rule": "intervals" if _has_trials(one_a, one_b) else "one-seed"}
+        if rel == "flat":
+            sub["rule"] = "ratio"
+        ok = decide(sub, one_a, one_b)[0]
+        held += [s] if ok else []
+        each.append(f"{s}: {a.values[s]:.3g}" + (f" vs {b.values[s]:.3g}" if b is not None else "")
+                    + ("" if ok else " no"))
+    counts = claim["count"] if isinstance(claim["count"], list) else [claim["count"]]
+    return len(held) in counts, (f"holds in seeds {held}: {len(held)} of {len(seeds)} "
+                                 f"(claimed {' or '.join(map(str, counts))}; by seed {', '.join(each)})")
+
+
+def _has_trials(a: Cell, b: Optional[Cell]) -> bool:
+    return a.lo is not None and (b is None or b.lo is not None)
 
 
 def _paired(a: Cell, b: Cell, rel: str) -> tuple[bool, str]:
@@ -249,13 +294,14 @@ class Evidence:
         undefined = int((sel["status"] == "undefined").sum())
         sel = sel[sel["status"] == "ok"]
         values = {int(s): float(v) for s, v in zip(sel["seed"], sel[metric]) if v is not None and not pd_isna(v)}
-        trial = next((tuple(iv[metric]) for iv in sel["intervals"] if iv.get(metric)), None)
+        trials = {int(s): tuple(iv[metric]) for s, iv in zip(sel["seed"], sel["intervals"]) if iv.get(metric)}
+        trial = next(iter(trials.values()), None)
         prot = spec.get("protocol", "nonoverlap")
         name = (f"{spec['label']} {metric} @{spec['length']} ({spec.get('split', 'validation')}"
                 + ("" if prot == "nonoverlap" else f", {prot}") + (f", seed {spec['seeds']}" if "seeds" in spec else "")
                 + ")")
         cell = Cell.from_values(name, values, trial)
-        cell.undefined = undefined
+        cell.undefined, cell.trials = undefined, {s: iv for s, iv in trials.items() if s in values}
         return cell
 
     def _table_cell(self, spec: dict) -> Cell:

@@ -6,7 +6,7 @@ is written from committed records (or a committed table file), never typed.
     <!-- pebench:end -->
 
 Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds: a report table), ``context`` (set, split: the
-context-use table), ``claims`` (set, tag: every claim, or those tagged, with held/failed and its numbers), ``include``
+context-use table), ``seeds`` (set, metrics, length, split, labels: one length seed by seed), ``claims`` (set, tag: every claim, or those tagged, with held/failed and its numbers), ``include``
 (file: a committed table written by pebench), ``profile`` (set: the phases of the run's time, from its profile.md),
 ``budgets`` (sets: one row per result set from its profile.json).
 """
@@ -64,6 +64,19 @@ def _context(root: Path, args: dict) -> str:
     from . import report as rp
 
     return rp.context_markdown(_frame(root, args["set"]), split=args.get("split", "validation"))
+
+
+@GENERATORS.register("seeds")
+def _seeds(root: Path, args: dict) -> str:
+    from . import report as rp
+    from .claims import parse_length
+
+    df = _frame(root, args["set"])
+    if "labels" in args:
+        df = df[df["label"].isin(args["labels"].split(","))]
+    ctx = int(df["train_context"].mode().iloc[0]) if not df.empty else 0
+    return rp.by_seed_markdown(df, args["metrics"].split(","), parse_length(args.get("length", "1x"), ctx),
+                               args.get("split", "validation"))
 
 
 @GENERATORS.register("claims")

@@ -332,6 +332,29 @@ def context_markdown(df: pd.DataFrame, metrics=None, split: str = "validation",
     return "\n".join(lines) + "\n"
 
 
+def by_seed_markdown(df: pd.DataFrame, metrics: list[str], length: int, split: str = "validation",
+                     protocols: Optional[dict] = None) -> str:
+    """One length, seed by seed: a row per label, a column per (metric, seed), each seed's value with the 95%
+    interval over its prompts where the task has one. What a mean over seeds hides (an outcome that came in some
+    seeds and not in others) shows here."""
+    seeds = sorted(int(s) for s in df["seed"].unique()) if not df.empty else []
+    tables = {s: [build_table(df[df["seed"] == s], m, (protocols or {}).get(m), split=split) for m in metrics]
+              for s in seeds}
+    if not seeds or any(length not in t.lengths for ts in tables.values() for t in ts):
+        raise PebenchError(f"no records at {length} tokens for every seed and metric ({', '.join(metrics)})")
+    first = tables[seeds[0]]
+    head = ["scheme"] + [f"{t.metric}, seed {s}" for t in first for s in seeds]
+    lines = [f"Seed by seed at {length} tokens ({length / first[0].context:g}x): "
+             + "; ".join(f"{t.metric} ({t.protocol})" for t in first)
+             + f"; split: {split}; brackets: 95% interval over the seed's prompts.",
+             "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = sorted({lab for ts in tables.values() for t in ts for lab in t.rows}, key=row_key)
+    for lab in rows:
+        cells = [_fmt(tables[s][i].cells.get((lab, length)), t.digits) for i, t in enumerate(first) for s in seeds]
+        lines.append(f"| {lab} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _plot_length(t: Table, path: Path) -> Path:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import ScalarFormatter

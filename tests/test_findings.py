@@ -252,6 +252,37 @@ def test_undefined_relation_needs_undefined_records(rset):
     assert got == {"learned-undef": True, "learned-1x-undef": False}
 
 
+def test_seeds_rule_counts_the_seeds_where_the_relation_holds_by_their_own_intervals(tmp_path):
+    """A phase change that came in some seeds: the claim is the count, decided per seed by its prompts' interval."""
+    rd = ResultsDir(tmp_path / "s")
+    # x: seed 0 clearly above 3, seed 1 above by its point but not by its interval, seed 2 clearly below
+    for seed, (v, lo, hi) in enumerate([(5.0, 4.6, 5.4), (3.5, 2.5, 4.5), (1.0, 0.8, 1.2)]):
+        rd.write_record({**record("x", seed, 128, v), "intervals": {"ppl": [lo, hi]}})
+        rd.write_record({**record("y", seed, 128, 2.0), "intervals": {"ppl": [1.9, 2.1]}})
+
+    def seeds_claim(id_, rel, count, of=3, **kw):
+        return {"id": id_, "text": f"{id_} in {count} of {of} seeds", "relation": rel, "rule": "seeds",
+                "count": count, "of": of, "a": {"label": "x", "length": 128}, **kw}
+
+    write_claims(rd.root, [
+        seeds_claim("above-1", "above", 1, value=3),
+        seeds_claim("above-2", "above", 2, value=3),           # seed 1's interval reaches below 3
+        seeds_claim("above-1-or-2", "above", [1, 2], value=3),
+        seeds_claim("higher-2", "higher", 2, b={"label": "y"}),  # seeds 0 and 1 (2.5 > 2.1), not 2
+        seeds_claim("lower-1", "lower", 1, b={"label": "y"}),
+        seeds_claim("of-2", "above", 1, of=2, value=3),       # the set has 3 seeds: not what the claim is about
+    ])
+    got = {v.id: v for v in cl.check_set(rd.root)}
+    assert {k: v.held for k, v in got.items()} == {"above-1": True, "above-2": False, "above-1-or-2": True,
+                                                  "higher-2": True, "lower-1": True, "of-2": False}
+    assert "holds in seeds [0]: 1 of 3" in got["above-2"].why
+    assert "3 seed(s) with values, the claim is about 2" in got["of-2"].why
+    for bad, msg in [({"text": "above in 1 seed"}, "of 3 seeds"), ({"count": 4}, "count"), ({"of": None}, "of")]:
+        write_claims(rd.root, [seeds_claim("c", "above", 1, value=3) | bad])
+        with pytest.raises(UsageError, match=msg):
+            cl.load_claims(rd.root / cl.CLAIMS_FILE)
+
+
 def test_doc_sections_filter_labels_seeds_and_tags_and_include_files(rset, tmp_path):
     write_claims(rset.root, [claim("up", "higher", "intervals", {"label": "breaks", "length": "16x"},
                                    {"length": "1x"}) | {"tags": ["page"]},
@@ -265,3 +296,15 @@ def test_doc_sections_filter_labels_seeds_and_tags_and_include_files(rset, tmp_p
     assert "| flat | **3.90** | **4.00** | 1.03 |" in text and "| breaks |" not in text  # seed 0 alone, one row
     assert "`up`" in text and "`flat`" not in text
     assert "| x | 1 |" in text and "Its own title" not in text
+
+
+def test_seed_by_seed_section_shows_each_seeds_value_and_interval(tmp_path):
+    rd = ResultsDir(tmp_path / "s")
+    for seed, (v, lo, hi) in enumerate([(5.0, 4.6, 5.4), (1.0, 0.8, 1.2)]):
+        rd.write_record({**record("x", seed, 128, v), "intervals": {"ppl": [lo, hi]}})
+        rd.write_record(record("x", seed, 256, v + 1))
+    text = render("<!-- pebench:seeds set=s metrics=ppl,bpb length=1x -->\n<!-- pebench:end -->\n", tmp_path)
+    assert "| scheme | ppl, seed 0 | ppl, seed 1 | bpb, seed 0 | bpb, seed 1 |" in text
+    assert f"| x | 5.00 [4.60, 5.40] | 1.00 [0.80, 1.20] | {math.log2(5):.3f} | 0.000 |" in text
+    with pytest.raises(Exception, match="no records at 512 tokens"):
+        render("<!-- pebench:seeds set=s metrics=ppl length=4x -->\n<!-- pebench:end -->\n", tmp_path)
