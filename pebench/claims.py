@@ -71,6 +71,10 @@ class Cell:
         lo, hi = (m - ci, m + ci) if len(vals) > 1 else (trial or (None, None))
         return cls(name, dict(values), m, lo, hi, len(vals))
 
+    def seed(self, s: int) -> "Cell":
+        """Seed ``s`` alone: its value and, where the task has one, the interval over its prompts."""
+        return Cell(self.name, {s: self.values[s]}, self.values[s], *self.trials.get(s, (None, None)), 1)
+
     def text(self) -> str:
         if self.mean is None:
             return f"{self.name}: no value"
@@ -215,8 +219,7 @@ def _per_seed(claim: dict, a: Cell, b: Optional[Cell]) -> tuple[bool, str]:
         return False, f"rule seeds: {len(seeds)} seed(s) with values, the claim is about {claim['of']}"
     rel, held, each = claim["relation"], [], []
     for s in seeds:
-        one_a = Cell(a.name, {s: a.values[s]}, a.values[s], *a.trials.get(s, (None, None)), 1)
-        one_b = None if b is None else Cell(b.name, {s: b.values[s]}, b.values[s], *b.trials.get(s, (None, None)), 1)
+        one_a, one_b = a.seed(s), None if b is None else b.seed(s)
         sub = {**claim, "rule": "intervals" if _has_trials(one_a, one_b) else "one-seed"}
         if rel == "flat":
             sub["rule"] = "ratio"
@@ -294,14 +297,14 @@ class Evidence:
         undefined = int((sel["status"] == "undefined").sum())
         sel = sel[sel["status"] == "ok"]
         values = {int(s): float(v) for s, v in zip(sel["seed"], sel[metric]) if v is not None and not pd_isna(v)}
-        trials = {int(s): tuple(iv[metric]) for s, iv in zip(sel["seed"], sel["intervals"]) if iv.get(metric)}
-        trial = next(iter(trials.values()), None)
+        trials = {int(s): tuple(iv[metric]) for s, iv in zip(sel["seed"], sel["intervals"])
+                  if iv.get(metric) and int(s) in values}
         prot = spec.get("protocol", "nonoverlap")
         name = (f"{spec['label']} {metric} @{spec['length']} ({spec.get('split', 'validation')}"
                 + ("" if prot == "nonoverlap" else f", {prot}") + (f", seed {spec['seeds']}" if "seeds" in spec else "")
                 + ")")
-        cell = Cell.from_values(name, values, trial)
-        cell.undefined, cell.trials = undefined, {s: iv for s, iv in trials.items() if s in values}
+        cell = Cell.from_values(name, values, next(iter(trials.values()), None))
+        cell.undefined, cell.trials = undefined, trials
         return cell
 
     def _table_cell(self, spec: dict) -> Cell:

@@ -115,10 +115,8 @@ class DecoderLM(nn.Module):
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None,
-                positions: Optional[torch.Tensor] = None):
-        """Logits [B, T, V]; with targets, (logits, mean cross-entropy). ``positions``: sorted training positions
-        (random positions); default 0 .. T-1."""
+    def _inputs(self, idx: torch.Tensor, positions: Optional[torch.Tensor] = None):
+        """The first block's input, the positions (default 0 .. T-1) and the logit scale for token ids ``idx``."""
         T = idx.shape[1]
         if self.pe.consecutive != (positions is None):
             self.pe.consecutive = positions is None
@@ -128,9 +126,15 @@ class DecoderLM(nn.Module):
                 T, self.pe.ctx.positions):
             raise UsageError(f"positions reach {int(positions[-1])}, but the model was built for positions below "
                              f"{max(T, self.pe.ctx.positions)} (train.random_positions sets that bound)")
-        x = self.pe.embed(self.tok(idx), positions)  # sinusoidal / learned act here
-        x = self.drop(x)
+        x = self.drop(self.pe.embed(self.tok(idx), positions))  # sinusoidal / learned act here
         scale = logit_scale_factors(self.logit_scale, T, self.cfg.context, self.cfg.logit_scale_c, idx.device)
+        return x, positions, scale
+
+    def forward(self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None,
+                positions: Optional[torch.Tensor] = None):
+        """Logits [B, T, V]; with targets, (logits, mean cross-entropy). ``positions``: sorted training positions
+        (random positions); default 0 .. T-1."""
+        x, positions, scale = self._inputs(idx, positions)
         for block in self.blocks:
             x = block(x, self.pe, positions, scale)
         logits = self.head(self.ln_f(x))
@@ -151,10 +155,7 @@ class DecoderLM(nn.Module):
         sizes = sizes or [n]
         if not 0 < start < T or sum(sizes) != n:
             raise UsageError(f"logits_from: start must be in 1 .. {T - 1} and sizes sum to {n}; got {start}, {sizes}")
-        self.pe.consecutive = True
-        positions = torch.arange(T, device=idx.device)
-        scale = logit_scale_factors(self.logit_scale, T, self.cfg.context, self.cfg.logit_scale_c, idx.device)
-        x = self.drop(self.pe.embed(self.tok(idx), positions))
+        x, positions, scale = self._inputs(idx)
         groups = torch.split(x, sizes)
         first, shared = torch.stack([g[0] for g in groups]), []  # run whole together: a scheme's bias built once
         for i, block in enumerate(self.blocks):
