@@ -3,7 +3,9 @@
 - ``sdpa``:  fused ``scaled_dot_product_attention``. With no logit term it uses ``is_causal=True``
              (flash / memory-efficient kernels, O(T) memory). With a logit term it materializes the
              per-head bias [*, H, T, T] as ``attn_mask`` (the "materialized-bias path"; fine at
-             training lengths and differentiable with respect to the bias).
+             training lengths and differentiable with respect to the bias). CPU inference hands the
+             fused kernel the bias unmasked with ``is_causal``, so it skips the masked half, and reuses
+             a bias whose scheme keys it (``ScoreMod.key``) across layers and batches.
 - ``flex``:  compiled FlexAttention with a causal block mask; the logit term runs inside the kernel as
              a score modification, so no T x T tensor exists. On CPU it is inference-only and cannot
              return the log-sum-exp, so a scheme with a value term (Shaw) uses ``banded`` there.
@@ -43,6 +45,10 @@ CHUNK = 256
 RELATIVE_MAX_BANDS = 8
 
 _compile_flex = True
+# CPU inference keeps the last materialized logit term whose scheme gives it a key (attention._inference_bias),
+# up to this size (a [4, 2048, 2048] fp32 term is 64 MiB)
+BIAS_CACHE_BYTES = 256 * 2 ** 20
+_BIAS_CACHE: dict = {}
 
 
 def set_flex_compile(enabled: bool) -> None:
@@ -97,12 +103,39 @@ def _sdpa_kernels(q: torch.Tensor):
     return contextlib.nullcontext()
 
 
+def _inference_bias(mod: ScoreMod, q: torch.Tensor) -> torch.Tensor:
+    """The term on the whole [T, T] grid, unmasked, as a 4-d tensor in q's dtype, for inference. Where the scheme
+    names what its term depends on (``ScoreMod.key``), the last one built is kept and reused by every layer and
+    batch whose key, length, dtype and device are equal (T5's shared table, ALiBi's slopes): one build per length
+    instead of one per layer and batch."""
+    T = q.shape[2]
+    key = None if mod.key is None else (mod.key(), T, q.dtype, q.device)
+    if key is not None and key in _BIAS_CACHE:
+        return _BIAS_CACHE[key]
+    b, h, qi, ki = _grid(q, 0, T, T)
+    bias = mod.bias(b, h, qi, ki).to(q.dtype)
+    bias = bias.reshape((1,) * (4 - bias.dim()) + tuple(bias.shape))
+    if bias.shape[-2:] != (T, T) or bias.stride(-1) != 1:
+        bias = bias.expand(*bias.shape[:2], T, T).contiguous()
+    if key is not None and bias.numel() * bias.element_size() <= BIAS_CACHE_BYTES:
+        _BIAS_CACHE.clear()
+        _BIAS_CACHE[key] = bias
+    return bias
+
+
 def attention_sdpa(q, k, v, mod: Optional[ScoreMod], scale: float):
     if mod is None:
         with _sdpa_kernels(q):
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale), None
     if mod.needs_lse:  # the log-sum-exp is needed anyway: one explicit softmax beats SDPA + a second q.k
         return attention_math(q, k, v, mod, scale, chunk=q.shape[2])
+    if q.device.type == "cpu" and not torch.is_grad_enabled():
+        # CPU inference: the fused kernel takes the term and the causal mask together (it skips the blocks above
+        # the diagonal and masks the rest itself), so the term needs no -inf mask and the masked half costs nothing
+        # (no gradient flows to its attn_mask, hence inference only)
+        out = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, 0.0, True, attn_mask=_inference_bias(mod, q), scale=scale)[0]
+        return out, None
     T = q.shape[2]
     b, h, qi, ki = _grid(q, 0, T, T)
     bias = mod.bias(b, h, qi, ki).masked_fill(ki > qi, float("-inf"))
@@ -304,6 +337,12 @@ def attend_from(q, k, v, mod: Optional[ScoreMod], start: int) -> torch.Tensor:
     with torch.autocast(q.device.type, enabled=False):
         q, k, v = q.float(), k.float(), v.float()
         scale = q.shape[-1] ** -0.5
+        if mod is None or not mod.needs_lse:  # the fused kernel, the block's term and causal mask as its attn_mask
+            b, h, qi, ki = _grid(q, start, q.shape[2] - start, k.shape[2])
+            term = torch.zeros((), dtype=q.dtype, device=q.device) if mod is None else mod.bias(b, h, qi, ki)
+            mask = term.to(q.dtype).masked_fill(ki > qi, float("-inf"))
+            out = F.scaled_dot_product_attention(q[:, :, start:], k, v, attn_mask=mask, scale=scale)
+            return out.to(dt)
         s = _causal_scores(q[:, :, start:], k, mod, scale, start, materialize=True)
         lse = torch.logsumexp(s, dim=-1)
         out = torch.exp(s - lse.unsqueeze(-1)) @ v

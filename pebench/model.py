@@ -144,6 +144,18 @@ class DecoderLM(nn.Module):
         return logits, loss
 
     @torch.no_grad()
+    def logits_tail(self, idx: torch.Tensor, start: int) -> torch.Tensor:
+        """``self(idx)[:, start:]``, for scoring only the end of each row: every layer but the last runs whole (its
+        states are the next layer's keys and values), the last one and the head only from ``start``."""
+        if start <= 0:
+            return self(idx)
+        x, positions, scale = self._inputs(idx)
+        for block in self.blocks[:-1]:
+            x = block(x, self.pe, positions, scale)
+        x = self.blocks[-1].forward_from(x, self.pe, positions, scale, start)
+        return self.head(self.ln_f(x))
+
+    @torch.no_grad()
     def logits_from(self, idx: torch.Tensor, start: int, sizes: Optional[list[int]] = None) -> torch.Tensor:
         """``self(idx)[:, start:]`` for groups of consecutive rows (``sizes``: rows per group; default one group)
         whose rows share their first ``start`` tokens: answers tried in one slot of a prompt. The shared part runs

@@ -104,6 +104,16 @@ def position_buckets(edges: list[int], length: int, loss_sum, count) -> list[dic
              "loss": float(loss_sum[b] / count[b]) if count[b] else None} for b in range(len(edges) - 1)]
 
 
+def tail_logits(model: torch.nn.Module, x: torch.Tensor, start: int) -> torch.Tensor:
+    """The logits at positions ``start`` .. T-1 of ``x``: where only the last quarter of each row (or less) is scored,
+    a model that can (``DecoderLM.logits_tail``) runs its last layer and head from there only; else it runs whole.
+    (The last layer's attention is then a [T - start, T] block, without the causal kernel's skipped half and, for a
+    value term, explicit: it pays where the block is short.)"""
+    if 4 * (x.shape[1] - start) <= x.shape[1] and hasattr(model, "logits_tail"):
+        return model.logits_tail(x, start)
+    return model(x)
+
+
 def score_stream(model: torch.nn.Module, stream: np.ndarray, length: int, protocol: Protocol,
                  batch_tokens: int, device: torch.device, max_length: Optional[int] = None,
                  progress: Optional[Progress] = None, title: str = "", far: Optional[np.ndarray] = None,
@@ -131,21 +141,23 @@ def score_stream(model: torch.nn.Module, stream: np.ndarray, length: int, protoc
             s, f = starts[i:i + per_batch], first[i:i + per_batch]
             chunk = torch.from_numpy(np.asarray(stream[s[:, None] + offsets[None, :]]).astype(np.int64)).to(device)
             with autocast_for(device):
-                logits = model(chunk)
+                logits = tail_logits(model, chunk, int(f.min()) - 1)
+            lo = length - logits.shape[1]  # logits at lo .. L-1 predict targets lo + 1 .. L-1
             tok_loss = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]),
-                                       chunk[:, 1:].reshape(-1), reduction="none").view(len(s), length - 1)
-            mask = torch.from_numpy(pos[None, :] >= f[:, None]).to(device)
+                                       chunk[:, lo + 1:].reshape(-1), reduction="none").view(len(s), -1)
+            scored = pos[None, lo:] >= f[:, None]
+            mask = torch.from_numpy(scored).to(device)
             tok_loss = (tok_loss * mask).double()
             if nbytes is not None:
-                n_bytes += int((nbytes[s[:, None] + offsets[None, 1:]] * (pos[None, :] >= f[:, None])).sum())
+                n_bytes += int((nbytes[s[:, None] + offsets[None, lo + 1:]] * scored).sum())
             if far is not None:
-                fm = torch.from_numpy(far[s[:, None] + offsets[None, 1:]]).to(device) & mask
+                fm = torch.from_numpy(far[s[:, None] + offsets[None, lo + 1:]]).to(device) & mask
                 far_sum += float(tok_loss[fm].sum())
                 far_n += int(fm.sum())
             loss_sum += torch.zeros(n_b, dtype=torch.float64, device=device).index_add_(
-                0, bucket_t, tok_loss.sum(0)).cpu()
+                0, bucket_t[lo:], tok_loss.sum(0)).cpu()
             count += torch.zeros(n_b, dtype=torch.float64, device=device).index_add_(
-                0, bucket_t, mask.sum(0).double()).cpu()
+                0, bucket_t[lo:], mask.sum(0).double()).cpu()
             if progress is not None:
                 progress.update((i + len(s)) * length)
     if progress is not None:
@@ -176,11 +188,13 @@ def score_positions(ctx, rows: np.ndarray, positions: list, choices: Optional[np
     with torch.inference_mode():
         for i in range(0, len(rows), per):
             x = torch.from_numpy(rows[i:i + per].astype(np.int64)).to(ctx.dev)
+            first = min((int(np.min(p)) for p in positions[i:i + per] if len(p)), default=1)
             with autocast_for(ctx.dev):
-                logits = ctx.model(x)
+                logits = tail_logits(ctx.model, x, first - 1)
+            lo = L - logits.shape[1]  # logits[:, j] is position lo + j
             for j in range(len(x)):
                 p = torch.from_numpy(np.asarray(positions[i + j], dtype=np.int64)).to(ctx.dev)
-                lg, tgt = logits[j, p - 1].float(), x[j, p]
+                lg, tgt = logits[j, p - 1 - lo].float(), x[j, p]
                 own = lg.gather(1, tgt[:, None])[:, 0]
                 pool = lg if ch is None else lg[:, ch]
                 top = pool.max(-1).values

@@ -47,6 +47,33 @@ def test_score_mod_reference_equals_materialized_bias_path(name):
             assert torch.allclose(a, b, atol=1e-5), backend
 
 
+@pytest.mark.parametrize("name", BIASED)
+def test_cpu_inference_with_a_term_matches_the_reference_and_rebuilds_a_changed_term(name):
+    """CPU inference gives the fused causal kernel the term unmasked (it skips the blocks above the diagonal); a
+    term with a key is built once and reused, and a change to its scheme's parameters is a new key, never a stale
+    term. Training never keeps one."""
+    pe = _pe(name).float()
+    q, k, v = (t.detach().float() for t in _qkv(T=300))  # past one kernel block, and ragged
+    attention._BIAS_CACHE.clear()
+    with torch.no_grad():
+        ref = attend(q, k, v, _mod(pe, q, k), "math")
+        out = attend(q, k, v, _mod(pe, q, k), "sdpa")
+        assert torch.allclose(out, ref, atol=1e-5)
+        keyed = _mod(pe, q, k).key is not None
+        assert keyed == (name in ("t5", "alibi", "kerple", "sandwich"))
+        assert len(attention._BIAS_CACHE) == int(keyed)
+        assert torch.equal(attend(q, k, v, _mod(pe, q, k), "sdpa"), out)  # the kept term gives the same
+        for t in list(pe.parameters()) + list(pe.buffers()):
+            t.mul_(0.7)
+        ref2 = attend(q, k, v, _mod(pe, q, k), "math")
+        assert torch.allclose(attend(q, k, v, _mod(pe, q, k), "sdpa"), ref2, atol=1e-5)
+        assert not torch.allclose(ref2, ref, atol=1e-4)  # the term did change
+    attention._BIAS_CACHE.clear()
+    qg = q.clone().requires_grad_()
+    attend(qg, k, v, _mod(pe, qg, k), "sdpa").sum().backward()
+    assert not attention._BIAS_CACHE and qg.grad is not None
+
+
 @pytest.mark.parametrize("name", FLEX)
 def test_flex_attention_matches_reference(name):
     pe = _pe(name)

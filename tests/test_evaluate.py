@@ -90,6 +90,57 @@ def test_per_token_average_and_buckets():
     assert b[0]["loss"] == pytest.approx(expected_loss(1), rel=1e-6)
 
 
+class TailPositionLoss(PositionLoss):
+    """PositionLoss with ``logits_tail`` (as DecoderLM has), recording the starts it is asked for."""
+
+    def __init__(self):
+        super().__init__()
+        self.starts = []
+
+    def logits_tail(self, idx, start):
+        self.starts.append(start)
+        return self(idx)[:, start:]
+
+
+def test_sliding_windows_run_only_their_scored_tail_with_the_same_accounting():
+    """Under the sliding protocol the windows after the first score only their last S tokens: the model is asked
+    for those logits only, and the losses, buckets, far tokens and bytes are those of running every window whole."""
+    n, L, S = 3000, 256, 32
+    stream = (np.arange(n) * 7 % 256).astype(np.uint8)
+    far, nbytes = np.arange(n) % 3 == 0, np.arange(n) % 2 + 1
+    args = (stream, L, Protocol("sliding", S), 4 * L, torch.device("cpu"))
+    tail = TailPositionLoss()
+    got = score_stream(tail, *args, far=far, nbytes=nbytes)
+    ref = score_stream(PositionLoss(), *args, far=far, nbytes=nbytes)
+    assert tail.starts and set(tail.starts) == {L - S - 1}  # the first batch (window 0 scores whole) ran whole
+    starts, first = windows(n, L, Protocol("sliding", S))
+    losses = [expected_loss(p) for f in first for p in range(f, L)]
+    assert got["tokens_scored"] == ref["tokens_scored"] == len(losses)
+    assert got["loss"] == pytest.approx(sum(losses) / len(losses), rel=1e-6)
+    assert got["loss"] == pytest.approx(ref["loss"], rel=1e-12)
+    assert got["position_buckets"] == ref["position_buckets"]
+    assert got["far"] == ref["far"] and got["far"]["tokens"] > 0
+    assert got["bytes_scored"] == ref["bytes_scored"] > got["tokens_scored"]
+
+
+def test_scored_positions_near_the_end_run_only_the_tail():
+    """Teacher-forced targets in the last quarter of the rows: the model is asked from the first target's logit on,
+    and the credits and log-probabilities are those of running the rows whole."""
+    from support import task_ctx
+
+    from pebench.scoring import score_positions
+
+    rows = np.random.default_rng(0).integers(0, 256, (10, 128))
+    pos = [np.arange(120, 128)] * 5 + [np.array([100, 127])] * 5
+    tail = TailPositionLoss()
+    got = score_positions(task_ctx(tail), rows, pos)
+    ref = score_positions(task_ctx(PositionLoss()), rows, pos)
+    assert tail.starts == [99]  # one batch: its earliest target is 100
+    for a, b in zip(got, ref):  # credits, then log-probabilities
+        for x, y in zip(a, b):
+            assert np.array_equal(x, y)
+
+
 def test_bucket_edges_cover_each_context_once():
     for L in (2, 16, 17, 100):
         e = bucket_edges(L)

@@ -81,6 +81,25 @@ def _slot_rows(n: int, T: int, start: int) -> torch.Tensor:
     return rows
 
 
+@pytest.mark.parametrize("pe", SCHEMES)
+def test_logits_tail_equal_the_whole_forward(pe):
+    """Every scheme (its terms perturbed): the last layer and head run from ``start`` only give the whole forward's
+    logits there; start 0 is the whole forward."""
+    m = DecoderLM(tiny_model_config(pe)).eval()
+    with torch.no_grad():
+        for p in m.pe.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    T = 16 if pe == "learned" else 48
+    x = torch.randint(0, 256, (3, T))
+    with torch.inference_mode():
+        whole = m(x)
+        for start in (T - 1, T - 12):
+            got = m.logits_tail(x, start)
+            assert got.shape == (3, T - start, 256)
+            torch.testing.assert_close(got, whole[:, start:], rtol=1e-5, atol=1e-5)
+        assert torch.equal(m.logits_tail(x, 0), whole)
+
+
 @pytest.mark.parametrize("pe,logit_scale", [(pe, ls) for pe in SCHEMES for ls in ("none", "logn")
                                              if (pe, ls) != ("shaw", "logn")])  # that pair is refused elsewhere
 def test_logits_from_a_shared_prefix_equal_the_whole_forward(pe, logit_scale):

@@ -39,4 +39,6 @@ class ALiBi(PositionalEncoding):
         def fn(score, b, h, q_idx, kv_idx):
             return score - slopes[h] * (q_idx - kv_idx)
 
-        return ScoreMod(fn, q.dtype)
+        mod = ScoreMod(fn, q.dtype)
+        mod.key = lambda: (type(self), tuple(slopes.tolist()))
+        return mod

@@ -81,6 +81,10 @@ class ScoreMod:
     band: Optional[int] = None
     # If set: the logit and value terms are Shaw-style relative vectors (see RelativeVectors).
     relative: Optional[RelativeVectors] = None
+    # If set: a function of no arguments giving, as a hashable value, everything the term depends on besides the
+    # indices (its scheme's class and parameter values). Equal keys mean equal terms, so CPU inference builds a
+    # materialized term once for every layer and batch that share it (``attention._inference_bias``).
+    key: Optional[Callable[[], tuple]] = None
 
     def __init__(self, fn: Callable[..., torch.Tensor], dtype: torch.dtype = torch.float32):
         self.fn = fn

@@ -67,4 +67,6 @@ class Kerple(PositionalEncoding):
         def fn(score, b, h, q_idx, kv_idx):
             return score + kerple_bias(q_idx - kv_idx, p[h], a[h], kind)
 
-        return ScoreMod(fn, q.dtype)
+        mod = ScoreMod(fn, q.dtype)
+        mod.key = lambda: (type(self), kind, tuple(p.tolist()), tuple(a.tolist()))  # shared by every layer
+        return mod

@@ -70,4 +70,5 @@ class Sandwich(PositionalEncoding):
 
         mod = ScoreMod(fn, q.dtype)
         mod.bias = bias
+        mod.key = lambda: (type(self), self.dim, tuple(ratios.tolist()))
         return mod

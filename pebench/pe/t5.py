@@ -58,4 +58,6 @@ class T5Bias(PositionalEncoding):
         def fn(score, b, h, q_idx, kv_idx):
             return score + table[h, t5_bucket(q_idx - kv_idx, nb, md)]
 
-        return ScoreMod(fn, q.dtype)
+        mod = ScoreMod(fn, q.dtype)
+        mod.key = lambda: (type(self), nb, md, tuple(table.flatten().tolist()))  # one table shared by every layer
+        return mod
