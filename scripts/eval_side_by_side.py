@@ -72,8 +72,8 @@ def same_science(before: dict, after: dict) -> list[str]:
 
 def main(before: str, after: str) -> None:
     b, a = Path(before), Path(after)
-    print(f"Evaluation of the same trained runs: before `{b.name}`, after `{a.name}` (their `profile.csv`: "
-          "seconds of each worker's evaluation, two workers at once)\n")
+    print(f"Evaluation side by side: before `{b.name}`, after `{a.name}` (their `profile.csv`: the seconds of "
+          "each evaluation item, as its worker ran it)\n")
     print("\n".join(time_table(eval_seconds(b), eval_seconds(a))))
     print("\nThe same measurements? Each record's metrics, before against after:\n")
     print("\n".join(same_science(metrics_by_key(b), metrics_by_key(a))))
