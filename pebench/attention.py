@@ -66,6 +66,14 @@ def _grid(q: torch.Tensor, q_offset: int, n_q: int, n_k: int):
     return b, h, qi, ki
 
 
+def _masked_bias(q: torch.Tensor, mod: Optional[ScoreMod], q_offset: int, n_k: int) -> torch.Tensor:
+    """The term for queries q_offset .. q_offset + len(q) against n_k keys (zero without one), in q's dtype, -inf
+    above the causal diagonal: the ``attn_mask`` SDPA takes where the kernel cannot apply the causal mask itself."""
+    b, h, qi, ki = _grid(q, q_offset, q.shape[2], n_k)
+    term = torch.zeros((), dtype=q.dtype, device=q.device) if mod is None else mod.bias(b, h, qi, ki).to(q.dtype)
+    return term.masked_fill(ki > qi, float("-inf"))
+
+
 def _causal_scores(q, k, mod: Optional[ScoreMod], scale: float, q_offset: int = 0, materialize: bool = False):
     """Scores for queries q_offset .. q_offset + len(q) against the keys, with the logit term and the mask.
 
@@ -136,11 +144,9 @@ def attention_sdpa(q, k, v, mod: Optional[ScoreMod], scale: float):
         out = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             q, k, v, 0.0, True, attn_mask=_inference_bias(mod, q), scale=scale)[0]
         return out, None
-    T = q.shape[2]
-    b, h, qi, ki = _grid(q, 0, T, T)
-    bias = mod.bias(b, h, qi, ki).masked_fill(ki > qi, float("-inf"))
     with _sdpa_kernels(q):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale), None
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=_masked_bias(q, mod, 0, k.shape[2]),
+                                              scale=scale), None
 
 
 def attention_banded(q, k, v, mod: ScoreMod, scale: float):
@@ -338,11 +344,9 @@ def attend_from(q, k, v, mod: Optional[ScoreMod], start: int) -> torch.Tensor:
         q, k, v = q.float(), k.float(), v.float()
         scale = q.shape[-1] ** -0.5
         if mod is None or not mod.needs_lse:  # the fused kernel, the block's term and causal mask as its attn_mask
-            b, h, qi, ki = _grid(q, start, q.shape[2] - start, k.shape[2])
-            term = torch.zeros((), dtype=q.dtype, device=q.device) if mod is None else mod.bias(b, h, qi, ki)
-            mask = term.to(q.dtype).masked_fill(ki > qi, float("-inf"))
-            out = F.scaled_dot_product_attention(q[:, :, start:], k, v, attn_mask=mask, scale=scale)
-            return out.to(dt)
+            q = q[:, :, start:]
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=_masked_bias(q, mod, start, k.shape[2]),
+                                                  scale=scale).to(dt)
         s = _causal_scores(q[:, :, start:], k, mod, scale, start, materialize=True)
         lse = torch.logsumexp(s, dim=-1)
         out = torch.exp(s - lse.unsqueeze(-1)) @ v

@@ -217,14 +217,13 @@ def _per_seed(claim: dict, a: Cell, b: Optional[Cell]) -> tuple[bool, str]:
     seeds = sorted(set(a.values) & set(b.values)) if b is not None else sorted(a.values)
     if len(seeds) != claim["of"]:
         return False, f"rule seeds: {len(seeds)} seed(s) with values, the claim is about {claim['of']}"
-    rel, held, each = claim["relation"], [], []
+    held, each = [], []
     for s in seeds:
         one_a, one_b = a.seed(s), None if b is None else b.seed(s)
-        sub = {**claim, "rule": "intervals" if _has_trials(one_a, one_b) else "one-seed"}
-        if rel == "flat":
-            sub["rule"] = "ratio"
-        ok = decide(sub, one_a, one_b)[0]
-        held += [s] if ok else []
+        rule = "ratio" if claim["relation"] == "flat" else "intervals" if _has_trials(one_a, one_b) else "one-seed"
+        ok = decide({**claim, "rule": rule}, one_a, one_b)[0]
+        if ok:
+            held.append(s)
         each.append(f"{s}: {a.values[s]:.3g}" + (f" vs {b.values[s]:.3g}" if b is not None else "")
                     + ("" if ok else " no"))
     counts = claim["count"] if isinstance(claim["count"], list) else [claim["count"]]

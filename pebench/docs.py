@@ -6,8 +6,9 @@ is written from committed records (or a committed table file), never typed.
     <!-- pebench:end -->
 
 Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds: a report table), ``context`` (set, split: the
-context-use table), ``seeds`` (set, metrics, length, split, labels: one length seed by seed), ``claims`` (set, tag: every claim, or those tagged, with held/failed and its numbers), ``include``
-(file: a committed table written by pebench), ``profile`` (set: the phases of the run's time, from its profile.md),
+context-use table), ``seeds`` (set, metrics, length, split, labels: one length seed by seed), ``claims`` (set,
+tag: every claim, or those tagged, with held/failed and its numbers), ``include`` (file: a committed table written
+by pebench), ``profile`` (set: the phases of the run's time, from its profile.md),
 ``budgets`` (sets: one row per result set from its profile.json).
 """
 from __future__ import annotations
