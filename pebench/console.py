@@ -36,6 +36,11 @@ class OneLineErrors(TyperGroup):
         except typer.Abort:
             typer.echo("aborted", err=True)
             sys.exit(1)
+        try:  # output still buffered goes now, so a reader that left is seen here, not at the interpreter's exit
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _quiet_stdout()
+            sys.exit(PIPE_CLOSED)
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
@@ -63,6 +68,19 @@ def _one_line(e: BaseException) -> tuple[str, int]:
     return f"unexpected {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} (rerun with --debug)", 1
 
 
+PIPE_CLOSED = 141  # the status a shell gives a command that SIGPIPE ended (128 + 13)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush into the closed pipe raises nothing."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor behind stdout (a test's capture): nothing to flush
+        pass
+
+
 def handle_errors(fn):
     """Expected failures become one line on stderr and a non-zero exit; --debug shows the traceback."""
 
@@ -74,6 +92,9 @@ def handle_errors(fn):
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
+        except BrokenPipeError:  # `pebench list | head`: the reader left; say nothing, as Unix tools do
+            _quiet_stdout()
+            raise typer.Exit(PIPE_CLOSED)
         except PebenchError as e:
             _err(str(e), e.exit_code)
         except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - last resort: still one line

@@ -254,3 +254,18 @@ def test_precision_flag_sets_the_training_precision_and_the_run_records_it(tmp_p
     assert r.exit_code == 0 and "trained" not in r.output, r.output
     r = invoke(*again, "--precision", "bf16")  # an explicit other precision is another model
     _assert_one_line_error(r, 2, "train.precision (trained in fp32)")
+
+
+def test_a_reader_that_leaves_the_pipe_gets_no_error():
+    """`pebench list | head -1`: the command's output goes into a pipe already closed (head took its line and left),
+    early or at the final flush; pebench says nothing and exits 141, as a command ended by SIGPIPE does."""
+    import os
+    import subprocess
+    import sys
+
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the first byte is written
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    p = subprocess.run([sys.executable, "-m", "pebench", "list"], stdout=w, stderr=subprocess.PIPE, text=True, env=env)
+    os.close(w)
+    assert p.returncode == 141 and p.stderr == "", (p.returncode, p.stderr)
