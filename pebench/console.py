@@ -39,8 +39,7 @@ class OneLineErrors(TyperGroup):
         try:  # output still buffered goes now, so a reader that left is seen here, not at the interpreter's exit
             sys.stdout.flush()
         except BrokenPipeError:
-            _quiet_stdout()
-            sys.exit(PIPE_CLOSED)
+            _pipe_closed()
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
@@ -71,14 +70,16 @@ def _one_line(e: BaseException) -> tuple[str, int]:
 PIPE_CLOSED = 141  # the status a shell gives a command that SIGPIPE ended (128 + 13)
 
 
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null, so the interpreter's final flush into the closed pipe raises nothing."""
+def _pipe_closed() -> None:
+    """The reader of stdout left (`pebench list | head`): exit quietly with SIGPIPE's status, stdout pointed at
+    /dev/null first so the interpreter's final flush into the closed pipe raises nothing."""
     import os
 
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (OSError, ValueError):  # no file descriptor behind stdout (a test's capture): nothing to flush
         pass
+    sys.exit(PIPE_CLOSED)
 
 
 def handle_errors(fn):
@@ -92,9 +93,8 @@ def handle_errors(fn):
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
-        except BrokenPipeError:  # `pebench list | head`: the reader left; say nothing, as Unix tools do
-            _quiet_stdout()
-            raise typer.Exit(PIPE_CLOSED)
+        except BrokenPipeError:  # the reader left; say nothing, as Unix tools do
+            _pipe_closed()
         except PebenchError as e:
             _err(str(e), e.exit_code)
         except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - last resort: still one line
