@@ -24,7 +24,8 @@ between seeds, such as whether a phase change came, as what it is: a count.
 
 A cell from records: ``label``, ``length`` (tokens or ``Nx``), ``metric``, ``split``, ``protocol``, ``seeds``.
 A cell from a committed markdown table: ``file``, ``row``, ``col`` (header text), optional ``table`` (index) and
-``where`` ({column: value} for rows keyed by more than their first column).
+``where`` ({column: value} for rows keyed by more than their first column). A number from a committed JSON file
+(such as the ``profile.json`` a run writes): ``file`` (ending ``.json``) and ``key`` (a dotted path into it).
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ RELATIONS = ("lower", "higher", "flat", "overlap", "above", "below", "undefined"
 RULES = ("intervals", "paired", "one-seed", "ratio", "point", "seeds")
 CLAIMS_FILE = "claims.yaml"
 _CELL_KEYS = {"label", "length", "metric", "split", "protocol", "seeds", "file", "row", "col", "table", "where",
-              "task", "over", "part"}
+              "task", "over", "part", "key"}
 
 
 @dataclass
@@ -155,7 +156,7 @@ def _check_seed_count(c: dict, where: str) -> None:
 
 def expand(spec: dict) -> list[dict]:
     """A cell spec with lists (label: [a, b], or inside where) as one spec per combination."""
-    keys = [k for k in ("label", "length", "row", "col", "protocol", "split", "metric")
+    keys = [k for k in ("label", "length", "row", "col", "protocol", "split", "metric", "file", "key")
             if isinstance(spec.get(k), list)]
     wkeys = [k for k, v in (spec.get("where") or {}).items() if isinstance(v, list)]
     out = []
@@ -277,7 +278,9 @@ class Evidence:
             over = {**base, **spec["over"], "where": {**(base.get("where") or {}), **(spec["over"].get("where") or {})}}
             num, den = self.cell(base), self.cell(over)
             return ratio_cell(num, den)
-        return self._table_cell(spec) if "file" in spec else self._record_cell(spec)
+        if "file" not in spec:
+            return self._record_cell(spec)
+        return self._json_cell(spec) if spec["file"].endswith(".json") else self._table_cell(spec)
 
     def _record_cell(self, spec: dict) -> Cell:
         from .tasks import metric as find_metric
@@ -305,6 +308,25 @@ class Evidence:
         cell = Cell.from_values(name, values, next(iter(trials.values()), None))
         cell.undefined, cell.trials = undefined, trials
         return cell
+
+    def _json_cell(self, spec: dict) -> Cell:
+        """One number of a committed JSON file, at the dotted path ``key``."""
+        import json
+
+        path, key = self.root / spec["file"], spec.get("key")
+        if not key:
+            raise UsageError(f"{path}: a cell from a JSON file needs a key (a dotted path to a number)")
+        try:
+            value = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise UsageError(f"cannot read {path}: {e}")
+        for part in key.split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise UsageError(f"{path}: no number at {key!r} ({part!r} is missing)")
+            value = value[part]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise UsageError(f"{path}: {key!r} is {value!r}, not a number")
+        return Cell(f"{spec['file']}: {key}", {}, float(value), None, None, 1)
 
     def _table_cell(self, spec: dict) -> Cell:
         file = spec["file"]

@@ -148,6 +148,25 @@ def test_table_claims_read_committed_tables(tmp_path):
     assert v.held and "2.5" in v.why and "3" in v.why
 
 
+def test_json_claims_read_a_number_at_a_dotted_key(tmp_path):
+    for name, ratio in (("fast", 1.2), ("slow", 1.7)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "profile.json").write_text(json.dumps({"ratio": ratio, "run": {"wall_s": 300},
+                                                                  "cpu": "x"}))
+    within = claim("within", "below", "point", {"file": ["fast/profile.json", "slow/profile.json"], "key": "ratio"},
+                   value=1.5)
+    write_claims(tmp_path, [within, claim("wall", "below", "point", {"file": "fast/profile.json",
+                                                                     "key": "run.wall_s"}, value=301)])
+    v_within, v_wall = cl.check_set(tmp_path)
+    assert not v_within.held and "ok: fast/profile.json: ratio = 1.2" in v_within.why and "FAILS" in v_within.why
+    assert "1.7 < 1.5" in v_within.why and v_wall.held
+    for key, msg in (("run.steps", "'steps' is missing"), ("cpu", "'cpu' is 'x', not a number"),
+                     (None, "needs a key")):
+        write_claims(tmp_path, [claim("bad", "below", "point", {"file": "fast/profile.json", "key": key}, value=1)])
+        with pytest.raises(UsageError, match=msg):
+            cl.check_set(tmp_path)
+
+
 def test_docs_sections_are_generated_and_checked(rset, tmp_path):
     write_claims(rset.root, [claim("breaks-up", "higher", "intervals", {"label": "breaks", "length": "16x"},
                                    {"length": "1x"})])
