@@ -108,7 +108,8 @@ def export(run: str = typer.Argument(..., help="a finished run (RoPE or NoPE)"),
 
 def job(spec: Path = typer.Argument(..., help="a job file written by `pebench run --devices` or --launcher"),
         device: str = DeviceOpt):
-    """A worker's job: train the run its file names, then evaluate it, exactly as planned by its parent."""
+    """A worker's job: train the run its file names, then evaluate it (or the part of that the file names), exactly
+    as planned by its parent."""
     from .progress import for_stream
     from .sweep import run_job_file
 

@@ -29,7 +29,8 @@ class EvalRequest:
     """What to measure on a run: lengths (None: the config's multiples of its context), the protocol, the
     scheme's evaluation-time variants (``["all"]``: each run's own list), a fixed RoPE factor (None: automatic),
     the stream (max tokens, split), the device and attention backend, an evaluation-time logit scale, the tasks
-    (default ``ppl``) with their options, and whether records already written are reused."""
+    (default ``ppl``) with their options, whether records already written are reused, and ``only_lengths``: a
+    worker's share of the lengths (None: all), measured exactly as the whole list would measure them."""
 
     lengths: Optional[list] = None
     protocol: Protocol = Protocol()
@@ -43,6 +44,7 @@ class EvalRequest:
     tasks: list = field(default_factory=list)
     options: Optional[dict] = None
     skip_existing: bool = False
+    only_lengths: Optional[list] = None
 
     def resolved_tasks(self) -> tuple[list[Task], dict]:
         tasks = self.tasks or resolve_tasks("ppl")
@@ -158,6 +160,7 @@ def evaluate_run(results: ResultsDir, run: str, req: EvalRequest = EvalRequest()
     lengths = req.lengths or [int(round(m * T)) for m in o.cfg.eval.multiples]
     for task in tasks:  # check every setting before computing anything
         task.check(options[task.name], lengths, T, len(o.stream), req.protocol)
+    todo = _share(lengths, req.only_lengths)
     prov = {**environment(str(dev)), "seed": o.cfg.train.seed, "steps": o.cfg.train.steps,
             "params": o.model.num_params(), "corpus": o.corpus.spec, "corpus_fingerprint": o.corpus.fingerprint,
             "config_hash": o.cfg.hash(), "config_name": o.cfg.name, "parent": o.meta.get("parent"),
@@ -173,10 +176,20 @@ def evaluate_run(results: ResultsDir, run: str, req: EvalRequest = EvalRequest()
                 ctx = EvalContext(o.model, o.cfg, dev, o.stream, o.tokens, req.protocol, max(lengths),
                                   options[task.name], progress=progress)
                 head = {"run": run, "label": label, "variant": v}
-                records += _evaluate_task(results, task, ctx, head, lengths, req, prov, on_record, shared=measured)
+                records += _evaluate_task(results, task, ctx, head, todo, req, prov, on_record, shared=measured)
     finally:
         o.model.pe = base_pe
     return records
+
+
+def _share(lengths: list[int], only: Optional[list]) -> list[int]:
+    """The lengths this call measures: ``only`` of ``lengths`` (the whole list still sets every length-dependent
+    choice, such as the fixed protocol's target positions, so a share measures what the whole would)."""
+    if only is None:
+        return lengths
+    if missing := sorted(set(only) - set(lengths)):
+        raise UsageError(f"lengths {missing} are not among the evaluation's lengths {lengths}")
+    return [L for L in lengths if L in set(only)]
 
 
 def _evaluate_task(results, task: Task, ctx: EvalContext, head: dict, lengths: list[int], req: EvalRequest,

@@ -1,8 +1,9 @@
 """Running the jobs a plan made: in this process, or in parallel worker processes, one per device.
 
-A job is one run: train it (resuming what was interrupted, skipping what is finished), then evaluate it. For a
-worker the parent writes the resolved job (the run's full config and the evaluation request) to a file, and the
-worker runs ``pebench job FILE``: it reads that file and plans nothing, so a worker can never plan differently
+A job is one run: train it (resuming what was interrupted, skipping what is finished), then evaluate it; on
+workers, a job of the first waves runs as its training and then shares of its evaluation (``split_evaluations``).
+For a worker the parent writes the resolved job (the run's full config and the evaluation request) to a file, and
+the worker runs ``pebench job FILE``: it reads that file and plans nothing, so a worker can never plan differently
 from its parent. A crash in one job cannot take the others down, and an interrupted sweep resumes where it stopped.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from .config import Config, config_from_dict
 from .errors import PebenchError, UsageError
@@ -93,6 +94,8 @@ class Job:
     cost: float = 0.0  # expected work (training FLOPs x evaluation variants): the longest jobs start first
     threads: int = 0  # CPU threads of the job (0: the worker's share); fixed by the plan, never by timing
     last_wave: bool = False  # starts once every other job is done, with the cores the others leave
+    run: str = ""  # the run it trains or evaluates ("": its name)
+    after: Optional["Job"] = None  # starts once this one is done (an evaluation share, after its run's training)
     state: str = "queued"
     device: str = ""
     error: str = ""
@@ -125,6 +128,42 @@ def assign_threads(jobs: list[Job], workers: int, cores: int) -> list[Job]:
         j.last_wave = k > 0 and i >= len(jobs) - k
         j.threads = max(1, cores // (k if j.last_wave else workers))
     return jobs
+
+
+def split_evaluations(jobs: list[Job]) -> list[Job]:
+    """Each job of the first waves as its training, then its evaluation in two shares (the longest length, and the
+    others), each share a job of its own that starts once the training is done: shares of every run fill the
+    cores the last trainings leave, where whole jobs left a core idle until the longest finished. A share runs
+    with its training's threads and measures exactly what the whole job would (``EvalRequest.only_lengths``). Jobs
+    of the last wave, and jobs with one length, stay whole. Trainings come first, then the shares, costliest first."""
+    from .checkpoint import train_flops
+
+    trains, shares, last = [], [], []
+    for job in jobs:
+        spec = json.loads(Path(job.spec).read_text())
+        cfg = config_from_dict(spec["config"], name=spec["config"].get("name", "custom"))
+        lengths = spec["eval"].get("lengths") or [int(round(m * cfg.model.context)) for m in cfg.eval.multiples]
+        if job.last_wave or len(lengths) < 2:
+            (last if job.last_wave else trains).append(job)
+            continue
+        train = replace(job, spec=_part_file(job.spec, spec, "train", None), cost=train_flops(cfg), log=[])
+        trains.append(train)
+        for part in ([max(lengths)], sorted(set(lengths) - {max(lengths)})):
+            name = f"{job.name} eval L={','.join(map(str, part))}"
+            share = (job.cost - train.cost) * sum(part) / sum(lengths)
+            shares.append(replace(job, name=name, run=job.name, spec=_part_file(job.spec, spec, "eval", part),
+                                  cost=share, after=train, log=[]))
+    return trains + sorted(shares, key=lambda j: -j.cost) + last
+
+
+def _part_file(path: Path, spec: dict, part: str, lengths: Optional[list]) -> Path:
+    """A job file for one part of a job: its training alone, or the evaluation of ``lengths`` alone."""
+    tag = part if lengths is None else f"eval-{'-'.join(map(str, lengths))}"
+    out = {**spec, "train": part == "train", "evaluate": part == "eval",
+           "eval": {**spec["eval"], "only_lengths": lengths}}
+    dest = Path(path).with_name(f"{Path(path).stem}.{tag}.json")
+    atomic_write_json(dest, out)
+    return dest
 
 
 def parse_devices(spec: str) -> list[str]:
@@ -173,33 +212,51 @@ def _view(jobs: list[Job], workers: int, results: ResultsDir):
     for col in ("run", "device", "state", "step"):
         t.add_column(col)
     for j in jobs:
-        st = results.status(j.name)
+        st = results.status(j.run or j.name)
         t.add_row(j.name, j.device, j.state if not j.error else f"failed: {j.error}",
                   f"{st.get('step', 0)}/{st.get('steps', '?')}")
     return t
+
+
+class _Queue:
+    """Jobs in their order, each given out once the job it waits for (``after``) has ended."""
+
+    def __init__(self, jobs: list[Job]):
+        self.jobs, self.cv = list(jobs), threading.Condition()
+
+    def take(self) -> Optional[Job]:
+        with self.cv:
+            while self.jobs:
+                for i, job in enumerate(self.jobs):
+                    if job.after is None or job.after.state in ("done", "failed"):
+                        return self.jobs.pop(i)
+                self.cv.wait()
+            return None
+
+    def ended(self) -> None:
+        with self.cv:
+            self.cv.notify_all()
 
 
 def run_sweep(jobs: list[Job], devices: list[str], results: ResultsDir, show: bool = True) -> list[Job]:
     """Run jobs on the workers; a rich table shows every job's state and training step."""
     from rich.live import Live
 
-    if all(d == "cpu" for d in devices):
+    if all(d == "cpu" for d in devices) and not any(j.threads for j in jobs):
         assign_threads(jobs, len(devices), os.cpu_count() or 1)
-    first, last = queue.Queue(), queue.Queue()
-    for j in jobs:
-        (last if j.last_wave else first).put(j)
+    first, last = _Queue([j for j in jobs if not j.last_wave]), _Queue([j for j in jobs if j.last_wave])
     done_first = threading.Barrier(len(devices))
 
-    def drain(q: queue.Queue, device: str) -> None:
-        while True:
+    def drain(q: _Queue, device: str) -> None:
+        while (job := q.take()) is not None:
             try:
-                job = q.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                _run_job(job, device, len(devices))
+                if job.after is not None and job.after.state != "done":
+                    job.state, job.error = "failed", f"not started: {job.after.name} failed"
+                else:
+                    _run_job(job, device, len(devices))
             except Exception as e:  # noqa: BLE001 - a job that cannot even start is a failed job, not a dead worker
                 job.state, job.error = "failed", f"{type(e).__name__}: {e}"
+            q.ended()
 
     def worker(device: str) -> None:
         drain(first, device)
@@ -238,18 +295,27 @@ def run_all(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool, devic
     (``auto``, GPU indices or ``cpu:N``). Returns the number of runs or jobs that failed, each reported."""
     if devices == "local":
         return run_local(rd, runs, req, overwrite, train_fn, on_error, on_record, progress)
-    jobs = run_sweep(jobs_for(rd, runs, req, overwrite), parse_devices(devices), rd, show=show)
+    devs = parse_devices(devices)
+    jobs = jobs_for(rd, runs, req, overwrite)
+    if all(d == "cpu" for d in devs):
+        assign_threads(jobs, len(devs), os.cpu_count() or 1)
+    jobs = run_sweep(split_evaluations(jobs), devs, rd, show=show)
     for j in failed_jobs(jobs):
         on_error(f"job {j.name} failed: {j.error}")
     return len(failed_jobs(jobs))
 
 
 def run_job_file(path: Path, device: str, train_fn, on_error, on_record=None, progress=None) -> int:
-    """A worker's job: train the run its file names, then evaluate it, exactly as the parent planned."""
+    """A worker's job: train the run its file names, then evaluate it, exactly as the parent planned (or the one
+    part of that the file names: the training alone, or the evaluation of some lengths)."""
     rd, name, cfg, req, overwrite = read_job(path)
-    train_fn(cfg, rd, name, device=device, resume=not overwrite, overwrite=overwrite)
+    part = json.loads(Path(path).read_text())
+    if part.get("train", True):
+        train_fn(cfg, rd, name, device=device, resume=not overwrite, overwrite=overwrite)
+    if not part.get("evaluate", True):
+        return 0
     return evaluate_runs(rd, [name], replace(req, device=device), False, on_error, on_record, progress)
 
 
 __all__ = ["Job", "evaluate_runs", "jobs_for", "parse_devices", "read_job", "run_job_file", "run_local",
-           "run_sweep", "write_job"]
+           "run_sweep", "split_evaluations", "write_job"]

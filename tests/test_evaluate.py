@@ -180,3 +180,34 @@ def test_variants_that_compute_the_same_function_share_one_measurement(tmp_path,
         assert copied[(f"rope+{v}", 16)] == "rope"
     assert copied[("rope+dynamic-ntk", 32)] == "rope+ntk"  # the same base at L = 2T
     assert ("rope+ntk", 32) not in copied and ("rope+yarn", 32) not in copied and ("rope", 16) not in copied
+
+
+@pytest.mark.parametrize("protocol", [Protocol(), Protocol("fixed", targets=8)])
+def test_a_share_of_the_lengths_measures_what_the_whole_evaluation_measures(tmp_path, protocol):
+    """A worker's share of a run's evaluation (``only_lengths``, the sweep's evaluation shares) writes the very
+    records the whole evaluation writes, also where a protocol's choices depend on the longest length (fixed)."""
+    from dataclasses import replace
+
+    from pebench.config import config_from_dict
+    from pebench.evaluate import EvalRequest, evaluate_run
+    from pebench.results import ResultsDir
+    from pebench.tasks import TASKS, task_options
+    from pebench.train import train
+    from support import micro
+
+    cfg = config_from_dict(micro(), name="micro")
+    cfg = replace(cfg, model=replace(cfg.model, pe="rope"))
+    rd = ResultsDir(tmp_path / "res")
+    train(cfg, rd, "r", device="cpu")
+    tasks = [TASKS.get("ppl"), TASKS.get("copy")]
+    req = EvalRequest(lengths=[16, 32, 64], scalings=["all"], device="cpu", protocol=protocol, max_tokens=300,
+                      tasks=tasks, options=task_options(tasks, {"copy.string_length": 6, "copy.trials": 4}))
+    whole = {(r["task"], r["label"], r["length"]): r for r in evaluate_run(rd, "r", req)}
+    shares = {(r["task"], r["label"], r["length"]): r for part in ([64], [16, 32])
+              for r in evaluate_run(rd, "r", replace(req, only_lengths=part))}
+    assert shares.keys() == whole.keys() and {k[2] for k in whole} == {16, 32, 64}
+    for key, rec in whole.items():
+        assert shares[key]["metrics"] == rec["metrics"] and shares[key]["details"] == rec["details"], key
+        assert shares[key]["provenance"].get("measured_as") == rec["provenance"].get("measured_as"), key
+    with pytest.raises(UsageError, match=r"lengths \[48\] are not among the evaluation's lengths \[16, 32, 64\]"):
+        evaluate_run(rd, "r", replace(req, only_lengths=[48]))

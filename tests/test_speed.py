@@ -65,6 +65,52 @@ def test_the_last_wave_starts_after_every_other_job(tmp_path, monkeypatch):
     assert all(j.state == "done" for j in jobs)
 
 
+def test_first_wave_jobs_split_into_training_then_evaluation_shares(tmp_path):
+    """The main job's plan on two workers: six trainings, then each of their runs' evaluations in two shares (the
+    longest length, the others) that wait for that training, costliest first; the last wave's job stays whole."""
+    import json
+
+    from pebench.sweep import assign_threads, read_job, split_evaluations
+
+    runs = plan_runs(load_config("tiny"), ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"], [0])
+    jobs = assign_threads(jobs_for(ResultsDir(tmp_path), runs, eval_request(rope_scaling="all"), False), 2, 2)
+    items = split_evaluations(jobs)
+    trains, shares, last = items[:6], items[6:18], items[18:]
+    assert [j.name for j in trains] == [j.name for j in jobs[:6]] and len(items) == 19
+    assert [j.name for j in last] == [jobs[6].name] and last[0].spec == jobs[6].spec and last[0].threads == 2
+    assert [j.cost for j in shares] == sorted((j.cost for j in shares), reverse=True)
+    assert shares[0].name == "rope-tiny-s0 eval L=2048" and shares[0].after is trains[0]
+    for t in trains:
+        part = json.loads(t.spec.read_text())
+        assert (part["train"], part["evaluate"], t.threads, t.after) == (True, False, 1, None)
+        mine = [j for j in shares if j.after is t]
+        got = sorted(L for j in mine for L in read_job(j.spec)[3].only_lengths)
+        assert got == [128, 256, 512, 1024, 2048] and all(j.run == t.name and j.threads == 1 for j in mine)
+        assert all(json.loads(j.spec.read_text())["train"] is False for j in mine)
+    assert read_job(shares[0].spec)[3].lengths is None  # the whole list still comes from the config
+
+
+def test_an_evaluation_share_waits_for_its_training_and_fails_with_it(tmp_path, monkeypatch):
+    import pebench.sweep as sw
+
+    order = []
+
+    def fake(job, device, workers):
+        order.append(("start", job.name))
+        time.sleep(0.2 if job.name == "a" else 0.01)
+        order.append(("end", job.name))
+        job.state = "failed" if job.name == "b" else "done"
+
+    monkeypatch.setattr(sw, "_run_job", fake)
+    a, b = (Job(n, "rope", 0, tmp_path / f"{n}.json", threads=1) for n in "ab")
+    jobs = [a, b, Job("a eval", "rope", 0, tmp_path / "ae.json", threads=1, run="a", after=a),
+            Job("b eval", "rope", 0, tmp_path / "be.json", threads=1, run="b", after=b)]
+    sw.run_sweep(jobs, ["cpu", "cpu"], ResultsDir(tmp_path), show=False)
+    assert order.index(("start", "a eval")) > order.index(("end", "a"))
+    assert ("start", "b eval") not in order and jobs[3].error == "not started: b failed"
+    assert [j.state for j in jobs] == ["done", "failed", "done", "failed"]
+
+
 def test_the_profile_counts_this_invocations_work_against_the_floor(tmp_path):
     rd = ResultsDir(tmp_path)
     (name, cfg), (old, _) = plan_runs(load_config("tiny"), ["rope", "alibi"], [0])
