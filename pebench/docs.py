@@ -106,19 +106,21 @@ def _profile(root: Path, args: dict) -> str:
 @GENERATORS.register("budgets")
 def _budgets(root: Path, args: dict) -> str:
     """One row per result set (``sets``, comma-separated) from its profile.json: when and where it was measured,
-    its wall time, the training floor at the fp32 matmul peak measured in the same run, and the bf16 floor where the
-    runs trained in bf16."""
+    how busy its schedule kept the cores, its wall time, the training floor at the fp32 matmul peak measured in the
+    same run, and the bf16 floor where the runs trained in bf16."""
     import json
 
-    rows = ["| result set | measured | machine (cores) | precision | workers | wall | training / evaluation (worker s) "
-            "| fp32 peak | fp32 floor | wall / fp32 floor | bf16 peak | wall / bf16 floor |", "|" + "---|" * 12]
+    rows = ["| result set | measured | machine (cores) | precision | workers | cores busy | wall | training / "
+            "evaluation (worker s) | fp32 peak | fp32 floor | wall / fp32 floor | bf16 peak | wall / bf16 floor |",
+            "|" + "---|" * 13]
     for set_ in args["sets"].split(","):
         f = json.loads((root / set_ / "profile.json").read_text())
         ratio = f"{f['ratio']:.2f}x" if f.get("ratio") else "n/a"  # no training in the run: no floor
         bf = f"{f['peak_bf16_gflops']:,.0f} GFLOP/s | {f['wall_s'] / f['floor_bf16_s']:.2f}x" \
             if f.get("floor_bf16_s") else " | "
+        busy = "" if f.get("core_use") is None else f"{f['core_use']:.0%}"  # not in profiles before it was added
         rows.append(f"| `{set_}` | {f['measured']} | {f['cpu']} ({f['cores']}) | {', '.join(f['precision'])} | "
-                    f"{f['workers']} | {f['wall_s']:,.0f} s | {f['train_s']:,.0f} s / {f['eval_s']:,.0f} s | "
+                    f"{f['workers']} | {busy} | {f['wall_s']:,.0f} s | {f['train_s']:,.0f} s / {f['eval_s']:,.0f} s | "
                     f"{f['peak_gflops']:,.0f} GFLOP/s | {f['floor_s']:,.0f} s | **{ratio}** | {bf} |")
     return "\n".join(rows) + "\n"
 

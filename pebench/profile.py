@@ -22,6 +22,7 @@ class Phase:
     name: str
     seconds: float
     flops: float = 0.0  # training FLOPs (train phases)
+    threads: int = 0  # CPU threads it ran with (train and eval phases on the CPU; 0: unknown, or not the CPU)
 
 
 @dataclass
@@ -31,6 +32,17 @@ class Profile:
     workers: int
     phases: list = field(default_factory=list)
     peak_bf16: float = 0.0  # the CPU's bf16 matmul peak, measured where runs trained in bf16 (else 0)
+    cores: int = 0  # the machine's CPU cores (for core_use)
+
+    @property
+    def core_use(self):
+        """Busy core-seconds (each training and evaluation item's seconds times its threads) over cores x wall:
+        how much of the machine the schedule kept working, whatever the machine's speed. None where an item's
+        threads are unknown or it ran on a GPU."""
+        work = [x for x in self.phases if x.kind in ("train", "eval") and x.seconds]
+        if not (self.cores and self.wall_s and work) or any(x.threads < 1 for x in work):
+            return None
+        return sum(x.seconds * x.threads for x in work) / (self.cores * self.wall_s)
 
     @property
     def floor_s(self) -> float:
@@ -67,26 +79,36 @@ def collect(rd: ResultsDir, runs: list, since: datetime, wall_s: float, peak_flo
     """The phases of the runs (name, config) that this invocation trained or evaluated (stamped after ``since``):
     training per run, evaluation per (run, row label, length) with every task summed. ``flops``: each run's
     training FLOPs, where already computed."""
-    prof = Profile(wall_s, peak_flops, workers, [Phase("setup", "corpus, plan, workers", setup_s)])
+    import os
+
+    prof = Profile(wall_s, peak_flops, workers, [Phase("setup", "corpus, plan, workers", setup_s)],
+                   cores=os.cpu_count() or 0)
     for name, cfg in runs:
         st = rd.status(name)
         if st.get("state") == "finished" and _after(st.get("updated"), since) and "wall_s" in st:
             f = (flops or {}).get(name) or train_flops(cfg)
-            prof.phases.append(Phase("train", name, float(st["wall_s"]), f))
+            prof.phases.append(Phase("train", name, float(st["wall_s"]), f, _cpu_threads(st.get("env"))))
     evals: dict = {}
     for rec in rd.iter_records(runs=[n for n, _ in runs]):
         if _after(rec.get("created"), since):
-            key = (rec["run"], rec["label"], rec["length"])
-            evals[key] = evals.get(key, 0.0) + float((rec.get("provenance") or {}).get("wall_s", 0.0))
-    prof.phases += [Phase("eval", f"{label} L={L}", s) for (_, label, L), s in sorted(evals.items())]
+            key, prov = (rec["run"], rec["label"], rec["length"]), rec.get("provenance") or {}
+            seconds = evals.get(key, (0.0, 0))[0] + float(prov.get("wall_s", 0.0))
+            evals[key] = (seconds, _cpu_threads(prov))
+    prof.phases += [Phase("eval", f"{label} L={L}", s, 0.0, n) for (_, label, L), (s, n) in sorted(evals.items())]
     return prof
+
+
+def _cpu_threads(env) -> int:
+    """The threads a run or record names where it ran on the CPU (0 otherwise)."""
+    env = env or {}
+    return int(env.get("threads") or 0) if str(env.get("device", "")).startswith("cpu") else 0
 
 
 def markdown(p: Profile, title: str = "pebench run") -> str:
     lines = [f"{title}: wall {p.wall_s:,.0f} s on {p.workers} worker(s); training floor {p.floor_s:,.0f} s "
              f"({sum(x.flops for x in p.phases):.2e} FLOPs at the fp32 matmul peak of {p.peak_flops / 1e9:,.1f} "
              f"GFLOP/s measured in this run): **{p.ratio} the floor**. Seconds per phase are each phase's own wall "
-             "time; with several workers they overlap, so their sum exceeds the wall time." +
+             "time; with several workers they overlap, so their sum exceeds the wall time." + _core_use_line(p) +
              (" " + p.bf16_line() if p.bf16_line() else ""), "",
              "| phase | seconds | share of wall | what |", "|---|---|---|---|"]
     for kind in ("setup", "train", "eval", "report", "other"):
@@ -102,6 +124,11 @@ def markdown(p: Profile, title: str = "pebench run") -> str:
     return "\n".join(lines) + "\n"
 
 
+def _core_use_line(p: Profile) -> str:
+    return "" if p.core_use is None else (f" The cores were busy {p.core_use:.0%} of the wall (each item's seconds "
+                                          "times its threads, over cores x wall).")
+
+
 def facts(p: Profile, precisions: list, machine: dict) -> dict:
     """The profile's totals as data (profile.json: what the docs' budget tables are generated from)."""
     return {"measured": datetime.now(timezone.utc).date().isoformat(), "wall_s": round(p.wall_s, 1),
@@ -110,6 +137,7 @@ def facts(p: Profile, precisions: list, machine: dict) -> dict:
             "floor_s": round(p.floor_s, 1), "ratio": round(p.wall_s / p.floor_s, 3) if p.floor_s else None,
             "peak_bf16_gflops": round(p.peak_bf16 / 1e9, 1) if p.peak_bf16 else None,
             "floor_bf16_s": round(p.floor_bf16_s, 1) if p.peak_bf16 else None,
+            "core_use": None if p.core_use is None else round(p.core_use, 3),
             "precision": sorted(set(precisions)), **machine}
 
 
@@ -143,7 +171,8 @@ def summary(p: Profile) -> str:
     return (f"time: {p.wall_s:,.0f} s wall ({p.total('train'):,.0f} s training, {p.total('eval'):,.0f} s evaluation, "
             f"{p.workers} worker(s)); training floor {p.floor_s:,.0f} s at {p.peak_flops / 1e9:,.0f} GFLOP/s: "
             f"{p.ratio}" + (f"; bf16 floor {p.floor_bf16_s:,.0f} s: {p.wall_s / p.floor_bf16_s:.2f}x"
-                            if p.floor_bf16_s else ""))
+                            if p.floor_bf16_s else "")
+            + ("" if p.core_use is None else f"; cores busy {p.core_use:.0%}"))
 
 
 def measure_peak(device: str, flops: float, dtype=None) -> float:

@@ -118,7 +118,8 @@ def test_the_profile_counts_this_invocations_work_against_the_floor(tmp_path):
     for n, when, wall in ((name, since + timedelta(seconds=1), 100.0), (old, since - timedelta(days=1), 90.0)):
         rd.run_dir(n).mkdir(parents=True)
         (rd.run_dir(n) / "status.json").write_text(f'{{"state": "finished", "wall_s": {wall}, '
-                                                   f'"updated": "{when.isoformat()}"}}')
+                                                   f'"updated": "{when.isoformat()}", '
+                                                   '"env": {"device": "cpu", "threads": 2}}')
     p = collect(rd, [(name, cfg), (old, cfg)], since, wall_s=200.0, peak_flops=1e11, workers=1)
     trained = [x for x in p.phases if x.kind == "train"]
     assert [x.name for x in trained] == [name]  # the run finished before this invocation is not counted
@@ -126,6 +127,18 @@ def test_the_profile_counts_this_invocations_work_against_the_floor(tmp_path):
     md = markdown(p)
     assert f"{200.0 / p.floor_s:.2f}x the floor" in md and f"| train | {name} | 100.00 |" in md
     assert Profile(10.0, 0.0, 1, [Phase("train", "x", 1.0, 5.0)]).floor_s == 0.0  # no peak: no floor claimed
+    assert trained[0].threads == 2 and p.core_use == pytest.approx(100.0 * 2 / (p.cores * 200.0))
+    assert f"The cores were busy {p.core_use:.0%} of the wall" in md
+
+
+def test_core_use_counts_each_items_seconds_times_its_threads():
+    """Two workers: a 1-thread training of 100 s and one of 60 s, then a 2-thread one of 30 s, an evaluation of
+    20 s at 1 thread, a wall of 140 s on 2 cores: (100 + 60 + 60 + 20) / 280 busy. A GPU item: no claim."""
+    items = [Phase("train", "a", 100.0, 1.0, 1), Phase("train", "b", 60.0, 1.0, 1), Phase("train", "c", 30.0, 1.0, 2),
+             Phase("eval", "a L=16", 20.0, 0.0, 1), Phase("setup", "s", 5.0)]
+    assert Profile(140.0, 1e11, 2, items, cores=2).core_use == pytest.approx(240 / 280)
+    assert Profile(140.0, 1e11, 2, items + [Phase("eval", "gpu", 3.0, 0.0, 0)], cores=2).core_use is None
+    assert Profile(140.0, 1e11, 2, items).core_use is None  # cores unknown
 
 
 def test_a_job_that_cannot_start_fails_alone_and_the_sweep_finishes(tmp_path, monkeypatch):
@@ -353,9 +366,9 @@ def test_a_bf16_run_is_put_against_both_floors_and_the_budget_table_is_generated
     from pebench import profile
     from pebench.docs import render
 
-    phases = [Phase("train", "a", 50.0, 2e13), Phase("eval", "a L=128", 10.0)]
-    fp32 = Profile(80.0, 2e11, 1, phases)
-    bf16 = Profile(40.0, 2e11, 2, phases, peak_bf16=8e11)
+    phases = [Phase("train", "a", 50.0, 2e13, 2), Phase("eval", "a L=128", 10.0, 0.0, 2)]
+    fp32 = Profile(80.0, 2e11, 1, phases)  # cores unknown: no core use claimed
+    bf16 = Profile(40.0, 2e11, 2, phases, peak_bf16=8e11, cores=4)
     assert "Trained in bf16" not in markdown(fp32) and fp32.floor_bf16_s == 0.0
     md = markdown(bf16)
     assert "**0.40x the floor**" in md and "bf16 matmul peak of 800.0 GFLOP/s" in md and "floor is 25 s, 1.60x" in md
@@ -368,5 +381,6 @@ def test_a_bf16_run_is_put_against_both_floors_and_the_budget_table_is_generated
     doc = "x\n<!-- pebench:budgets sets=a,b -->\nstale\n<!-- pebench:end -->\n"
     out = render(doc, tmp_path).splitlines()
     a, b = [x for x in out if x.startswith("| `")]
-    assert "| fp32 | 1 | 80 s | 50 s / 10 s | 200 GFLOP/s | 100 s | **0.80x** |" in a and a.endswith("|  |")
-    assert "| bf16 | 2 | 40 s |" in b and "**0.40x** | 800 GFLOP/s | 1.60x |" in b and "stale" not in out
+    assert "| fp32 | 1 |  | 80 s | 50 s / 10 s | 200 GFLOP/s | 100 s | **0.80x** |" in a and a.endswith("|  |")
+    assert "| bf16 | 2 | 75% | 40 s |" in b and "**0.40x** | 800 GFLOP/s | 1.60x |" in b and "stale" not in out
+    assert facts["core_use"] == 0.75 and json.loads((tmp_path / "a" / "profile.json").read_text())["core_use"] is None
