@@ -157,7 +157,7 @@ def evaluate_run(results: ResultsDir, run: str, req: EvalRequest = EvalRequest()
     tune_cpu_allocator()
     o = _open_run(results, run, dev, req)
     T = o.cfg.model.context
-    lengths = req.lengths or [int(round(m * T)) for m in o.cfg.eval.multiples]
+    lengths = eval_lengths(o.cfg, req.lengths)
     for task in tasks:  # check every setting before computing anything
         task.check(options[task.name], lengths, T, len(o.stream), req.protocol)
     todo = _share(lengths, req.only_lengths)
@@ -182,6 +182,11 @@ def evaluate_run(results: ResultsDir, run: str, req: EvalRequest = EvalRequest()
     return records
 
 
+def eval_lengths(cfg, lengths: Optional[list]) -> list[int]:
+    """The lengths an evaluation measures: those asked for, else the config's multiples of its context."""
+    return lengths or [int(round(m * cfg.model.context)) for m in cfg.eval.multiples]
+
+
 def _share(lengths: list[int], only: Optional[list]) -> list[int]:
     """The lengths this call measures: ``only`` of ``lengths`` (the whole list still sets every length-dependent
     choice, such as the fixed protocol's target positions, so a share measures what the whole would)."""
@@ -189,7 +194,7 @@ def _share(lengths: list[int], only: Optional[list]) -> list[int]:
         return lengths
     if missing := sorted(set(only) - set(lengths)):
         raise UsageError(f"lengths {missing} are not among the evaluation's lengths {lengths}")
-    return [L for L in lengths if L in set(only)]
+    return [L for L in lengths if L in only]
 
 
 def _evaluate_task(results, task: Task, ctx: EvalContext, head: dict, lengths: list[int], req: EvalRequest,

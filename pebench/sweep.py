@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import subprocess
 import sys
 import threading
@@ -22,7 +21,7 @@ from typing import Callable, Optional
 
 from .config import Config, config_from_dict
 from .errors import PebenchError, UsageError
-from .evaluate import EvalRequest, evaluate_run
+from .evaluate import EvalRequest, eval_lengths, evaluate_run
 from .fsutil import atomic_write_json
 from .parsing import parse_list
 from .plan import scalings_for
@@ -55,12 +54,22 @@ def write_job(results: ResultsDir, name: str, cfg: Config, req: EvalRequest, ove
 
 
 def read_job(path: Path) -> tuple[ResultsDir, str, Config, EvalRequest, bool]:
+    return _unpack(_read_spec(path))
+
+
+def _read_spec(path: Path) -> dict:
     try:
-        spec = json.loads(Path(path).read_text())
+        return json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         raise UsageError(f"job file {path} cannot be read: {e}")
-    cfg = config_from_dict(spec["config"], name=spec["config"].get("name", "custom"))
-    return ResultsDir(spec["results"]), spec["name"], cfg, request_from_dict(spec["eval"]), spec["overwrite"]
+
+
+def _unpack(spec: dict) -> tuple[ResultsDir, str, Config, EvalRequest, bool]:
+    return ResultsDir(spec["results"]), spec["name"], _config(spec), request_from_dict(spec["eval"]), spec["overwrite"]
+
+
+def _config(spec: dict) -> Config:
+    return config_from_dict(spec["config"], name=spec["config"].get("name", "custom"))
 
 
 def evaluate_runs(rd: ResultsDir, runs: list[str], req: EvalRequest, explicit: bool, on_error: Callable[[str], None],
@@ -140,9 +149,9 @@ def split_evaluations(jobs: list[Job]) -> list[Job]:
 
     trains, shares, last = [], [], []
     for job in jobs:
-        spec = json.loads(Path(job.spec).read_text())
-        cfg = config_from_dict(spec["config"], name=spec["config"].get("name", "custom"))
-        lengths = spec["eval"].get("lengths") or [int(round(m * cfg.model.context)) for m in cfg.eval.multiples]
+        spec = _read_spec(job.spec)
+        cfg = _config(spec)
+        lengths = eval_lengths(cfg, spec["eval"].get("lengths"))
         if job.last_wave or len(lengths) < 2:
             (last if job.last_wave else trains).append(job)
             continue
@@ -308,11 +317,11 @@ def run_all(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool, devic
 def run_job_file(path: Path, device: str, train_fn, on_error, on_record=None, progress=None) -> int:
     """A worker's job: train the run its file names, then evaluate it, exactly as the parent planned (or the one
     part of that the file names: the training alone, or the evaluation of some lengths)."""
-    rd, name, cfg, req, overwrite = read_job(path)
-    part = json.loads(Path(path).read_text())
-    if part.get("train", True):
+    spec = _read_spec(path)
+    rd, name, cfg, req, overwrite = _unpack(spec)
+    if spec.get("train", True):
         train_fn(cfg, rd, name, device=device, resume=not overwrite, overwrite=overwrite)
-    if not part.get("evaluate", True):
+    if not spec.get("evaluate", True):
         return 0
     return evaluate_runs(rd, [name], replace(req, device=device), False, on_error, on_record, progress)
 

@@ -181,11 +181,16 @@ def main() -> None:
     for label, each, per, mfu, faults, first in rows:
         print(f"| {label} | {each:,.1f} | {per:,.1f} | {mfu:.0%} | {rows[default][2] / per:.2f}x | {faults:,.0f} | "
               f"{first:.1f} |")
-    print(f"\nWhere a {args.pe} step's time goes in pebench's default here ({'bf16 autocast' if bf16 else 'fp32'}, "
-          f"{cores} threads, torch.profiler over {args.steps} steps; attention FLOPs counted over the full T x T "
+    print_breakdown(args.pe, args.steps, cores, peak, bf16)
+
+
+def print_breakdown(pe: str, steps: int, cores: int, peak: float, bf16: bool) -> None:
+    """The default step's breakdown by kind, then the optimizer step alone by implementation."""
+    print(f"\nWhere a {pe} step's time goes in pebench's default here ({'bf16 autocast' if bf16 else 'fp32'}, "
+          f"{cores} threads, torch.profiler over {steps} steps; attention FLOPs counted over the full T x T "
           "matrix, as the floor counts them; rates against the fp32 peak)\n")
     print("| kind | ms per step | share | rate |\n|---|---|---|---|")
-    for kind, ms, share, rate in breakdown(args.pe, args.steps, cores, peak, bf16):
+    for kind, ms, share, rate in breakdown(pe, steps, cores, peak, bf16):
         print(f"| {kind} | {ms:,.1f} | {share:.0%} | {rate} |")
     print("\n| AdamW step alone (0.8M parameters) | ms |\n|---|---|")
     for mode in ("for-loop", "foreach", "fused"):
