@@ -17,7 +17,7 @@ from .device import resolve_device, tune_cpu_allocator
 from .errors import PebenchError, PositionOutOfRange, UsageError
 from .logit_scales import LOGIT_SCALES
 from .parsing import parse_list
-from .progress import Progress
+from .progress import Reporter
 from .registry import unknown_name_message
 from .results import EVAL_SPLITS, SCHEMA_VERSION, ResultsDir, environment, now, protocol_key
 from .scoring import Protocol
@@ -148,9 +148,11 @@ def _existing(results: ResultsDir, rec: dict, task: Task) -> Optional[dict]:
     return old if old.get("task_version", 1) == task.version else None
 
 
-def evaluate_run(results: ResultsDir, run: str, req: EvalRequest = EvalRequest(), on_record=None,
-                 progress: Optional[Progress] = None) -> list[dict]:
-    """Evaluate one finished run as ``req`` says; write and return the records."""
+def evaluate_run(results: ResultsDir, run: str, req: EvalRequest = EvalRequest(),
+                 reporter: Optional[Reporter] = None) -> list[dict]:
+    """Evaluate one finished run as ``req`` says; write and return the records (each told to ``reporter.record``
+    as it is written, the progress of long scoring to ``reporter.progress``)."""
+    reporter = reporter or Reporter.quiet()
     req.protocol.validate()
     tasks, options = req.resolved_tasks()
     dev = resolve_device(req.device)
@@ -174,9 +176,9 @@ def evaluate_run(results: ResultsDir, run: str, req: EvalRequest = EvalRequest()
                 label += f" eval-{variant}"  # a variant applied over the one baked in: never the baked run's label
             for task in tasks:
                 ctx = EvalContext(o.model, o.cfg, dev, o.stream, o.tokens, req.protocol, max(lengths),
-                                  options[task.name], progress=progress)
+                                  options[task.name], progress=reporter.progress)
                 head = {"run": run, "label": label, "variant": v}
-                records += _evaluate_task(results, task, ctx, head, todo, req, prov, on_record, shared=measured)
+                records += _evaluate_task(results, task, ctx, head, todo, req, prov, reporter.record, shared=measured)
     finally:
         o.model.pe = base_pe
     return records
@@ -247,9 +249,10 @@ def _evaluate_task(results, task: Task, ctx: EvalContext, head: dict, lengths: l
 
 
 def evaluate_outside(results: ResultsDir, o, scalings: list, lengths: list[int], req: EvalRequest,
-                     data: str = "sotu", on_record=None, progress: Optional[Progress] = None) -> list[dict]:
+                     data: str = "sotu", reporter: Optional[Reporter] = None) -> list[dict]:
     """Evaluate an outside model (hf.Outside) as it is and with each scaling (hf.Scaling), at each length, on
     ``data``'s evaluation split tokenized by its own tokenizer; the records are those of a run named hf-NAME."""
+    reporter = reporter or Reporter.quiet()
     from .hf import apply_scaling, eval_config, require_rope, tokenize_split
 
     req.protocol.validate()
@@ -277,9 +280,9 @@ def evaluate_outside(results: ResultsDir, o, scalings: list, lengths: list[int],
                 "variant": "none" if s is None else s.label}
         for task in tasks:
             ctx = EvalContext(o.model, cfg, dev, ids, ids, req.protocol, max(lengths), options[task.name],
-                              progress=progress, tokenizer=o.tokenizer, token_bytes=nbytes)
+                              progress=reporter.progress, tokenizer=o.tokenizer, token_bytes=nbytes)
             # per length: the factor follows it, and no cached frequencies carry over from the last
-            records += _evaluate_task(results, task, ctx, head, lengths, req, prov, on_record,
+            records += _evaluate_task(results, task, ctx, head, lengths, req, prov, reporter.record,
                                       before=lambda L, s=s: apply_scaling(o, s, L))
     return records
 

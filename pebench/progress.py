@@ -1,6 +1,8 @@
-"""Progress of long computations (an evaluation, a training run).
+"""What long work tells whoever runs it: a ``Reporter`` (lines, warnings, errors, each record as it is written, and
+the progress of the piece of work under way). The library never prints; it is handed a reporter: the CLI's for the
+terminal (``cli.console.reporter``), ``Reporter.for_log`` in a worker or an array task, a collecting one in tests.
 
-On a terminal: a rich progress bar with an ETA. Anywhere else (a log file, a cluster job): a line with the
+Progress, on a terminal: a rich progress bar with an ETA. Anywhere else (a log file, a cluster job): a line with the
 cost and an estimate from the measured rate once the first piece of work is done (only for work that will take
 longer than the interval), then a line every ``interval`` seconds. Short work prints nothing.
 """
@@ -8,7 +10,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 
 def fmt_duration(seconds: float) -> str:
@@ -26,8 +29,8 @@ class Progress:
     def start(self, title: str, total: int, cost: str, unit: str, initial: int = 0) -> None:
         """``initial`` units were done before (a resumed run): they do not count towards the rate."""
 
-    def update(self, done: int) -> None:
-        pass
+    def update(self, done: int, info: str = "") -> None:
+        """``info``: a short note on the work so far (training: its loss and speed)."""
 
     def finish(self) -> None:
         pass
@@ -53,7 +56,7 @@ class LogProgress(Progress):
         self.announced = False
         self.initial = initial
 
-    def update(self, done: int) -> None:
+    def update(self, done: int, info: str = "") -> None:
         now = self.clock()
         if done <= self.initial:
             return
@@ -73,7 +76,7 @@ class LogProgress(Progress):
                 return
         if now - self.last >= self.interval and done < self.total:
             self.write(f"{self.title}: {100 * done / self.total:.0f}% ({done:,}/{self.total:,} {self.unit}), "
-                       f"{fmt_duration(elapsed)} elapsed, about {fmt_duration(left)} left")
+                       f"{fmt_duration(elapsed)} elapsed, about {fmt_duration(left)} left" + (f"; {info}" if info else ""))
             self.last = now
 
 
@@ -91,14 +94,15 @@ class BarProgress(Progress):
             TimeRemainingColumn
 
         self.finish()
-        self.bar = RichProgress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn(cost),
-                                TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, transient=True)
+        self.bar = RichProgress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn(cost, markup=False),
+                                TextColumn("{task.fields[info]}", markup=False), TimeElapsedColumn(),
+                                TimeRemainingColumn(), console=self.console, transient=True)
         self.bar.start()
-        self.task = self.bar.add_task(title, total=total, completed=initial)
+        self.task = self.bar.add_task(title, total=total, completed=initial, info="")
 
-    def update(self, done: int) -> None:
+    def update(self, done: int, info: str = "") -> None:
         if self.bar is not None:
-            self.bar.update(self.task, completed=done)
+            self.bar.update(self.task, completed=done, info=info)
 
     def finish(self) -> None:
         if self.bar is not None:
@@ -116,3 +120,44 @@ def for_stream(stream=None, interval: float = 30.0) -> Progress:
         print(line, file=stream, flush=True)
 
     return LogProgress(write, interval)
+
+
+def _out(line: str) -> None:
+    print(line, flush=True)
+
+
+def _err(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _ignore(_record: dict) -> None:
+    pass
+
+
+@dataclass
+class Reporter:
+    """What a command's work tells its user: ``echo`` a line (stdout), ``warn`` a line (stderr), ``record`` each
+    record as it is written, ``progress`` of the piece of work under way; ``on_error`` takes a failure that lets the
+    rest go on (default: an ``error:`` line through ``warn``)."""
+
+    echo: Callable[[str], None] = _out
+    warn: Callable[[str], None] = _err
+    record: Callable[[dict], None] = _ignore
+    progress: Progress = field(default_factory=Progress)
+    on_error: Optional[Callable[[str], None]] = None
+
+    def error(self, message: str) -> None:
+        if self.on_error is not None:
+            self.on_error(message)
+        else:
+            self.warn(f"error: {message}")
+
+    @classmethod
+    def quiet(cls) -> "Reporter":
+        """Says nothing (a torchrun rank other than 0)."""
+        return cls(echo=_ignore, warn=_ignore)
+
+    @classmethod
+    def for_log(cls, record: Callable[[dict], None] = _ignore, on_error=None) -> "Reporter":
+        """Lines on stdout, heartbeats on stderr: a worker's or an array task's log."""
+        return cls(record=record, progress=for_stream(), on_error=on_error)

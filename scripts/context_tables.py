@@ -5,7 +5,7 @@ import math
 import sys
 
 from pebench.groups import row_key
-from pebench.report import records_frame
+from pebench.findings.report import records_frame
 from pebench.results import ResultsDir
 
 

@@ -4,7 +4,7 @@ import sys
 
 import pandas as pd
 
-from pebench.report import records_frame
+from pebench.findings.report import records_frame
 from pebench.results import ResultsDir
 
 

@@ -13,7 +13,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from pebench import profile
+from pebench.jobs import profile
 from pebench.results import ResultsDir
 
 

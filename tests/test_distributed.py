@@ -65,7 +65,7 @@ def test_parallel_sweep_equals_sequential(tmp_path, cfg):
 
 
 def test_ranks_exit_cleanly_launch_after_launch():
-    """Without the teardown fix in pebench.distributed, this exact launch aborted at exit in 11 of 24 tries on
+    """Without the teardown fix in pebench.jobs.distributed, this exact launch aborted at exit in 11 of 24 tries on
     a 2-core machine (0 of 24 with it): 8 launches miss a regression with probability (13/24)^8 < 1%."""
     helper = os.path.join(os.path.dirname(__file__), "helpers", "ddp_teardown.py")
     for i in range(8):
@@ -77,9 +77,9 @@ def test_sweep_jobs_hand_workers_the_resolved_config_and_request(tmp_path):
     """A worker reads the run's config exactly as the parent planned it (overlays, steps, per-scheme rate) and the
     evaluation request (lengths, split, tasks, options), so it can never plan differently from its parent."""
     from pebench.config import load_config
-    from pebench.plan import eval_request, plan_runs
+    from pebench.jobs.plan import eval_request, plan_runs
     from pebench.results import ResultsDir
-    from pebench.sweep import jobs_for, read_job
+    from pebench.jobs.sweep import jobs_for, read_job
 
     base = load_config("tiny")
     base.train.lr_by_scheme = {"alibi": 0.0123}

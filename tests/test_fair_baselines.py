@@ -11,7 +11,7 @@ import yaml
 
 from pebench.cli import app
 from pebench.errors import UsageError
-from pebench.tune import check_option_grid, grid_markdown, option_settings, overlay_dict, parse_option_grid, pick_best
+from pebench.jobs.tune import check_option_grid, grid_markdown, option_settings, overlay_dict, parse_option_grid, pick_best
 from support import micro as micro_cfg, runner
 
 

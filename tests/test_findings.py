@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pebench import claims as cl
-from pebench.docs import regenerate, render
+from pebench.findings import claims as cl
+from pebench.findings.docs import regenerate, render
 from pebench.errors import UsageError
-from pebench.html import write_html
-from pebench.reference import compare_runs, prediction_interval
-from pebench.report import records_frame
+from pebench.findings.html import write_html
+from pebench.findings.reference import compare_runs, prediction_interval
+from pebench.findings.report import records_frame
 from pebench.results import PACKED_RECORDS, SCHEMA_VERSION, ResultsDir
 from support import invoke
 

@@ -15,9 +15,9 @@ sys.path.insert(0, str(Path(__file__).parent / "helpers"))
 
 from tiny_hf import bpe_tokenizer, tiny_gpt2, tiny_llama  # noqa: E402
 
-from pebench import hf  # noqa: E402
+from pebench import hf# noqa: E402
 from pebench.evaluate import EvalRequest  # noqa: E402
-from pebench.plan import outside_eval  # noqa: E402
+from pebench.jobs.plan import outside_eval  # noqa: E402
 from pebench.results import ResultsDir  # noqa: E402
 from pebench.scoring import Protocol, windows  # noqa: E402
 from pebench.tasks import resolve_tasks  # noqa: E402

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from pebench.errors import UsageError
-from pebench.launch import launch_options, packs, pending
+from pebench.jobs.launch import launch_options, packs, pending
 from support import micro, micro_file
 
 pytest.importorskip("submitit")
@@ -172,7 +172,7 @@ def test_emit_sbatch_writes_a_plain_array_script_that_runs(tmp_path, cfg):
 
 
 def test_launcher_flags_that_do_not_fit_are_one_line(tmp_path, cfg):
-    from pebench.launch import launch_plan
+    from pebench.jobs.launch import launch_plan
 
     for args, msg in (((None, ["pack=2"], None, "tiny", None), "--launcher-opt needs --launcher"),
                       (("pbs", None, None, "tiny", None), "--launcher must be one of local, slurm"),

@@ -133,7 +133,7 @@ def test_every_training_document_kind_fills_its_window_and_is_seeded():
 def test_every_report_format_renders_a_table():
     import pandas as pd
 
-    from pebench import report as rp
+    from pebench.findings import report as rp
 
     df = pd.DataFrame([{"task": "ppl", "run": f"{s}-s0", "label": s, "scheme": s, "variant": "none", "seed": 0,
                         "protocol": "nonoverlap", "length": L, "train_context": 16, "status": "ok",

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from pebench import report as rp
+from pebench.findings import report as rp
 from pebench.cli import app
 from pebench.results import SCHEMA_VERSION, ResultsDir
 from support import runner

@@ -237,7 +237,7 @@ def test_an_impossible_setting_on_the_command_line_exits_2_with_one_line(tmp_pat
 
 # -- effective length ----------------------------------------------------------------------------------------------
 def table(values, one=None, metric="niah_single"):
-    from pebench.report import Table
+    from pebench.findings.report import Table
 
     lengths = [128, 256, 512, 1024]
     cells = {("m", L): (v, 0.0, 1, (one or {}).get(L)) for L, v in zip(lengths, values)}
@@ -246,7 +246,7 @@ def table(values, one=None, metric="niah_single"):
 
 
 def test_effective_length_is_the_longest_length_within_both_rules():
-    from pebench.effective import effective_length, effective_text
+    from pebench.findings.effective import effective_length, effective_text
 
     assert effective_length(table([0.9, 0.8, 0.7, 0.9]), "m")[0] == 256  # 0.7 < 0.85 * 0.9: stops, never resumes
     assert effective_length(table([0.9, 0.9, 0.8, 0.77]), "m")[0] == 1024  # 0.77 >= 0.765
@@ -257,7 +257,7 @@ def test_effective_length_is_the_longest_length_within_both_rules():
     t = table([0.9, 0.85, 0.8, 0.5], one)
     # point: 0.5 < 0.765 at 1024 -> 512; lo: 0.7 < 0.85 * 1.0 at 256 -> 128; hi: 0.8 >= 0.85 * 0.8 -> 1024
     assert effective_length(t, "m") == (512, 128, 1024) and effective_text(t, "m") == "512 [128, 1024]"
-    from pebench.report import to_markdown
+    from pebench.findings.report import to_markdown
 
     md = to_markdown(t)
     assert "effective length |" in md and "| 512 [128, 1024] |" in md
@@ -284,8 +284,8 @@ def test_training_documents_are_answered_prompts_of_the_window(kind):
 
 
 def test_the_context_suite_sets_its_task_options_and_a_users_key_wins():
-    from pebench.plan import suite_task_opts
-    from pebench.suites import get_suite
+    from pebench.jobs.plan import suite_task_opts
+    from pebench.jobs.suites import get_suite
     from pebench.tasks import parse_task_opts, resolve_tasks
 
     st = get_suite("context")
@@ -299,8 +299,8 @@ def test_the_context_suite_sets_its_task_options_and_a_users_key_wins():
 
 
 def test_effective_length_plot_and_html_column(tmp_path):
-    from pebench.effective import plots
-    from pebench.html import table_html
+    from pebench.findings.effective import plots
+    from pebench.findings.html import table_html
 
     one = {128: (0.8, 1.0), 256: (0.7, 0.95), 512: (0.6, 0.9), 1024: (0.3, 0.8)}
     t = table([0.9, 0.85, 0.8, 0.5], one)

@@ -8,11 +8,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from pebench.config import load_config
-from pebench.plan import eval_request, plan_runs
+from pebench.jobs.plan import eval_request, plan_runs
 from pebench.checkpoint import train_flops
-from pebench.profile import Phase, Profile, collect, markdown
+from pebench.jobs.profile import Phase, Profile, collect, markdown
 from pebench.results import ResultsDir
-from pebench.sweep import Job, jobs_for
+from pebench.jobs.sweep import Job, jobs_for
 
 
 def test_training_flops_are_steps_times_tokens_times_flops_per_token():
@@ -39,7 +39,7 @@ def test_the_longest_job_starts_first(tmp_path):
 ])
 def test_threads_are_a_function_of_the_plan_never_of_timing(tmp_path, n, workers, cores, threads, last):
     """A job's thread count changes its floating-point results, so it is fixed by its place in the plan."""
-    from pebench.sweep import assign_threads
+    from pebench.jobs.sweep import assign_threads
 
     jobs = assign_threads([Job(f"j{i}", "rope", 0, tmp_path / f"j{i}.json") for i in range(n)], workers, cores)
     assert [j.threads for j in jobs] == threads and [j.last_wave for j in jobs] == last
@@ -47,7 +47,7 @@ def test_threads_are_a_function_of_the_plan_never_of_timing(tmp_path, n, workers
 
 def test_the_last_wave_starts_after_every_other_job(tmp_path, monkeypatch):
     """Workers run the first waves; the final partial wave starts only when all of them are done."""
-    import pebench.sweep as sw
+    import pebench.jobs.sweep as sw
 
     order = []
 
@@ -70,7 +70,7 @@ def test_first_wave_jobs_split_into_training_then_evaluation_shares(tmp_path):
     longest length, the others) that wait for that training, costliest first; the last wave's job stays whole."""
     import json
 
-    from pebench.sweep import assign_threads, read_job, split_evaluations
+    from pebench.jobs.sweep import assign_threads, read_job, split_evaluations
 
     runs = plan_runs(load_config("tiny"), ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"], [0])
     jobs = assign_threads(jobs_for(ResultsDir(tmp_path), runs, eval_request(rope_scaling="all"), False), 2, 2)
@@ -91,7 +91,7 @@ def test_first_wave_jobs_split_into_training_then_evaluation_shares(tmp_path):
 
 
 def test_an_evaluation_share_waits_for_its_training_and_fails_with_it(tmp_path, monkeypatch):
-    import pebench.sweep as sw
+    import pebench.jobs.sweep as sw
 
     order = []
 
@@ -142,7 +142,7 @@ def test_core_use_counts_each_items_seconds_times_its_threads():
 
 
 def test_a_job_that_cannot_start_fails_alone_and_the_sweep_finishes(tmp_path, monkeypatch):
-    import pebench.sweep as sw
+    import pebench.jobs.sweep as sw
 
     def fake(job, device, workers):
         if job.name == "j0":
@@ -363,8 +363,8 @@ def test_a_resumed_run_keeps_the_precision_it_started_in(tmp_path):
 def test_a_bf16_run_is_put_against_both_floors_and_the_budget_table_is_generated_from_profile_json(tmp_path):
     import json
 
-    from pebench import profile
-    from pebench.docs import render
+    from pebench.jobs import profile
+    from pebench.findings.docs import render
 
     phases = [Phase("train", "a", 50.0, 2e13, 2), Phase("eval", "a L=128", 10.0, 0.0, 2)]
     fp32 = Profile(80.0, 2e11, 1, phases)  # cores unknown: no core use claimed

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from pebench import report as rp
+from pebench.findings import report as rp
 from pebench.cli import app
 from pebench.config import EvalConfig, ModelConfig
 from pebench.data.needles import (ALPHABET, EVAL, FILLER, NEEDLE, QUESTION, TASK, TRAIN, fixed_bytes, mix_needles,
@@ -393,7 +393,7 @@ def test_induction_warm_up_has_its_own_data_and_schedule():
 
 def test_a_continued_run_leaves_the_parents_warm_up_behind():
     from pebench.config import load_config
-    from pebench.plan import finetune_config, recalibration_config
+    from pebench.jobs.plan import finetune_config, recalibration_config
 
     parent = load_config("context")
     assert parent.train.induction_steps > 0

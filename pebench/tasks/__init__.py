@@ -10,6 +10,7 @@ import importlib
 import pkgutil
 
 from .base import (METRICS, TASKS, EvalContext, Metric, Task, mean_interval, metric, parse_floats, parse_task_opts,
+                   record_line,
                    register_task, resolve_tasks, task_names, task_options, unregister_task, wilson)
 
 
@@ -21,5 +22,5 @@ def _discover() -> None:
 
 _discover()
 
-__all__ = ["METRICS", "TASKS", "EvalContext", "Metric", "Task", "mean_interval", "metric", "parse_floats",
+__all__ = ["METRICS", "TASKS", "EvalContext", "Metric", "Task", "mean_interval", "metric", "parse_floats", "record_line",
            "parse_task_opts", "register_task", "resolve_tasks", "task_names", "task_options", "unregister_task", "wilson"]

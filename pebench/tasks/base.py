@@ -122,6 +122,13 @@ class Task:
                 "intervals": {}, "details": {}}
 
 
+def record_line(r: dict) -> str:
+    """A record as one line: its row label, task, length and metrics (each to its metric's digits)."""
+    val = "n/a (undefined)" if r["status"] != "ok" else "  ".join(
+        f"{k} {v:.{METRICS[k].digits + 1}f}" for k, v in r["metrics"].items() if v is not None)
+    return f"{r['label']:<22} {r['task']:<8} L={r['length']:<6} {val}"
+
+
 def task_names() -> list[str]:
     """Registered tasks in display order."""
     return sorted(TASKS, key=lambda n: (TASKS.get(n).order, n))

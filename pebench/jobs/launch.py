@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .errors import PebenchError, UsageError
-from .results import ResultsDir
+from ..errors import PebenchError, UsageError
+from ..results import ResultsDir
 
 LAUNCHERS = ("local", "slurm")
 DONE = ".done"
@@ -55,7 +55,7 @@ class LaunchPlan:
 def launch_plan(kind: Optional[str], assignments: Optional[list], emit: Optional[Path], config: str,
                 devices: Optional[str]) -> Optional[LaunchPlan]:
     """The launcher a `pebench run` asked for (None: run here); --devices and a launcher exclude each other."""
-    from .config import config_section
+    from ..config import config_section
 
     if not (kind or emit):
         if assignments:
@@ -70,8 +70,8 @@ def launch_plan(kind: Optional[str], assignments: Optional[list], emit: Optional
 
 def launch_options(section: Optional[dict], assignments: list[str]) -> LaunchOptions:
     """Options from a config section and NAME=V assignments, each typed by its default; one line per mistake."""
-    from .config import type_matches
-    from .parsing import parse_assignment, typed_value
+    from ..config import type_matches
+    from ..parsing import parse_assignment, typed_value
 
     known = {f.name: f.default for f in dataclasses.fields(LaunchOptions)}
     values = dict(section or {})
@@ -119,15 +119,17 @@ class JobPack:
         return done
 
     def _one(self, path: Path) -> None:
-        from .console import echo_record, train_with_progress
-        from .device import resolve_device
+        from ..device import resolve_device
+        from ..progress import Reporter
+        from ..train import TrainingInterrupted
         from .sweep import run_job_file
-        from .train import TrainingInterrupted
+        from ..tasks import record_line
 
         errors: list[str] = []
         dev = str(resolve_device(self.device))
         try:
-            failed = run_job_file(path, dev, train_with_progress, errors.append, echo_record)
+            failed = run_job_file(path, dev, Reporter.for_log(lambda r: print(record_line(r), flush=True),
+                                                              on_error=errors.append))
         except TrainingInterrupted as e:
             if e.signal == "SIGUSR2":
                 print(f"{e}; preempted: the task is requeued and resumes from this checkpoint", flush=True)
@@ -239,19 +241,17 @@ def _last_lines(job, fallback: str, n: int = 2) -> str:
     return " | ".join(tail)
 
 
-def run_jobs(rd: ResultsDir, sp, overwrite: bool, console, progress=None, show: bool = False) -> int:
+def run_jobs(rd: ResultsDir, sp, overwrite: bool, reporter, show: bool = False) -> int:
     """A suite plan's jobs: through its launcher (``sp.launch``), else here or on local workers
-    (``sweep.run_all``). ``console`` prints (echo, warn, echo_record, train_with_progress). Returns the failures."""
+    (``sweep.run_all``), told through ``reporter`` (a ``progress.Reporter``). Returns the failures."""
     from .sweep import run_all
 
-    err = (lambda m: console.warn(f"error: {m}"))
     if sp.launch is not None:
-        return run_launched(rd, sp.runs, sp.request, overwrite, sp.launch, err, console.echo)
-    return run_all(rd, sp.runs, sp.request, overwrite, sp.devices, console.train_with_progress, err,
-                   console.echo_record, progress, show)
+        return run_launched(rd, sp.runs, sp.request, overwrite, sp.launch, reporter)
+    return run_all(rd, sp.runs, sp.request, overwrite, sp.devices, reporter, show)
 
 
-def run_launched(rd: ResultsDir, runs: list, req, overwrite: bool, plan, on_error, echo=print) -> int:
+def run_launched(rd: ResultsDir, runs: list, req, overwrite: bool, plan, reporter) -> int:
     """``pebench run --launcher``: the plan's jobs written as files, the pending ones submitted as one array (or,
     with ``--emit-sbatch``, written as a script); returns the number of array tasks that failed, each reported with
     its log's last lines."""
@@ -264,23 +264,23 @@ def run_launched(rd: ResultsDir, runs: list, req, overwrite: bool, plan, on_erro
             Path(f).with_suffix(DONE).unlink(missing_ok=True)
     if plan.emit:
         path = emit_sbatch(plan.emit, rd, files, plan.options, req.device)
-        echo(f"wrote {path} and {path}.jobs ({len(pending(files))} jobs): submit with `sbatch {path}`")
+        reporter.echo(f"wrote {path} and {path}.jobs ({len(pending(files))} jobs): submit with `sbatch {path}`")
         return 0
     n = len(todo := pending(files))
-    echo(f"{plan.kind} launcher: {n} of {len(files)} jobs pending, {len(packs(todo, plan.options.pack))} "
+    reporter.echo(f"{plan.kind} launcher: {n} of {len(files)} jobs pending, {len(packs(todo, plan.options.pack))} "
          f"array tasks of up to {plan.options.pack}; logs in {plan.options.folder or rd.root / 'launcher'}")
     results = submit(plan.kind, rd, files, plan.options, req.device,
-                     on_submitted=lambda jobs: echo(f"submitted {jobs[0].job_id.split('_')[0]}" if jobs else ""))
+                     on_submitted=lambda jobs: reporter.echo(f"submitted {jobs[0].job_id.split('_')[0]}" if jobs else ""))
     for r in results:
         if not r.ok:
-            on_error(f"array task with {', '.join(Path(f).stem for f in r.files)} failed: {r.error}")
+            reporter.error(f"array task with {', '.join(Path(f).stem for f in r.files)} failed: {r.error}")
     return sum(not r.ok for r in results)
 
 
 def emit_sbatch(dest: Path, rd: ResultsDir, job_files: list[Path], opts: LaunchOptions, device: str = "auto") -> Path:
     """A plain sbatch script for sites that forbid submitting from Python: ``#SBATCH --array=0-N``, one line of
     ``DEST.jobs`` per array task (its job files), SIGTERM before the limit (training checkpoints), then a requeue."""
-    from .fsutil import atomic_write_text
+    from ..fsutil import atomic_write_text
 
     todo = packs(pending(job_files), opts.pack)
     if not todo:

@@ -17,17 +17,19 @@ import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
-from .config import Config, config_from_dict
-from .errors import PebenchError, UsageError
-from .evaluate import EvalRequest, eval_lengths, evaluate_run
-from .fsutil import atomic_write_json
-from .parsing import parse_list
+from ..config import Config, config_from_dict
+from ..errors import PebenchError, UsageError
+from ..evaluate import EvalRequest, eval_lengths, evaluate_run
+from ..fsutil import atomic_write_json
+from ..parsing import parse_list
+from ..progress import Reporter
+from ..results import ResultsDir
+from ..scoring import Protocol
+from ..tasks import TASKS
 from .plan import scalings_for
-from .results import ResultsDir
-from .scoring import Protocol
-from .tasks import TASKS
+from .training import train_run
 
 JOBS = "jobs"  # RESULTS/jobs/NAME.json: the resolved jobs handed to workers
 
@@ -72,24 +74,23 @@ def _config(spec: dict) -> Config:
     return config_from_dict(spec["config"], name=spec["config"].get("name", "custom"))
 
 
-def evaluate_runs(rd: ResultsDir, runs: list[str], req: EvalRequest, explicit: bool, on_error: Callable[[str], None],
-                  on_record=None, progress=None) -> int:
+def evaluate_runs(rd: ResultsDir, runs: list[str], req: EvalRequest, explicit: bool, reporter: Reporter) -> int:
     """Evaluate each run (its scheme's variants only, unless they were asked for ``explicit``ly); a run that
-    fails is reported through ``on_error`` and the others go on. Returns the number of failures."""
+    fails is reported through ``reporter.error`` and the others go on. Returns the number of failures."""
     failures = 0
     for run in runs:
         cfg, _ = rd.run_config(run)
         sc = scalings_for(cfg.model.pe, list(req.scalings), explicit)
         if sc is None:
-            on_error(f"run {run!r} uses {cfg.model.pe!r}: --rope-scaling applies to the RoPE family only")
+            reporter.error(f"run {run!r} uses {cfg.model.pe!r}: --rope-scaling applies to the RoPE family only")
             failures += 1
             continue
         try:
-            evaluate_run(rd, run, replace(req, scalings=sc), on_record=on_record, progress=progress)
+            evaluate_run(rd, run, replace(req, scalings=sc), reporter)
         except UsageError:
             raise
         except PebenchError as e:
-            on_error(f"{run}: {e}")
+            reporter.error(f"{run}: {e}")
             failures += 1
     return failures
 
@@ -113,8 +114,8 @@ class Job:
 
 def job_cost(cfg: Config, req: EvalRequest) -> float:
     """Expected work of a job: its training FLOPs, times 1 + its evaluation variants (RoPE's six cost more)."""
-    from .pe import SCHEMES
-    from .checkpoint import train_flops
+    from ..pe import SCHEMES
+    from ..checkpoint import train_flops
 
     variants = scalings_for(cfg.model.pe, list(req.scalings), explicit=False) or []
     n = len(SCHEMES.get(cfg.model.pe).variants()) if variants == ["all"] else len(variants)
@@ -145,7 +146,7 @@ def split_evaluations(jobs: list[Job]) -> list[Job]:
     cores the last trainings leave, where whole jobs left a core idle until the longest finished. A share runs
     with its training's threads and measures exactly what the whole job would (``EvalRequest.only_lengths``). Jobs
     of the last wave, and jobs with one length, stay whole. Trainings come first, then the shares, costliest first."""
-    from .checkpoint import train_flops
+    from ..checkpoint import train_flops
 
     trains, shares, last = [], [], []
     for job in jobs:
@@ -290,41 +291,40 @@ def failed_jobs(jobs: list[Job]) -> list[Job]:
     return [j for j in jobs if j.state != "done"]
 
 
-def run_local(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool, train_fn, on_error, on_record=None,
-              progress=None) -> int:
+def run_local(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool, reporter: Reporter) -> int:
     """Every run trained then evaluated in this process, in order; returns the number of evaluation failures."""
     for name, cfg in runs:
-        train_fn(cfg, rd, name, device=req.device, resume=not overwrite, overwrite=overwrite)
-    return evaluate_runs(rd, [n for n, _ in runs], req, False, on_error, on_record, progress)
+        train_run(cfg, rd, name, reporter, device=req.device, resume=not overwrite, overwrite=overwrite)
+    return evaluate_runs(rd, [n for n, _ in runs], req, False, reporter)
 
 
-def run_all(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool, devices: str, train_fn, on_error,
-            on_record=None, progress=None, show: bool = False) -> int:
+def run_all(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool, devices: str, reporter: Reporter,
+            show: bool = False) -> int:
     """The runs of a plan trained and evaluated: in this process (``devices`` local), else on parallel workers
     (``auto``, GPU indices or ``cpu:N``). Returns the number of runs or jobs that failed, each reported."""
     if devices == "local":
-        return run_local(rd, runs, req, overwrite, train_fn, on_error, on_record, progress)
+        return run_local(rd, runs, req, overwrite, reporter)
     devs = parse_devices(devices)
     jobs = jobs_for(rd, runs, req, overwrite)
     if all(d == "cpu" for d in devs):
         assign_threads(jobs, len(devs), os.cpu_count() or 1)
     jobs = run_sweep(split_evaluations(jobs), devs, rd, show=show)
     for j in failed_jobs(jobs):
-        on_error(f"job {j.name} failed: {j.error}")
+        reporter.error(f"job {j.name} failed: {j.error}")
     return len(failed_jobs(jobs))
 
 
-def run_job_file(path: Path, device: str, train_fn, on_error, on_record=None, progress=None) -> int:
+def run_job_file(path: Path, device: str, reporter: Reporter) -> int:
     """A worker's job: train the run its file names, then evaluate it, exactly as the parent planned (or the one
     part of that the file names: the training alone, or the evaluation of some lengths)."""
     spec = _read_spec(path)
     rd, name, cfg, req, overwrite = _unpack(spec)
     if spec.get("train", True):
-        train_fn(cfg, rd, name, device=device, resume=not overwrite, overwrite=overwrite)
+        train_run(cfg, rd, name, reporter, device=device, resume=not overwrite, overwrite=overwrite)
     if not spec.get("evaluate", True):
         return 0
-    return evaluate_runs(rd, [name], replace(req, device=device), False, on_error, on_record, progress)
+    return evaluate_runs(rd, [name], replace(req, device=device), False, reporter)
 
 
-__all__ = ["Job", "evaluate_runs", "jobs_for", "parse_devices", "read_job", "run_job_file", "run_local",
+__all__ = ["Job", "evaluate_runs", "jobs_for", "parse_devices", "read_job", "run_all", "run_job_file", "run_local",
            "run_sweep", "split_evaluations", "write_job"]

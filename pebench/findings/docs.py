@@ -17,9 +17,9 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from .errors import UsageError
-from .fsutil import atomic_write_text
-from .registry import Registry
+from ..errors import UsageError
+from ..fsutil import atomic_write_text
+from ..registry import Registry
 
 SECTION = re.compile(r"(<!-- pebench:(\w+)((?: [\w-]+=[^ ]+)*) -->\n)(.*?)(<!-- pebench:end -->)", re.S)
 GENERATORS: Registry = Registry("doc section")
@@ -35,7 +35,7 @@ _FRAMES: dict = {}  # one read of a result set's records per regeneration, share
 
 def _frame(root: Path, set_: str):
     from .report import records_frame
-    from .results import ResultsDir
+    from ..results import ResultsDir
 
     key = (root / set_).resolve()
     if key not in _FRAMES:
@@ -46,7 +46,7 @@ def _frame(root: Path, set_: str):
 @GENERATORS.register("table")
 def _table(root: Path, args: dict) -> str:
     from . import report as rp
-    from .parsing import parse_list
+    from ..parsing import parse_list
 
     df = _frame(root, args["set"])
     if "seeds" in args:

@@ -37,6 +37,6 @@ EmitSbatchOpt = typer.Option(None, "--emit-sbatch", help="write a plain #SBATCH 
 
 def config_flags(config, overlay, steps, *rest, **kw):
     """plan.ConfigFlags from a command's options (then data, text_field, compile, needles, seed, precision)."""
-    from .plan import ConfigFlags
+    from ..jobs.plan import ConfigFlags
 
     return ConfigFlags(config, tuple(overlay or ()), steps, *rest, **kw)

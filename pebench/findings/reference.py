@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .errors import PebenchError
-from .stats import mean_ci
+from ..errors import PebenchError
+from ..stats import mean_ci
 
 DEFAULT_REFERENCE = Path("results/reference")
 
@@ -25,7 +25,7 @@ def prediction_interval(values: list[float]) -> tuple[float, float] | None:
 
 
 def _cells(df: pd.DataFrame, metric: str, split: str, protocol: str) -> dict:
-    from .tasks import metric as find_metric
+    from ..tasks import metric as find_metric
 
     df = df[(df["task"] == find_metric(metric).task) & (df["split"] == split) & (df["protocol"] == protocol)
             & (df["status"] == "ok")]

@@ -20,10 +20,10 @@ from typing import Any, Callable, Optional
 
 import yaml
 
-from .config import Config
-from .errors import TrainingDiverged, UsageError
-from .fsutil import atomic_write_text
-from .results import ResultsDir
+from ..config import Config
+from ..errors import TrainingDiverged, UsageError
+from ..fsutil import atomic_write_text
+from ..results import ResultsDir
 
 OVERLAY = "tuned.yaml"
 
@@ -57,7 +57,7 @@ def option_settings(scheme: str, grid: dict[str, list], base: Optional[dict] = N
     """Every combination of the scheme's own options in the grid (options of other schemes are ignored), as tuples
     of the pairs that differ from the base config's values (the scheme's defaults updated by ``base``, its
     ``pe_options``), so the combination the base config already trains is ``()``."""
-    from .pe import SCHEMES
+    from ..pe import SCHEMES
 
     cls = SCHEMES.get(scheme)
     defaults = {f.name: f.default for f in fields(cls.Options)} if cls.Options is not None else {}
@@ -74,7 +74,7 @@ def option_settings(scheme: str, grid: dict[str, list], base: Optional[dict] = N
 
 def check_option_grid(schemes: list[str], grid: dict[str, list]) -> None:
     """An option that no scheme of the grid has is a typo: one line naming the options they do have."""
-    from .pe import SCHEMES
+    from ..pe import SCHEMES
 
     known: dict[str, list[str]] = {}
     for s in schemes:
@@ -98,12 +98,12 @@ def grid_run_name(scheme: str, config_name: str, lr: float, seed: int, opts: tup
 
 
 def _one(base: Config, tr: ResultsDir, scheme: str, lr: float, opts: tuple, device: str) -> Optional[float]:
-    from .evaluate import EvalRequest, evaluate_run
-    from .train import train
+    from ..evaluate import EvalRequest, evaluate_run
+    from ..train import train
 
     pe_options = dict(base.model.pe_options)
     pe_options[scheme] = {**(pe_options.get(scheme) or {}), **dict(opts)}
-    from .pe import SOURCES
+    from ..pe import SOURCES
 
     cfg = replace(base, model=replace(base.model, pe=scheme, pe_options=pe_options, pe_source=SOURCES.get(scheme, "")),
                   train=replace(base.train, lr=lr, lr_by_scheme={})).validate()
@@ -159,7 +159,7 @@ def describe_grid(options: dict) -> str:
 def parse_option_grid(specs: list[str]) -> dict[str, list]:
     """``["table_scale=1,0.3", "weight_decay=false,true"]`` -> ``{"table_scale": [1, 0.3], ...}`` (values read as
     YAML scalars, so numbers and booleans come out typed)."""
-    from .parsing import parse_assignment, parse_list
+    from ..parsing import parse_assignment, parse_list
 
     grid: dict[str, list] = {}
     for spec in specs:

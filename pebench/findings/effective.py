@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from .tasks import metric as find_metric
+from ..tasks import metric as find_metric
 
 RELATIVE = 0.85
 
@@ -69,8 +69,8 @@ def plots(tables: dict, root: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .fsutil import save_png
-    from .style import style_for
+    from ..fsutil import save_png
+    from ..style import style_for
 
     paths = []
     for name, ts in tables.items():

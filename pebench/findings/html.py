@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .errors import PebenchError
+from ..errors import PebenchError
 
 STYLE = """body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:1100px;color:#222}
 table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
@@ -95,9 +95,9 @@ def _provenance(df_prov: list[dict], created: list[str]) -> str:
 
 def write_html(root: Path, dest: Path | None = None) -> Path:
     """``report.html`` of the result set at ``root`` (tables, plots, claims, provenance), written atomically."""
-    from .fsutil import atomic_write_text
+    from ..fsutil import atomic_write_text
     from .report import records_frame
-    from .results import ResultsDir
+    from ..results import ResultsDir
 
     rd = ResultsDir(root)
     df = records_frame(rd)

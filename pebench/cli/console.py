@@ -1,5 +1,6 @@
-"""What the commands show: progress bars (or heartbeat lines in a log), one line per record, warnings about
-records that could not be read. Presentation only: every decision is the library's."""
+"""What the commands show, and how their failures read: one-line errors (``OneLineErrors``, ``handle_errors``), the
+terminal's ``Reporter`` (lines, a progress bar or heartbeat lines in a log, one line per record), warnings about
+records that could not be read, tables. Presentation only: it prints, and every decision is the library's."""
 from __future__ import annotations
 
 import functools
@@ -8,8 +9,8 @@ import sys
 import typer
 from typer.core import TyperGroup
 
-from .errors import PebenchError
-from .results import ResultsDir
+from ..errors import PebenchError
+from ..results import ResultsDir
 
 STATE = {"debug": False}
 # The click that typer runs on (its own copy from typer 0.2x on, the click package before): its usage errors.
@@ -17,8 +18,17 @@ _USAGE_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "Usag
 _NO_ARGS = getattr(sys.modules[_USAGE_ERROR.__module__], "NoArgsIsHelpError", ())
 
 
+# The order --help lists the commands in (the modules register them in import order); any other comes last.
+COMMAND_ORDER = ("train", "eval", "report", "run", "tune", "analyze", "bench", "list", "check", "docs", "pack",
+                 "compare", "rope", "export")
+
+
 class OneLineErrors(TyperGroup):
     """``--debug`` anywhere on the line; a usage error is one line on stderr (exit 2), never a box."""
+
+    def list_commands(self, ctx):
+        names = super().list_commands(ctx)
+        return sorted(names, key=lambda n: COMMAND_ORDER.index(n) if n in COMMAND_ORDER else len(COMMAND_ORDER))
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         args = list(sys.argv[1:] if args is None else args)
@@ -113,54 +123,18 @@ def warn(line: str) -> None:
     typer.echo(line, err=True)
 
 
-def train_with_progress(cfg, results: ResultsDir, name: str, device: str = "auto", **kw):
-    """Train with a rich progress bar (a heartbeat line when stderr is not a terminal); under torchrun every rank
-    trains and rank 0 alone reports."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+def reporter():
+    """The terminal's reporter: lines on stdout, warnings and errors on stderr, each record as a line, a progress
+    bar on a terminal (heartbeat lines in a log)."""
+    from ..tasks import record_line
+    from ..progress import Reporter, for_stream
 
-    from .distributed import distributed
-    from .progress import LogProgress
-    from .train import train
-
-    log = None
-    if not sys.stderr.isatty():  # a log file or a cluster job: a heartbeat line instead of the bar
-        log = LogProgress(warn)
-        done = results.status(name).get("step", 0) if kw.get("resume") else 0
-        log.start(name, cfg.train.steps, f"{cfg.train.steps:,} steps of {cfg.train.batch_size} x "
-                  f"{cfg.model.context} tokens", "steps", initial=done or 0)
-    with distributed(device) as d:
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"),
-                      TimeRemainingColumn(), disable=not (sys.stderr.isatty() and d.is_main)) as prog:
-            task = prog.add_task(name, total=cfg.train.steps, loss="-", tps="-")
-
-            def cb(step, total, loss, tps):
-                prog.update(task, completed=step, loss=f"{loss:.3f}", tps=f"{tps:,.0f}")
-                if log is not None and d.is_main:
-                    log.update(step)
-
-            res = train(cfg, results, name, device=d.device, progress=cb, rank=d.rank, world=d.world,
-                        process_group=d.group, **kw)
-        if not d.is_main:
-            return res
-    if res.skipped:
-        echo(f"{name}: already finished, skipped")
-    else:
-        echo(f"{name}: trained {res.steps} steps in {res.wall_s:.0f}s, final loss {res.final_loss:.4f}")
-    return res
+    return Reporter(echo=echo, warn=warn, record=lambda r: echo(record_line(r)), progress=for_stream())
 
 
-def echo_record(r: dict) -> None:
-    from .tasks import METRICS
-
-    val = "n/a (undefined)" if r["status"] != "ok" else "  ".join(
-        f"{k} {v:.{METRICS[k].digits + 1}f}" for k, v in r["metrics"].items() if v is not None)
-    echo(f"{r['label']:<22} {r['task']:<8} L={r['length']:<6} {val}")
-
-
-def records_frame(rd: ResultsDir):
+def load_records(rd: ResultsDir):
     """The records as a frame; every record file that could not be used is named on stderr, one line each."""
-    from . import report as rp
+    from ..findings import report as rp
 
     skipped: list = []
     df = rp.records_frame(rd, skipped)
@@ -183,13 +157,13 @@ def show(out) -> None:
 
 
 def print_table(t) -> None:
-    from .report import to_rich
+    from ..findings.report import to_rich
 
     show(to_rich(t))
 
 
 def analysis_table(rows: list[dict]) -> str:
-    from .analysis.summary import has_ratio
+    from ..analysis.summary import has_ratio
 
     head = f"{'rank':>4}  {'run':<28} {'len':>5} {'H 1x':>6} {'H long':>6} {'|dH|':>5} {'far':>6} {'ppl x':>6}"
     out = [head]
@@ -211,11 +185,11 @@ def list_text(results: ResultsDir) -> list[str]:
     metrics, corpora, configs and the runs in the results folder."""
     from dataclasses import replace
 
-    from .config import builtin_configs, load_config
-    from .data import describe_corpora
-    from .model import DecoderLM
-    from .pe import SCHEMES, all_variants, group_of, load_entry_points, scheme_names
-    from .tasks import TASKS, task_names
+    from ..config import builtin_configs, load_config
+    from ..data import describe_corpora
+    from ..model import DecoderLM
+    from ..pe import SCHEMES, all_variants, group_of, load_entry_points, scheme_names
+    from ..tasks import TASKS, task_names
 
     tiny = load_config("tiny")
     base = DecoderLM(replace(tiny.model, pe="none")).num_params()

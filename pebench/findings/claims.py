@@ -40,8 +40,8 @@ from typing import Optional
 
 import yaml
 
-from .errors import UsageError
-from .stats import mean_ci
+from ..errors import UsageError
+from ..stats import mean_ci
 
 RELATIONS = ("lower", "higher", "flat", "overlap", "above", "below", "undefined")
 RULES = ("intervals", "paired", "one-seed", "ratio", "point", "seeds")
@@ -265,7 +265,7 @@ class Evidence:
     def df(self):
         if self._df is None:
             from .report import records_frame
-            from .results import ResultsDir
+            from ..results import ResultsDir
 
             self._df = records_frame(ResultsDir(self.root))
         return self._df
@@ -283,7 +283,7 @@ class Evidence:
         return self._json_cell(spec) if spec["file"].endswith(".json") else self._table_cell(spec)
 
     def _record_cell(self, spec: dict) -> Cell:
-        from .tasks import metric as find_metric
+        from ..tasks import metric as find_metric
 
         df, metric = self.df, spec.get("metric", "ppl")
         if df.empty:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .errors import UsageError
+from ..errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def get_suite(name: Optional[str]) -> Suite:
     if name is None:
         return SUITES["default"]
     if name not in SUITES:
-        from .registry import unknown_name_message
+        from ..registry import unknown_name_message
 
         raise UsageError(unknown_name_message("suite", name, list(SUITES)))
     return SUITES[name]

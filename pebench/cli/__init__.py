@@ -1,0 +1,19 @@
+"""The command line: one module per command family, each command parsing its options, calling one library
+function per step (``jobs.plan``, ``jobs.sweep``, ``train``, ``evaluate``, ``findings.report``) and printing
+(``console``). Nothing here decides anything a test would want to check; nothing below imports this package."""
+from __future__ import annotations
+
+import os
+
+from . import evaluation, findings, job, outside, training  # noqa: F401  (each registers its commands on the app)
+from .app import app
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    from ..device import tune_cpu_allocator  # freed tensor memory stays in the process (docs/speed.md)
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    tune_cpu_allocator()
+    app()

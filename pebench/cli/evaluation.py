@@ -1,0 +1,123 @@
+"""Commands that measure trained runs: ``eval`` (tasks at several lengths, or an outside model with --hf),
+``analyze`` (why schemes break) and ``bench`` (speed and memory)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..errors import UsageError
+from . import console
+from .app import app
+from .console import handle_errors
+from .options import (AttnOpt, DeviceOpt, GroupPeOpt, LengthsOpt, MaxTokensOpt, ResultsOpt, SplitOpt, TaskOptOpt,
+                      TrialsOpt)
+
+
+@app.command("eval")
+@handle_errors
+def eval_cmd(
+    run: Optional[List[str]] = typer.Option(None, "--run", help="run name (repeatable; default: every run)"),
+    lengths: Optional[str] = LengthsOpt,
+    max_tokens: Optional[int] = MaxTokensOpt,
+    protocol: str = typer.Option("nonoverlap", "--protocol", help="nonoverlap | sliding | fixed"),
+    stride: Optional[int] = typer.Option(None, "--stride", help="sliding: tokens scored per window"),
+    targets: Optional[int] = typer.Option(None, "--targets", help="fixed: number of target tokens"),
+    rope_scaling: Optional[str] = typer.Option(None, "--rope-scaling", help="variants (pebench list), or all"),
+    rope_factor: Optional[float] = typer.Option(None, "--rope-factor", help="fix the factor (default L/context)"),
+    split: str = SplitOpt,
+    logit_scale: Optional[str] = typer.Option(None, "--logit-scale", help="none | logn | drope"),
+    task: str = typer.Option("ppl", "--task", help="comma list of tasks (pebench list shows them)"),
+    trials: Optional[int] = TrialsOpt,
+    task_opt: Optional[List[str]] = TaskOptOpt,
+    device: str = DeviceOpt,
+    attention: str = AttnOpt,
+    results: Path = ResultsOpt,
+    hf: Optional[str] = typer.Option(None, "--hf", help="a Hugging Face causal LM (folder or Hub id) instead of runs"),
+    context: Optional[int] = typer.Option(None, "--context", help="--hf: its context (default: from its config)"),
+    dtype: str = typer.Option("float32", "--dtype", help="--hf: float32 | bfloat16 | float16"),
+    revision: Optional[str] = typer.Option(None, "--revision", help="--hf: a Hub revision"),
+    data: Optional[str] = typer.Option(None, "--data", help="--hf: corpus to evaluate on (default sotu)"),
+):
+    """Evaluate runs (or an outside model, --hf) at several lengths; one JSON record per (run, task, variant,
+    length)."""
+    from ..jobs.plan import eval_request, outside_eval
+    from ..results import ResultsDir
+    from ..scoring import Protocol
+    from ..jobs.sweep import evaluate_runs
+
+    req = eval_request(None if hf else lengths, Protocol(protocol, stride, targets), None if hf else rope_scaling,
+                       task, task_opt, trials, rope_factor=rope_factor, max_tokens=max_tokens, split=split,
+                       logit_scale=logit_scale, device=device, backend=attention)
+    rd = ResultsDir(results)
+    if hf:
+        rd.ensure_writable()
+        outside_eval(rd, hf, lengths, rope_scaling, req, context, dtype, revision, data, console.reporter())
+        return
+    names = run or rd.runs_in("finished")
+    if not names:
+        raise UsageError(f"no finished runs to evaluate in {rd.runs}; train one first (pebench train)")
+    rd.ensure_writable()
+    if evaluate_runs(rd, names, req, bool(run), console.reporter()):
+        raise typer.Exit(1)
+
+
+@app.command()
+@handle_errors
+def analyze(
+    run: Optional[str] = typer.Option(None, "--run", help="comma list of runs (default: every finished run)"),
+    lengths: Optional[str] = LengthsOpt,
+    tokens: int = typer.Option(8192, "--tokens", help="validation tokens analysed per length"),
+    window_k: float = typer.Option(4.605, "--window-k", help="window: distance where a head's bias falls k nats"),
+    device: str = DeviceOpt,
+    results: Path = ResultsOpt,
+):
+    """Why schemes break: attention distance, entropy and far-key share per head; encodings' spectra, biases and
+    RoPE's decay bound. Writes RESULTS/analysis/ (markdown, JSON, PNGs)."""
+    from ..analysis import AnalyzeOptions
+    from ..analysis import analyze as run_analyze
+    from ..evaluate import parse_lengths
+    from ..parsing import parse_list
+    from ..results import ResultsDir
+
+    if tokens < 2 or not window_k > 0:
+        raise UsageError(f"--tokens must be >= 2 and --window-k > 0, got {tokens} and {window_k}")
+    rd = ResultsDir(results)
+    data = run_analyze(rd, parse_list(run, "--run"), AnalyzeOptions(parse_lengths(lengths), tokens, window_k, device),
+                       on_run=lambda a: console.echo(f"analysed {a['run']}"))
+    console.echo(console.analysis_table(data["drift"]))
+    console.echo(f"wrote {rd.root / 'analysis'}/analysis.md, analysis.json and plots")
+
+
+@app.command()
+@handle_errors
+def bench(
+    config: str = typer.Option("tiny", "--config"),
+    pe: str = GroupPeOpt,
+    multiples: str = typer.Option("1,4,16", "--multiples", help="evaluation lengths as multiples of the context"),
+    repeats: int = typer.Option(3, "--repeats", help="timed repeats after warm-up (median reported)"),
+    device: str = DeviceOpt,
+    compile_: bool = typer.Option(True, "--compile/--no-compile", help="also measure torch.compile training"),
+    reference: bool = typer.Option(True, "--reference/--no-reference", help="also measure the eager reference"),
+    baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="also time x-transformers if installed"),
+    results: Path = ResultsOpt,
+):
+    """Training and evaluation tokens/s, peak memory and MFU: fast path vs eager reference."""
+    from .. import bench as bm
+    from ..config import load_config
+    from ..device import resolve_device
+    from ..parsing import parse_list
+    from ..pe import resolve_schemes
+    from ..results import ResultsDir
+
+    mults = parse_list(multiples, "--multiples", int, lo=1)
+    if repeats < 1:
+        raise UsageError(f"--repeats must be >= 1, got {repeats}")
+    rd = ResultsDir(results)
+    rd.ensure_writable()
+    cfg, schemes, dev = load_config(config), resolve_schemes(pe), str(resolve_device(device))
+    rows, peak = bm.run_bench(cfg, schemes, mults, dev, repeats, compile_, reference, on_row=console.bench_row,
+                              baseline=baseline)
+    console.echo(bm.write_bench(rd.root, rows, peak, dev, bm.floor_markdown(cfg, schemes, peak, rd.root)))
+    console.echo(f"wrote {rd.root / 'bench.md'}, {rd.root / 'bench.csv'}")
