@@ -172,14 +172,15 @@ def measure(model_cfg: dict, phase: str, path: str, length: int, batch: int, rep
     return {"tokens_per_s": tps, "step_ms": step * 1e3, "peak_mem_mb": _peak_mb(dev), "flops": mfu_flops}
 
 
-def measure_peak(device: str, threads: Optional[int] = None, **kw) -> dict:
+def peak_sample(device: str, threads: Optional[int] = None, **kw) -> dict:
+    """The matmul peak with the thread count it was measured on (run alone in a worker process: ``_isolated``)."""
     if threads:
         torch.set_num_threads(threads)
     return {"flops": matmul_peak(device, **kw), "threads": torch.get_num_threads()}
 
 
 def _isolated(fn: str, device: str, **kw) -> dict:
-    """Run ``measure`` or ``measure_peak`` alone in a fresh process on CPU (its own peak memory, nothing else
+    """Run ``measure`` or ``peak_sample`` alone in a fresh process on CPU (its own peak memory, nothing else
     of the benchmark running), in-process on CUDA."""
     if device.startswith("cuda"):
         return globals()[fn](device=device, **kw)
@@ -193,7 +194,7 @@ def _isolated(fn: str, device: str, **kw) -> dict:
 def run_bench(cfg: Config, schemes: list[str], multiples: list[int], device: str = "cpu", repeats: int = 3,
               compile_: bool = True, reference: bool = True, on_row=None,
               baseline: bool = True, peak_kw: Optional[dict] = None) -> tuple[list[Measurement], Peak]:
-    before = _isolated("measure_peak", device, **(peak_kw or {}))
+    before = _isolated("peak_sample", device, **(peak_kw or {}))
     T = cfg.model.context
     rows = []
 
@@ -221,7 +222,7 @@ def run_bench(cfg: Config, schemes: list[str], multiples: list[int], device: str
             batch = max(1, cfg.eval.batch_tokens // L)
             for path in ["fast"] + (["reference"] if reference else []):
                 add(s, "eval", path, L, batch)
-    after = _isolated("measure_peak", device, threads=before["threads"], **(peak_kw or {}))
+    after = _isolated("peak_sample", device, threads=before["threads"], **(peak_kw or {}))
     peak = Peak(before["flops"], after["flops"], before["threads"])
     apply_peak(rows, peak)
     return rows, peak

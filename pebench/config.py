@@ -1,12 +1,14 @@
-"""Settings as dataclasses, loaded from YAML with validation that names the bad key."""
+"""Settings as dataclasses, loaded from YAML with validation that names the bad key (and the flag, where a flag set
+it): ``load_config`` reads a config and its overlays, ``resolve_config`` applies a command's ``ConfigFlags``."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Optional
 
 import yaml
 
@@ -102,7 +104,7 @@ class TrainConfig:
 
     def validate(self):
         if self.steps < 1:
-            raise UsageError(f"steps must be >= 1, got {self.steps}")
+            raise UsageError(f"train.steps must be >= 1, got {self.steps}")
         if self.batch_size < 1:
             raise UsageError(f"train.batch_size must be >= 1, got {self.batch_size}")
         if not self.lr > 0:
@@ -317,3 +319,71 @@ def with_overlays(cfg: Config, overlays: tuple) -> tuple[Config, list[str]]:
     data.pop("name", None)
     data, _ = _overlaid(data, cfg.name, overlays)
     return config_from_dict(data, name=cfg.name), [Path(o).stem for o in overlays]
+
+
+def _flag(key: str, flag: str):
+    return field(default=None, metadata={"key": key, "flag": flag})
+
+
+@dataclass(frozen=True)
+class ConfigFlags:
+    """The command-line settings that change a config, each None when not given. A field with a key sets that
+    config key (``resolve_config`` applies them all the same way), so a new one is a field here, an option in the
+    command and a line in the docs."""
+
+    config: Optional[str] = None  # None: the command's default (tiny, or the suite's)
+    overlays: tuple = ()
+    steps: Optional[int] = _flag("train.steps", "--steps")  # also shortens the warmup and checkpoint interval
+    data: Optional[str] = _flag("train.data", "--data")
+    text_field: Optional[str] = _flag("train.text_field", "--text-field")
+    compile: Optional[bool] = _flag("train.compile", "--compile")
+    needles: Optional[float] = _flag("train.needles", "--needles")  # also joins the config name
+    seed: Optional[int] = _flag("train.seed", "--seed")
+    precision: Optional[str] = _flag("train.precision", "--precision")
+
+    def given(self) -> dict[str, tuple[str, Any]]:
+        """Config key -> (flag, value) of every flag given."""
+        return {f.metadata["key"]: (f.metadata["flag"], getattr(self, f.name)) for f in fields(self)
+                if "key" in f.metadata and getattr(self, f.name) is not None}
+
+
+@contextlib.contextmanager
+def naming_flags(flags: dict[str, str]) -> Iterator[None]:
+    """A validation error about a config key that a flag set names the flag first ('--steps must be >= 1, got 0
+    (train.steps)'); ``flags``: config key -> flag."""
+    try:
+        yield
+    except UsageError as e:
+        msg = str(e)
+        for key, flag in flags.items():
+            if msg.startswith(key + " "):
+                raise UsageError(f"{flag}{msg[len(key):]} ({key})") from None
+        raise
+
+
+def with_steps(cfg: Config, steps: int) -> tuple[Config, list[str]]:
+    """The config trained for ``steps`` steps; the warmup (at most a tenth) and checkpoint interval (at most the
+    steps) follow, and each change is returned as a note for the user."""
+    t = cfg.train
+    warm, every = min(t.warmup, max(0, steps // 10)), min(t.checkpoint_every, steps)
+    changed = [f"train.{k} {a} -> {b}" for k, a, b in
+               (("warmup", t.warmup, warm), ("checkpoint_every", t.checkpoint_every, every)) if a != b]
+    notes = [f"--steps {steps} also set {', '.join(changed)}"] if changed else []
+    return replace(cfg, train=replace(t, steps=steps, warmup=warm, checkpoint_every=every)), notes
+
+
+def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
+    """The config a command trains with, validated once, and notes on what a flag changed beyond itself. A needles
+    fraction joins the config name, so such runs never take the names of runs without."""
+    given = flags.given()
+    with naming_flags({k: f for k, (f, _) in given.items()}):
+        cfg = load_config(flags.config or "tiny", tuple(flags.overlays))
+        for key, (_, value) in given.items():
+            section, name = key.split(".")
+            cfg = replace(cfg, **{section: replace(getattr(cfg, section), **{name: value})})
+        if flags.needles is not None:
+            cfg = replace(cfg, name=f"{cfg.name}-needles{flags.needles:g}")
+        notes: list[str] = []
+        if flags.steps is not None:
+            cfg, notes = with_steps(cfg, flags.steps)
+        return cfg.validate(), notes

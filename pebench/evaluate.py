@@ -25,6 +25,28 @@ from .tasks import TASKS, EvalContext, Task, resolve_tasks, task_names, task_opt
 
 
 @dataclass(frozen=True)
+class EvalFlags:
+    """An evaluation as a command's flags give it, as text (None: not given); ``jobs.plan.eval_request`` parses
+    it into an ``EvalRequest``. A field that ``EvalRequest`` has by the same name is copied over as it is, so a new
+    setting is a field of both, an option in the command and a line in the docs."""
+
+    lengths: Optional[str] = None  # --lengths 512,2048
+    protocol: str = "nonoverlap"
+    stride: Optional[int] = None
+    targets: Optional[int] = None
+    rope_scaling: Optional[str] = None  # variant names, a comma list, or all
+    rope_factor: Optional[float] = None
+    task: Optional[str] = None  # a comma list of tasks (None: ppl, or the suite's)
+    trials: Optional[int] = None
+    task_opts: tuple = ()  # NAME=V or TASK.NAME=V
+    max_tokens: Optional[int] = None
+    split: str = "validation"
+    logit_scale: Optional[str] = None
+    device: str = "auto"
+    backend: str = "auto"
+
+
+@dataclass(frozen=True)
 class EvalRequest:
     """What to measure on a run: lengths (None: the config's multiples of its context), the protocol, the
     scheme's evaluation-time variants (``["all"]``: each run's own list), a fixed RoPE factor (None: automatic),
@@ -34,7 +56,7 @@ class EvalRequest:
 
     lengths: Optional[list] = None
     protocol: Protocol = Protocol()
-    scalings: list = field(default_factory=list)
+    variants: list = field(default_factory=list)
     rope_factor: Optional[float] = None
     max_tokens: Optional[int] = None
     device: str = "auto"
@@ -46,12 +68,19 @@ class EvalRequest:
     skip_existing: bool = False
     only_lengths: Optional[list] = None
 
+    def validate(self) -> "EvalRequest":
+        if self.rope_factor is not None and self.rope_factor < 1:
+            raise UsageError(f"--rope-factor must be >= 1, got {self.rope_factor}")
+        if self.max_tokens is not None and self.max_tokens < 2:
+            raise UsageError(f"--max-tokens must be >= 2, got {self.max_tokens}")
+        return self
+
     def resolved_tasks(self) -> tuple[list[Task], dict]:
         tasks = self.tasks or resolve_tasks("ppl")
         return tasks, self.options or task_options(tasks, {})
 
 
-def parse_scalings(spec: Optional[str]) -> list[str]:
+def parse_variants(spec: Optional[str]) -> list[str]:
     """Evaluation-time variant names, checked against every scheme's list; ``all`` means each run's own list."""
     from .pe import all_variants
 
@@ -130,13 +159,13 @@ def _open_run(results: ResultsDir, run: str, dev, req: EvalRequest) -> _Opened:
 
 def _variants(run: str, o: _Opened, req: EvalRequest) -> list:
     """The scheme variants to evaluate ([None]: the run as trained)."""
-    scalings = list(req.scalings)
-    if scalings == ["all"]:
-        scalings = o.model.pe.variants()
-    if scalings and not o.model.pe.variants():
+    variants = list(req.variants)
+    if variants == ["all"]:
+        variants = o.model.pe.variants()
+    if variants and not o.model.pe.variants():
         raise PebenchError(f"run {run!r} uses {o.cfg.model.pe!r}, which has no evaluation-time variants "
                            "(--rope-scaling applies to the RoPE family)")
-    return scalings or [None]
+    return variants or [None]
 
 
 def _existing(results: ResultsDir, rec: dict, task: Task) -> Optional[dict]:

@@ -56,7 +56,7 @@ def _value(key: str, text: str):
     return int(text) if key == "original" else float(text)
 
 
-def parse_scalings(spec: Optional[str]) -> list[Scaling]:
+def parse_hf_scalings(spec: Optional[str]) -> list[Scaling]:
     """``--rope-scaling`` for an outside model: a comma list of NAME[:key=value...]."""
     out = []
     for item in parse_list(spec, "--rope-scaling") or []:
@@ -316,18 +316,6 @@ def apply_scaling(o: Outside, s: Optional[Scaling], length: int) -> dict:
     return state
 
 
-def inv_freq_of(o: Outside, s: Optional[Scaling], length: int) -> tuple[torch.Tensor, float]:
-    """(inverse frequencies, attention factor) the model uses at ``length`` with ``s`` (dynamic: after a forward of
-    that length, as serving would)."""
-    apply_scaling(o, s, length)
-    mod = rotary_modules(o.model.inner)[0][2]
-    if s is not None and s.name in ("dynamic", "longrope"):
-        pos = torch.arange(length)[None]
-        dummy = torch.zeros(1, length, 1)
-        mod(dummy, pos)
-    return mod.inv_freq.detach().double().cpu(), float(getattr(mod, "attention_scaling", 1.0))
-
-
 # ----- tokenized evaluation text --------------------------------------------------------------------------------------
 
 def tokenize_split(tok, byte_tokens: np.ndarray, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
@@ -368,7 +356,7 @@ class RopeReport:
     warnings: list
 
 
-def load_config(spec: str):
+def load_hf_config(spec: str):
     """A model's config (folder, Hub id or a config.json file) without loading its weights."""
     tf = require_transformers()
     path = Path(spec)
@@ -404,10 +392,10 @@ def rope_report(spec: str, scaling: Optional[str], length: Optional[int] = None)
     variant, and the known traps."""
     from .pe.rope import rope_frequencies
 
-    config = load_config(spec)
+    config = load_hf_config(spec)
     if not has_rope(config):
         raise UsageError(f"{spec}: {config.model_type} applies no rotary embedding")
-    scalings = parse_scalings(scaling) if scaling else []
+    scalings = parse_hf_scalings(scaling) if scaling else []
     if len(scalings) > 1:
         raise UsageError("pebench rope takes one --rope-scaling")
     own = rope_params(config) or {}

@@ -1,4 +1,6 @@
-"""A small name -> object registry with a helpful "did you mean" error."""
+"""A small name -> object registry with a helpful "did you mean" error. An entry that has a ``name`` (a scheme
+class, a task, a training-document kind) registers under it (``add``); a plain function under the name given
+(``register``)."""
 from __future__ import annotations
 
 import difflib
@@ -22,6 +24,13 @@ class Registry(Generic[T]):
             return obj
 
         return deco
+
+    def add(self, obj: T) -> T:
+        """Register ``obj`` under its own ``name`` (usable as a class decorator)."""
+        name = getattr(obj, "name", None)
+        if not name or not isinstance(name, str):
+            raise ValueError(f"a {self.kind} registered by its own name needs a name, got {name!r}")
+        return self.register(name)(obj)
 
     def unregister(self, name: str) -> None:
         self._items.pop(name, None)

@@ -65,7 +65,7 @@ def make_optimizer(model: torch.nn.Module, cfg, device: torch.device) -> torch.o
     no_decay = [p for n, p in named if not decays(model, n, p)]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     # The fused kernel on both devices: on the CPU it takes 0.4 ms a step for the default config where the foreach
-    # one takes 1.4 (scripts/speed_levers.py); same update up to rounding (tests/test_train.py).
+    # one takes 1.4 (scripts/speed_levers.py); same update up to rounding (tests/test_train.py, the optimizer test).
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device.type in ("cpu", "cuda"))
 
 

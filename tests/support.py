@@ -1,4 +1,6 @@
-"""What many test files share: the micro config (one definition, varied per file by overrides), a CLI runner."""
+"""The one helper module the tests share: the micro config (one definition, varied per file by overrides), a CLI
+runner, the scheme lists from the registry and a tiny model config, hand-made models for task scoring, and tiny
+Hugging Face models and tokenizers built locally (no network)."""
 from pathlib import Path
 
 import torch
@@ -6,8 +8,21 @@ import yaml
 from typer.testing import CliRunner
 
 from pebench.cli import app
+from pebench.config import ModelConfig
+from pebench.pe import GROUPS, scheme_names
 
 runner = CliRunner()
+
+# From the registry: a built-in scheme added as one new module is in every test that iterates these.
+CLASSIC, MODERN = list(GROUPS["classic"]), list(GROUPS["modern"])
+SCHEMES = scheme_names()
+
+
+def tiny_model_config(pe: str, **kw) -> ModelConfig:
+    base = dict(vocab_size=256, d_model=32, n_layers=2, n_heads=4, d_mlp=64, context=16, pe=pe,
+                pe_options={"shaw": {"k_max": 4}, "t5": {"num_buckets": 8, "max_distance": 16}})
+    base.update(kw)
+    return ModelConfig(**base)
 
 MICRO = {
     "name": "micro",
@@ -73,3 +88,53 @@ def task_ctx(model, stream=None, **options):
     s = stream if stream is not None else np.frombuffer(b"The quick brown fox jumps over the lazy dog. " * 200,
                                                         dtype=np.uint8)
     return EvalContext(model, cfg, torch.device("cpu"), s, s, Protocol(), 512, options)
+
+
+# -- tiny Hugging Face models and tokenizers (transformers imported inside each) ------------------------------------
+
+
+def byte_tokenizer():
+    """Token id = byte value (pebench's byte stream), the library's own (what export writes)."""
+    from pebench.export import byte_tokenizer as tok
+
+    return tok()
+
+
+def bpe_tokenizer(text: str, vocab_size: int = 400):
+    """A small byte-level BPE trained on ``text`` (subword tokens: several bytes per token)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<eos>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([text], trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>")
+
+
+def tiny_llama(folder: Path, tokenizer=None, context: int = 64, seed: int = 0) -> Path:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = tokenizer or byte_tokenizer()
+    cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=context,
+                      tie_word_embeddings=False, eos_token_id=tokenizer.eos_token_id)
+    torch.manual_seed(seed)
+    LlamaForCausalLM(cfg).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return Path(folder)
+
+
+def tiny_gpt2(folder: Path, context: int = 64) -> Path:
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tok = byte_tokenizer()
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(vocab_size=256, n_positions=context, n_embd=32, n_layer=2, n_head=4)).save_pretrained(
+        folder)
+    tok.save_pretrained(folder)
+    return Path(folder)

@@ -7,7 +7,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import SCHEMES, tiny_model_config
+from support import SCHEMES, tiny_model_config
 from pebench.analysis.attention import (attention_stats, bin_edges, distance_bin, entropy_ceiling, n_bins,
                                         query_stats, windows_of)
 from pebench.analysis.encodings import (bias_by_distance, effective_window, relative_vector_norms, rope_bound,

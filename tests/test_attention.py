@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from conftest import SCHEMES, tiny_model_config
+from support import SCHEMES, tiny_model_config
 from pebench import attention
 from pebench.attention import attend
 from pebench.model import DecoderLM

@@ -166,7 +166,7 @@ def test_variants_that_compute_the_same_function_share_one_measurement(tmp_path,
     cfg = replace(cfg, model=replace(cfg.model, pe="rope"))
     rd = ResultsDir(tmp_path / "res")
     train(cfg, rd, "r", device="cpu")
-    req = EvalRequest(lengths=[16, 32], scalings=["all"], device="cpu", tasks=[], max_tokens=300)
+    req = EvalRequest(lengths=[16, 32], variants=["all"], device="cpu", tasks=[], max_tokens=300)
     shared = {(r["label"], r["length"]): r for r in evaluate_run(rd, "r", req)}
     monkeypatch.setattr(RoPE, "signature", lambda self, L: None)  # every variant measured on its own
     alone = {(r["label"], r["length"]): r for r in evaluate_run(ResultsDir(tmp_path / "res"), "r", req)}
@@ -200,7 +200,7 @@ def test_a_share_of_the_lengths_measures_what_the_whole_evaluation_measures(tmp_
     rd = ResultsDir(tmp_path / "res")
     train(cfg, rd, "r", device="cpu")
     tasks = [TASKS.get("ppl"), TASKS.get("copy")]
-    req = EvalRequest(lengths=[16, 32, 64], scalings=["all"], device="cpu", protocol=protocol, max_tokens=300,
+    req = EvalRequest(lengths=[16, 32, 64], variants=["all"], device="cpu", protocol=protocol, max_tokens=300,
                       tasks=tasks, options=task_options(tasks, {"copy.string_length": 6, "copy.trials": 4}))
     whole = {(r["task"], r["label"], r["length"]): r for r in evaluate_run(rd, "r", req)}
     shares = {(r["task"], r["label"], r["length"]): r for part in ([64], [16, 32])

@@ -11,11 +11,9 @@ import pytest
 import torch
 
 pytest.importorskip("transformers")
-sys.path.insert(0, str(Path(__file__).parent / "helpers"))
+from support import bpe_tokenizer, tiny_gpt2, tiny_llama  # noqa: E402
 
-from tiny_hf import bpe_tokenizer, tiny_gpt2, tiny_llama  # noqa: E402
-
-from pebench import hf# noqa: E402
+from pebench import hf  # noqa: E402
 from pebench.evaluate import EvalRequest  # noqa: E402
 from pebench.jobs.plan import outside_eval  # noqa: E402
 from pebench.results import ResultsDir  # noqa: E402
@@ -78,7 +76,7 @@ def test_every_scaling_sets_the_frequencies_transformers_computes_for_it(llama_b
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
     o = hf.open_model(str(llama_bpe))
-    s = hf.parse_scalings(spec)[0]
+    s = hf.parse_hf_scalings(spec)[0]
     L = 256  # 4x
     default = hf.rotary_modules(o.model.inner)[0][2].inv_freq.clone()
     state = hf.apply_scaling(o, s, L)

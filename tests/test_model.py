@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from conftest import CLASSIC, MODERN, SCHEMES, tiny_model_config
+from support import CLASSIC, MODERN, SCHEMES, tiny_model_config
 from pebench.errors import PositionOutOfRange, UsageError
 from pebench.model import DecoderLM
 from pebench.pe import SCHEMES as REGISTRY

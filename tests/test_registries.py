@@ -108,7 +108,7 @@ def test_every_logit_scale_is_one_at_and_below_the_context_and_runs_in_the_model
     from pebench.logit_scales import LOGIT_SCALES, logit_scale_factors
     from pebench.model import DecoderLM
 
-    from conftest import tiny_model_config
+    from support import tiny_model_config
 
     for name in LOGIT_SCALES:
         assert logit_scale_factors(name, 16, 16, 0.4, "cpu") is None

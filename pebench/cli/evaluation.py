@@ -42,14 +42,15 @@ def eval_cmd(
 ):
     """Evaluate runs (or an outside model, --hf) at several lengths; one JSON record per (run, task, variant,
     length)."""
+    from ..evaluate import EvalFlags
     from ..jobs.plan import eval_request, outside_eval
     from ..results import ResultsDir
-    from ..scoring import Protocol
     from ..jobs.sweep import evaluate_runs
 
-    req = eval_request(None if hf else lengths, Protocol(protocol, stride, targets), None if hf else rope_scaling,
-                       task, task_opt, trials, rope_factor=rope_factor, max_tokens=max_tokens, split=split,
-                       logit_scale=logit_scale, device=device, backend=attention)
+    req = eval_request(EvalFlags(lengths=None if hf else lengths, protocol=protocol, stride=stride, targets=targets,
+                                 rope_scaling=None if hf else rope_scaling, task=task, trials=trials,
+                                 task_opts=tuple(task_opt or ()), rope_factor=rope_factor, max_tokens=max_tokens,
+                                 split=split, logit_scale=logit_scale, device=device, backend=attention))
     rd = ResultsDir(results)
     if hf:
         rd.ensure_writable()

@@ -34,9 +34,3 @@ LauncherOptOpt = typer.Option(None, "--launcher-opt", help="NAME=V (repeatable):
 EmitSbatchOpt = typer.Option(None, "--emit-sbatch", help="write a plain #SBATCH --array script and its job list "
                                                          "instead of running")
 
-
-def config_flags(config, overlay, steps, *rest, **kw):
-    """plan.ConfigFlags from a command's options (then data, text_field, compile, needles, seed, precision)."""
-    from ..jobs.plan import ConfigFlags
-
-    return ConfigFlags(config, tuple(overlay or ()), steps, *rest, **kw)

@@ -15,7 +15,6 @@ from .console import handle_errors
 from .options import (CompileOpt, DataOpt, DeviceOpt, EmitSbatchOpt, GroupPeOpt, LauncherOpt, LauncherOptOpt, LengthsOpt,
                       MaxTokensOpt, NeedlesOpt, OverlayOpt, PrecisionOpt, ResultsOpt, SeedOpt, SeedsOpt, StepsOpt,
                       TaskOptOpt, TextFieldOpt, TrialsOpt)
-from .options import config_flags as _flags
 
 
 @app.command()
@@ -43,6 +42,7 @@ def train(
     results: Path = ResultsOpt,
 ):
     """Train one model per scheme and seed (or continue a finished run with --init-from)."""
+    from ..config import ConfigFlags, resolve_config
     from ..jobs import plan
     from ..jobs.training import train_run
     from ..pe import resolve_schemes
@@ -57,8 +57,9 @@ def train(
         return
     if context or rope_scaling or rope_factor:
         raise UsageError("--context, --rope-scaling and --rope-factor need --init-from RUN")
-    flags = _flags(config, overlay, steps, data, text_field, compile_, needles, precision=precision)
-    base, notes = plan.resolve_config(flags)
+    flags = ConfigFlags(config=config, overlays=tuple(overlay or ()), steps=steps, data=data, text_field=text_field,
+                        compile=compile_, needles=needles, precision=precision)
+    base, notes = resolve_config(flags)
     runs = plan.plan_runs(base, resolve_schemes(pe), plan.parse_seeds(seed, seeds, base.train.seed))
     if name and len(runs) > 1:
         raise UsageError("--name names one run; omit it when training several schemes or seeds")
@@ -97,18 +98,22 @@ def run(
     results: Optional[Path] = typer.Option(None, "--results", help="results folder (default: the suite's)"),
 ):
     """Train, evaluate and report in one go (resumes what was interrupted, skips what is finished)."""
+    from ..config import ConfigFlags
+    from ..evaluate import EvalFlags
     from ..jobs import launch, profile
     from ..jobs.plan import suite_plan
     from ..findings.report import suite_report
     from ..results import ResultsDir
 
     clock = profile.Clock()
-    sp = suite_plan(suite, pe, _flags(config, overlay, steps, data, text_field, compile_, needles, None, precision),
-                    seeds, results, dict(lengths=lengths, max_tokens=max_tokens, task=task, trials=trials,
-                    task_opts=task_opt, rope_scaling=rope_scaling, overwrite=overwrite, device=device), final, devices)
+    flags = ConfigFlags(config=config, overlays=tuple(overlay or ()), steps=steps, data=data, text_field=text_field,
+                        compile=compile_, needles=needles, precision=precision)
+    ev = EvalFlags(lengths=lengths, max_tokens=max_tokens, task=task, trials=trials, task_opts=tuple(task_opt or ()),
+                   rope_scaling=rope_scaling, device=device)
+    sp = suite_plan(suite, pe, flags, seeds, results, ev, overwrite, final, devices)
     sp.launch = launch.launch_plan(launcher, launcher_opt, emit_sbatch, sp.config, devices)
     rd = ResultsDir(sp.results).ensure_writable()
-    clock.measure_peak(sp.request.device, sp.runs)
+    clock.measure_peaks(sp.request.device, sp.runs)
     clock.lap("setup")
     if launch.run_jobs(rd, sp, overwrite, console.reporter(), sys.stdout.isatty()):
         raise typer.Exit(1)
@@ -142,14 +147,15 @@ def tune(
 
     from ..parsing import parse_list
     from ..pe import resolve_schemes
-    from ..jobs.plan import resolve_config
+    from ..config import ConfigFlags, resolve_config
     from ..results import ResultsDir
     from ..jobs.tune import parse_option_grid
     from ..jobs.tune import tune as run_tune
 
     lrs = parse_list(lr, "--lr", float, lo=1e-12)
     grid = parse_option_grid(option or [])
-    base, notes = resolve_config(_flags(config, overlay, steps, data, seed=seed))
+    base, notes = resolve_config(ConfigFlags(config=config, overlays=tuple(overlay or ()), steps=steps, data=data,
+                                             seed=seed))
 
     def line(scheme, x, opts, loss):
         label = "".join(f" {k}={v}" for k, v in opts)

@@ -144,6 +144,7 @@ class DocKind:
     a string length drawn from ``lengths`` (lo, hi) first when ``string`` (else both None; ``make`` may then return
     None where the window is too short for it, and a ``copy`` window is made instead)."""
 
+    name: str
     make: Callable[..., Optional[np.ndarray]]
     description: str
     string: bool = True
@@ -155,7 +156,7 @@ DOC_KINDS: Registry[DocKind] = Registry("training-document kind")
 def doc_kind(name: str, description: str, string: bool = True):
     """Register a kind of training window (``train.needle_kinds`` / ``induction_kinds`` name it)."""
     def deco(fn):
-        DOC_KINDS.register(name)(DocKind(fn, description, string))
+        DOC_KINDS.add(DocKind(name, fn, description, string))
         return fn
     return deco
 

@@ -1,75 +1,21 @@
 """What a command means: config + overlays + flags -> resolved runs (names, per-scheme rates and options),
-continuation and fine-tune plans, suites, which scheme variants an evaluation applies. Plain functions that run
-nothing; the commands parse, call these, then train and evaluate what they return."""
+continuation and fine-tune plans, suites, which scheme variants an evaluation applies, the evaluation request of
+a command's flags. These train and evaluate nothing (an outside model's evaluation, ``outside_eval``, is planned and
+then handed to ``evaluate``); the commands call them, then train and evaluate what they return."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Optional
 
-from ..config import Config, load_config, with_overlays
+from ..config import Config, ConfigFlags, naming_flags, resolve_config, with_overlays
 from ..errors import UsageError
-from ..evaluate import EvalRequest, parse_lengths, parse_scalings
+from ..evaluate import EvalFlags, EvalRequest, parse_lengths, parse_variants
 from ..parsing import parse_list
 from ..results import ResultsDir
 from ..scoring import Protocol
 from .suites import get_suite
 from ..tasks import parse_task_opts, resolve_tasks, task_options
-
-
-@dataclass(frozen=True)
-class ConfigFlags:
-    """The command-line settings that change a config: each None when not given."""
-
-    config: Optional[str] = None  # None: the command's default (tiny, or the suite's)
-    overlays: tuple = ()
-    steps: Optional[int] = None
-    data: Optional[str] = None
-    text_field: Optional[str] = None
-    compile: Optional[bool] = None
-    needles: Optional[float] = None
-    seed: Optional[int] = None
-    precision: Optional[str] = None
-
-
-def check_steps(steps: Optional[int]) -> None:
-    if steps is not None and steps < 1:
-        raise UsageError(f"--steps must be >= 1, got {steps}")
-
-
-def check_needles(needles: Optional[float]) -> None:
-    if needles is not None and not 0 <= needles <= 1:
-        raise UsageError(f"--needles must be a fraction in [0, 1], got {needles}")
-
-
-def with_steps(cfg: Config, steps: int) -> tuple[Config, list[str]]:
-    """The config trained for ``steps`` steps; the warmup (at most a tenth) and checkpoint interval (at most the
-    steps) follow, and each change is returned as a note for the user."""
-    t = cfg.train
-    warm, every = min(t.warmup, max(0, steps // 10)), min(t.checkpoint_every, steps)
-    changed = [f"train.{k} {a} -> {b}" for k, a, b in
-               (("warmup", t.warmup, warm), ("checkpoint_every", t.checkpoint_every, every)) if a != b]
-    notes = [f"--steps {steps} also set {', '.join(changed)}"] if changed else []
-    return replace(cfg, train=replace(t, steps=steps, warmup=warm, checkpoint_every=every)), notes
-
-
-def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
-    """The config a command trains with, and notes on what a flag changed beyond itself. A needles fraction
-    joins the config name, so such runs never take the names of runs without."""
-    check_steps(flags.steps)
-    check_needles(flags.needles)
-    cfg = load_config(flags.config or "tiny", tuple(flags.overlays))
-    notes: list[str] = []
-    t = cfg.train
-    if flags.needles is not None:
-        t = replace(t, needles=flags.needles)
-        cfg = replace(cfg, name=f"{cfg.name}-needles{flags.needles:g}")
-    given = {"data": flags.data, "text_field": flags.text_field, "compile": flags.compile, "seed": flags.seed,
-             "precision": flags.precision}
-    cfg = replace(cfg, train=replace(t, **{k: v for k, v in given.items() if v is not None}))
-    if flags.steps is not None:
-        cfg, notes = with_steps(cfg, flags.steps)
-    return cfg.validate(), notes
 
 
 def parse_seeds(seed: Optional[int], seeds: Optional[str], default: int) -> list[int]:
@@ -167,9 +113,8 @@ def continuation_plan(rd: ResultsDir, c: Continuation) -> RunPlan:
     parent_cfg, _ = rd.run_config(c.parent)
     if rd.state(c.parent) != "finished":
         raise UsageError(f"--init-from {c.parent!r}: that run is not finished")
-    check_steps(c.steps)
-    check_needles(c.needles)
-    plan = _finetune_plan(parent_cfg, c) if c.context is not None else _continued_plan(parent_cfg, c)
+    with naming_flags({"train.steps": "--steps", "train.needles": "--needles"}):
+        plan = _finetune_plan(parent_cfg, c) if c.context is not None else _continued_plan(parent_cfg, c)
     if c.compile is not None:
         plan.cfg = replace(plan.cfg, train=replace(plan.cfg.train, compile=c.compile))
     return plan
@@ -207,7 +152,7 @@ def _finetune_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
                          "(without --context)")
     ctx = parse_context(c.context, parent_cfg.model.context)
     scaling = c.rope_scaling or "linear"
-    parse_scalings(scaling)
+    parse_variants(scaling)
     if not SCHEMES.get(parent_cfg.model.pe).variants():
         raise UsageError(f"--init-from with --rope-scaling needs a run of the RoPE family; {c.parent!r} uses "
                          f"{parent_cfg.model.pe!r}")
@@ -216,32 +161,29 @@ def _finetune_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
     return RunPlan(c.name or f"{c.parent}-ft-{scaling}-{ctx}", cfg, meta)
 
 
-def scalings_for(scheme: str, scalings: list[str], explicit: bool) -> Optional[list[str]]:
+def variants_for(scheme: str, variants: list[str], explicit: bool) -> Optional[list[str]]:
     """The variants to evaluate a run of ``scheme`` with: all asked for where the scheme has variants; where it
     has none, none (None when they were asked for explicitly: the run is an error for the caller to report)."""
     from ..pe import SCHEMES
 
-    if not scalings or SCHEMES.get(scheme).variants():
-        return scalings
+    if not variants or SCHEMES.get(scheme).variants():
+        return variants
     return None if explicit else []
 
 
-def check_eval_settings(rope_factor: Optional[float], max_tokens: Optional[int]) -> None:
-    if rope_factor is not None and rope_factor < 1:
-        raise UsageError(f"--rope-factor must be >= 1, got {rope_factor}")
-    if max_tokens is not None and max_tokens < 2:
-        raise UsageError(f"--max-tokens must be >= 2, got {max_tokens}")
-
-
-def eval_request(lengths: Optional[str] = None, protocol: Protocol = Protocol(), rope_scaling: Optional[str] = None,
-                 task: Optional[str] = None, task_opts: Optional[list[str]] = None, trials: Optional[int] = None,
-                 **kw) -> EvalRequest:
-    """An evaluation request from the command line's text: lengths, scalings, tasks and their options."""
-    tasks = resolve_tasks(task)
-    given = {**parse_task_opts(task_opts), **({"trials": trials} if trials is not None else {})}
-    check_eval_settings(kw.get("rope_factor"), kw.get("max_tokens"))
-    return EvalRequest(lengths=parse_lengths(lengths), protocol=protocol.validate(),
-                       scalings=parse_scalings(rope_scaling), tasks=tasks, options=task_options(tasks, given), **kw)
+def eval_request(flags: EvalFlags = EvalFlags(), **settings) -> EvalRequest:
+    """The evaluation request of a command's flags: lengths, variants, protocol, tasks and their options parsed;
+    every field that ``EvalRequest`` has by the same name copied as it is, then ``settings`` (a suite's, the
+    command's own) over them. Validated once, here."""
+    tasks = resolve_tasks(flags.task)
+    given = {**parse_task_opts(list(flags.task_opts)), **({"trials": flags.trials} if flags.trials is not None else {})}
+    same = {f.name for f in fields(EvalRequest)} & {f.name for f in fields(EvalFlags)}
+    copied = {n: getattr(flags, n) for n in same if getattr(flags, n) is not None}
+    req = EvalRequest(**{**copied, "lengths": parse_lengths(flags.lengths),
+                         "protocol": Protocol(flags.protocol, flags.stride, flags.targets).validate(),
+                         "variants": parse_variants(flags.rope_scaling), "tasks": tasks,
+                         "options": task_options(tasks, given), **settings})
+    return req.validate()
 
 
 @dataclass
@@ -270,24 +212,21 @@ def suite_task_opts(st, tasks: list, given: Optional[list[str]]) -> list[str]:
 
 
 def suite_plan(suite: Optional[str], pe: Optional[str], flags: ConfigFlags, seeds: Optional[str],
-               results: Optional[Path], eval_args: dict, final: bool = False, devices: Optional[str] = None
-               ) -> SuitePlan:
-    """A suite (default: the README's main job) resolved with the flags that override its settings.
-    ``eval_args``: lengths, max_tokens, task, task_opts, trials, rope_scaling ('' for none), overwrite, device."""
+               results: Optional[Path], ev: EvalFlags, overwrite: bool = False, final: bool = False,
+               devices: Optional[str] = None) -> SuitePlan:
+    """A suite (default: the README's main job) resolved with the flags that override its settings: its config,
+    tasks (with their trials and options), protocol and stream length unless a flag gives them."""
     from ..pe import resolve_schemes
 
     st = get_suite(suite)
     flags = replace(flags, config=flags.config or st.config)
     base, notes = resolve_config(flags)
-    args = dict(eval_args)
-    tasks = resolve_tasks(args.pop("task", None) or st.tasks)
-    if args.get("trials") is None and any("trials" in t.options for t in tasks):
-        args["trials"] = st.trials  # the suite's, where a task takes trials
-    args["task_opts"] = suite_task_opts(st, tasks, args.get("task_opts"))
-    overwrite = args.pop("overwrite", False)
-    req = eval_request(protocol=Protocol(st.protocol[0], stride=st.protocol[1]), task=",".join(t.name for t in tasks),
-                       split="test" if final else "validation", skip_existing=not overwrite,
-                       max_tokens=args.pop("max_tokens", None) or st.max_tokens, **args)
+    tasks = resolve_tasks(ev.task or st.tasks)
+    trials = ev.trials if ev.trials is not None or not any("trials" in t.options for t in tasks) else st.trials
+    ev = replace(ev, task=",".join(t.name for t in tasks), trials=trials, protocol=st.protocol[0],
+                 stride=st.protocol[1], task_opts=tuple(suite_task_opts(st, tasks, list(ev.task_opts))),
+                 max_tokens=ev.max_tokens or st.max_tokens, split="test" if final else "validation")
+    req = eval_request(ev, skip_existing=not overwrite)
     runs = plan_runs(base, resolve_schemes(pe or st.pe), parse_seeds(None, seeds, base.train.seed))
     return SuitePlan(Path(results or st.results), runs, req, notes, devices or "local", flags.config)
 
@@ -299,12 +238,12 @@ def outside_eval(results: ResultsDir, spec: str, lengths: Optional[str], rope_sc
     evaluate; every setting is checked before the model runs."""
     from ..device import resolve_device
     from ..evaluate import evaluate_outside
-    from ..hf import open_model, parse_hf_lengths, parse_scalings
+    from ..hf import open_model, parse_hf_lengths, parse_hf_scalings
 
     if req.logit_scale or req.rope_factor:
         raise UsageError("with --hf, scalings are --rope-scaling NAME[:key=value...] (linear, dynamic, yarn, llama3, "
                          "longrope); --rope-factor and --logit-scale do not apply")
-    scalings = parse_scalings(rope_scaling)
+    scalings = parse_hf_scalings(rope_scaling)
     if context is not None and context < 2:
         raise UsageError(f"--context must be >= 2, got {context}")
     o = open_model(spec, dtype, context, revision, str(resolve_device(req.device)))

@@ -175,7 +175,7 @@ def summary(p: Profile) -> str:
             + ("" if p.core_use is None else f"; cores busy {p.core_use:.0%}"))
 
 
-def measure_peak(device: str, flops: float, dtype=None) -> float:
+def peak_for_work(device: str, flops: float, dtype=None) -> float:
     """The matmul peak (bench.matmul_peak: the best of timed loops; fp32 on the CPU unless ``dtype``); for work too
     small to matter (under 1e12 FLOPs) a quick, rough one, so tiny runs do not pay seconds for it."""
     from ..bench import matmul_peak
@@ -207,16 +207,16 @@ class Clock:
         self.flops: dict = {}  # run -> training FLOPs of the plan, computed once
         self.bf16 = False  # runs train in bf16 on the CPU: the bf16 peak is measured too
 
-    def measure_peak(self, device: str, runs: list) -> None:
+    def measure_peaks(self, device: str, runs: list) -> None:
         """Before the jobs (the planned training FLOPs decide how carefully)."""
         import torch
 
         t = time.perf_counter()
         self.flops = {name: train_flops(c) for name, c in runs}
-        self.peak_before = measure_peak(device, sum(self.flops.values()))
+        self.peak_before = peak_for_work(device, sum(self.flops.values()))
         self.bf16 = trains_bf16_on_cpu(device, runs)
         if self.bf16:
-            self.bf16_before = measure_peak(device, sum(self.flops.values()), torch.bfloat16)
+            self.bf16_before = peak_for_work(device, sum(self.flops.values()), torch.bfloat16)
         dt = time.perf_counter() - t
         self.t0, self.last = self.t0 + dt, self.last + dt  # not the run's time, nor setup's
 
@@ -242,12 +242,12 @@ def finish(rd: ResultsDir, runs: list, clock: Clock, devices: str, device: str) 
     it ran on), written as profile.md and profile.csv."""
     clock.lap("report")
     flops = clock.flops or {name: train_flops(c) for name, c in runs}
-    peak = max(clock.peak_before, measure_peak(device, sum(flops.values())))
+    peak = max(clock.peak_before, peak_for_work(device, sum(flops.values())))
     p = collect(rd, runs, clock.since, clock.wall(), peak, workers_of(devices), clock.laps.get("setup", 0.0), flops)
     if clock.bf16:
         import torch
 
-        p.peak_bf16 = max(clock.bf16_before, measure_peak(device, sum(flops.values()), torch.bfloat16))
+        p.peak_bf16 = max(clock.bf16_before, peak_for_work(device, sum(flops.values()), torch.bfloat16))
     p.phases.append(Phase("report", "tables and plots", clock.laps.get("report", 0.0)))
     if p.workers == 1:  # phases in sequence: what they leave of the wall (corpus preparation, checkpoints, ...)
         rest = p.wall_s - sum(x.seconds for x in p.phases)

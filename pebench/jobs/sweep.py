@@ -28,7 +28,7 @@ from ..progress import Reporter
 from ..results import ResultsDir
 from ..scoring import Protocol
 from ..tasks import TASKS
-from .plan import scalings_for
+from .plan import variants_for
 from .training import train_run
 
 JOBS = "jobs"  # RESULTS/jobs/NAME.json: the resolved jobs handed to workers
@@ -47,9 +47,9 @@ def request_from_dict(d: dict) -> EvalRequest:
 
 def write_job(results: ResultsDir, name: str, cfg: Config, req: EvalRequest, overwrite: bool) -> Path:
     """The job file a worker runs: the run's resolved config and this run's evaluation request."""
-    sc = scalings_for(cfg.model.pe, list(req.scalings), explicit=False)
+    sc = variants_for(cfg.model.pe, list(req.variants), explicit=False)
     spec = {"name": name, "results": str(results.root), "overwrite": overwrite, "config": cfg.to_dict(),
-            "eval": request_dict(replace(req, scalings=sc))}
+            "eval": request_dict(replace(req, variants=sc))}
     path = results.root / JOBS / f"{name}.json"
     atomic_write_json(path, spec)
     return path
@@ -80,13 +80,13 @@ def evaluate_runs(rd: ResultsDir, runs: list[str], req: EvalRequest, explicit: b
     failures = 0
     for run in runs:
         cfg, _ = rd.run_config(run)
-        sc = scalings_for(cfg.model.pe, list(req.scalings), explicit)
+        sc = variants_for(cfg.model.pe, list(req.variants), explicit)
         if sc is None:
             reporter.error(f"run {run!r} uses {cfg.model.pe!r}: --rope-scaling applies to the RoPE family only")
             failures += 1
             continue
         try:
-            evaluate_run(rd, run, replace(req, scalings=sc), reporter)
+            evaluate_run(rd, run, replace(req, variants=sc), reporter)
         except UsageError:
             raise
         except PebenchError as e:
@@ -117,7 +117,7 @@ def job_cost(cfg: Config, req: EvalRequest) -> float:
     from ..pe import SCHEMES
     from ..checkpoint import train_flops
 
-    variants = scalings_for(cfg.model.pe, list(req.scalings), explicit=False) or []
+    variants = variants_for(cfg.model.pe, list(req.variants), explicit=False) or []
     n = len(SCHEMES.get(cfg.model.pe).variants()) if variants == ["all"] else len(variants)
     return train_flops(cfg) * (1 + 0.1 * max(1, n))
 
@@ -202,7 +202,7 @@ def _env_for(device: str, job: Job) -> dict:
     return env
 
 
-def _run_job(job: Job, device: str, workers: int) -> None:
+def _run_job(job: Job, device: str) -> None:
     job.device, job.state = device, "running"
     cmd = [sys.executable, "-m", "pebench", "job", str(job.spec), "--device",
            "cuda" if device.startswith("cuda") else "cpu"]
@@ -263,7 +263,7 @@ def run_sweep(jobs: list[Job], devices: list[str], results: ResultsDir, show: bo
                 if job.after is not None and job.after.state != "done":
                     job.state, job.error = "failed", f"not started: {job.after.name} failed"
                 else:
-                    _run_job(job, device, len(devices))
+                    _run_job(job, device)
             except Exception as e:  # noqa: BLE001 - a job that cannot even start is a failed job, not a dead worker
                 job.state, job.error = "failed", f"{type(e).__name__}: {e}"
             q.ended()

@@ -1,7 +1,7 @@
 """Positional encodings: one module per scheme, discovered and registered by name.
 
 Adding a scheme: drop a module in this folder that defines a ``PositionalEncoding`` subclass decorated
-with ``@SCHEMES.register("name")``. Nothing else needs to change. A scheme outside the package is named
+with ``@SCHEMES.add``. Nothing else needs to change. A scheme outside the package is named
 ``path/to/file.py:ClassName`` on the command line, or installed as an entry point in the group
 ``pebench.schemes``; either registers under the class's ``name``, and a run records where it came from
 (``model.pe_source``) so later commands find it again.
@@ -43,7 +43,7 @@ def _register_user(cls: Any, source: str) -> str:
             return name  # the same file loaded again
         raise UsageError(f"{source}: a scheme named {name!r} exists already; give the class another name")
     if name not in SCHEMES:
-        SCHEMES.register(name)(cls)
+        SCHEMES.add(cls)
     SOURCES[name] = source
     return name
 

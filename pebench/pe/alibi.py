@@ -23,7 +23,7 @@ def alibi_slopes(n_heads: int) -> list[float]:
     return power_of_two(closest) + power_of_two(2 * closest)[0::2][: n_heads - closest]
 
 
-@SCHEMES.register("alibi")
+@SCHEMES.add
 class ALiBi(PositionalEncoding):
     name = "alibi"
     description = "linear distance penalty per head on the logits (Press 2021)"

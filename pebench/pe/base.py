@@ -281,5 +281,5 @@ class PositionalEncoding(nn.Module):
         return None
 
 
-# Every scheme registers here under its name (``@SCHEMES.register("name")``); ``pebench.pe`` discovers the modules.
+# Every scheme registers here under its name (``@SCHEMES.add``); ``pebench.pe`` discovers the modules.
 SCHEMES: Registry[type[PositionalEncoding]] = Registry("positional encoding")

@@ -42,7 +42,7 @@ def cope_term(q: torch.Tensor, pos: torch.Tensor, e: torch.Tensor) -> torch.Tens
     return qe.gather(-1, lo) * (1 - w) + qe.gather(-1, hi) * w
 
 
-@SCHEMES.register("cope")
+@SCHEMES.add
 class CoPE(PositionalEncoding):
     name = "cope"
     description = "contextual positions: counts of gated keys, a learned table per layer (Golovneva 2024)"

@@ -36,7 +36,7 @@ def fire_input(q_idx: torch.Tensor, kv_idx: torch.Tensor, c: torch.Tensor, L: to
     return torch.log1p(c * r) / torch.log1p(c * torch.maximum(i, L))
 
 
-@SCHEMES.register("fire")
+@SCHEMES.add
 class Fire(PositionalEncoding):
     name = "fire"
     description = "learned MLP of the log-normalised distance psi(i-j)/psi(max(i,L)) (Li 2024)"

@@ -28,7 +28,7 @@ def split(prefix: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch
     return hi, (prefix - hi.double()).to(dtype)
 
 
-@SCHEMES.register("fox")
+@SCHEMES.add
 class Fox(PositionalEncoding):
     name = "fox"
     description = "data-dependent forget gates: logit += sum of log gates between key and query (Lin 2025)"

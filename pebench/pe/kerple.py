@@ -35,7 +35,7 @@ def kerple_bias(r: torch.Tensor, p: torch.Tensor, a: torch.Tensor, kind: str) ->
     return torch.where(r > 0, -a * safe ** p, torch.zeros_like(r))
 
 
-@SCHEMES.register("kerple")
+@SCHEMES.add
 class Kerple(PositionalEncoding):
     name = "kerple"
     description = "learned log (or power) kernel of the distance per head on the logits (Chi 2022)"

@@ -15,7 +15,7 @@ class LearnedOptions:
     weight_decay: bool = False  # decay the table with the other weights (GPT-2 does; issue #16 examines it)
 
 
-@SCHEMES.register("learned")
+@SCHEMES.add
 class Learned(PositionalEncoding):
     name = "learned"
     description = "trained absolute position table (GPT-2); undefined beyond the training context"

@@ -2,7 +2,7 @@
 from .base import SCHEMES, PositionalEncoding
 
 
-@SCHEMES.register("none")
+@SCHEMES.add
 class NoPE(PositionalEncoding):
     name = "none"
     description = "no positional signal (NoPE); the causal mask alone orders tokens"

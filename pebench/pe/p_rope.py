@@ -27,7 +27,7 @@ def kept_frequencies(n_freq: int, fraction: float) -> int:
     return int(math.floor(fraction * n_freq + 1e-9))
 
 
-@SCHEMES.register("p-rope")
+@SCHEMES.add
 class PRoPE(RoPE):
     name = "p-rope"
     description = "RoPE on the highest fraction p of frequencies only (Barbero 2025; p=1 rope, p=0 none)"

@@ -181,7 +181,7 @@ class RopeOptions:
         return out
 
 
-@SCHEMES.register("rope")
+@SCHEMES.add
 class RoPE(PositionalEncoding):
     name = "rope"
     description = "rotary embedding of q and k (Su 2021); scalings: linear, ntk, dynamic-ntk, yarn, llama3"

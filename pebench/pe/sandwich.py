@@ -36,7 +36,7 @@ def sandwich_ratios(n_heads: int) -> torch.Tensor:
     return 8.0 * torch.arange(1, n_heads + 1, dtype=torch.float64) / n_heads
 
 
-@SCHEMES.register("sandwich")
+@SCHEMES.add
 class Sandwich(PositionalEncoding):
     name = "sandwich"
     description = "parameter-free sinusoidal inner-product bias, compressed per head (Chi 2023)"

@@ -60,7 +60,7 @@ class ShawScoreMod(ScoreMod):
         return mass.to(q.dtype) @ self.a_v.to(q.dtype)
 
 
-@SCHEMES.register("shaw")
+@SCHEMES.add
 class Shaw(PositionalEncoding):
     name = "shaw"
     description = "learned relative key/value vectors per clipped distance, per layer (Shaw 2018)"

@@ -29,7 +29,7 @@ class SinusoidalOptions:
     table_scale: float = 1.0
 
 
-@SCHEMES.register("sinusoidal")
+@SCHEMES.add
 class Sinusoidal(PositionalEncoding):
     name = "sinusoidal"
     description = "fixed sin/cos absolute positions added to the embeddings (Vaswani 2017)"

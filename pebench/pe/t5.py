@@ -39,7 +39,7 @@ def t5_bucket(distance: torch.Tensor, num_buckets: int = 32, max_distance: int =
     return torch.where(n < max_exact, n.to(torch.long), large)
 
 
-@SCHEMES.register("t5")
+@SCHEMES.add
 class T5Bias(PositionalEncoding):
     name = "t5"
     description = "learned scalar bias per head and log-bucketed distance, shared by all layers (Raffel 2020)"

@@ -43,7 +43,7 @@ def xpos_zeta(head_dim: int, gamma: float = 0.4) -> torch.Tensor:
     return (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim + gamma) / (1 + gamma)
 
 
-@SCHEMES.register("xpos")
+@SCHEMES.add
 class XPos(RoPE):
     name = "xpos"
     description = "RoPE with a per-frequency exponential decay of the logit with distance (Sun 2023)"

@@ -139,7 +139,7 @@ def register_task(task: Task) -> Task:
     for m in task.metrics + task.derived:
         if m.name in METRICS and METRICS[m.name].task != task.name:
             raise ValueError(f"metric {m.name!r} of task {task.name!r} is already a metric of {METRICS[m.name].task!r}")
-    TASKS.register(task.name)(task)
+    TASKS.add(task)
     for m in task.metrics + task.derived:
         METRICS[m.name] = m
     return task

@@ -19,7 +19,7 @@ from pebench.findings.report import records_frame
 from pebench.results import PACKED_RECORDS, SCHEMA_VERSION, ResultsDir
 from support import invoke
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REFERENCE = REPO / "results" / "reference"
 
 

@@ -1,9 +1,13 @@
 """Long work says its cost and keeps talking when the output is a log; short work stays quiet."""
 import io
 
-import pytest
-
-from pebench.progress import BarProgress, LogProgress, Progress, fmt_duration, for_stream
+from pebench.progress import (
+    BarProgress,
+    LogProgress,
+    Progress,
+    fmt_duration,
+    for_stream,
+)
 
 
 class Clock:
@@ -77,10 +81,10 @@ def test_evaluation_reports_its_real_cost(tmp_path):
     """The cost line counts the windows the protocol really runs, and the updates reach the total."""
     import numpy as np
     import torch
+    from support import tiny_model_config
 
-    from conftest import tiny_model_config
-    from pebench.scoring import Protocol, score_stream, windows
     from pebench.model import DecoderLM
+    from pebench.scoring import Protocol, score_stream, windows
 
     class Record(Progress):
         def __init__(self):

@@ -3,11 +3,9 @@ import json
 
 import pytest
 import yaml
+from support import MICRO, runner
 
 from pebench.cli import app
-from test_cli import MICRO
-from support import runner
-
 
 
 def invoke(*args):

@@ -6,7 +6,6 @@ import sys
 
 import pytest
 import yaml
-
 from support import micro
 
 # fp32: equal losses to 2e-5 are a property of the arithmetic; bf16 autocast rounds a split batch differently
@@ -67,7 +66,7 @@ def test_parallel_sweep_equals_sequential(tmp_path, cfg):
 def test_ranks_exit_cleanly_launch_after_launch():
     """Without the teardown fix in pebench.jobs.distributed, this exact launch aborted at exit in 11 of 24 tries on
     a 2-core machine (0 of 24 with it): 8 launches miss a regression with probability (13/24)^8 < 1%."""
-    helper = os.path.join(os.path.dirname(__file__), "helpers", "ddp_teardown.py")
+    helper = os.path.join(os.path.dirname(__file__), "..", "helpers", "ddp_teardown.py")
     for i in range(8):
         r = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", helper])
         assert r.returncode == 0, f"launch {i + 1}: exit {r.returncode}\n{r.stderr[-1500:]}"
@@ -77,15 +76,16 @@ def test_sweep_jobs_hand_workers_the_resolved_config_and_request(tmp_path):
     """A worker reads the run's config exactly as the parent planned it (overlays, steps, per-scheme rate) and the
     evaluation request (lengths, split, tasks, options), so it can never plan differently from its parent."""
     from pebench.config import load_config
+    from pebench.evaluate import EvalFlags
     from pebench.jobs.plan import eval_request, plan_runs
-    from pebench.results import ResultsDir
     from pebench.jobs.sweep import jobs_for, read_job
+    from pebench.results import ResultsDir
 
     base = load_config("tiny")
     base.train.lr_by_scheme = {"alibi": 0.0123}
     runs = plan_runs(base, ["rope", "alibi"], [3])
-    req = eval_request("128,256", rope_scaling="none,yarn", task="ppl,copy", task_opts=["copy.trials=3"],
-                       split="test")
+    req = eval_request(EvalFlags("128,256", rope_scaling="none,yarn", task="ppl,copy", task_opts=("copy.trials=3",),
+                                 split="test"))
     rd = ResultsDir(tmp_path)
     rope, alibi = jobs_for(rd, runs, req, overwrite=False)
     for job, (name, cfg) in zip((rope, alibi), runs):
@@ -95,5 +95,5 @@ def test_sweep_jobs_hand_workers_the_resolved_config_and_request(tmp_path):
         assert got_req.lengths == [128, 256] and got_req.split == "test"
         assert [t.name for t in got_req.tasks] == ["ppl", "copy"] and got_req.options["copy"]["trials"] == 3
     assert read_job(alibi.spec)[2].train.lr == 0.0123
-    assert read_job(rope.spec)[3].scalings == ["none", "yarn"]
-    assert read_job(alibi.spec)[3].scalings == []  # alibi has no variants: none asked of it
+    assert read_job(rope.spec)[3].variants == ["none", "yarn"]
+    assert read_job(alibi.spec)[3].variants == []  # alibi has no variants: none asked of it

@@ -7,12 +7,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from pebench.config import load_config
-from pebench.jobs.plan import eval_request, plan_runs
 from pebench.checkpoint import train_flops
+from pebench.config import load_config
+from pebench.evaluate import EvalFlags
+from pebench.jobs.plan import eval_request, plan_runs
 from pebench.jobs.profile import Phase, Profile, collect, markdown
-from pebench.results import ResultsDir
 from pebench.jobs.sweep import Job, jobs_for
+from pebench.results import ResultsDir
 
 
 def test_training_flops_are_steps_times_tokens_times_flops_per_token():
@@ -26,7 +27,7 @@ def test_training_flops_are_steps_times_tokens_times_flops_per_token():
 
 def test_the_longest_job_starts_first(tmp_path):
     runs = plan_runs(load_config("tiny"), ["alibi", "rope", "none"], [0])
-    jobs = jobs_for(ResultsDir(tmp_path), runs, eval_request(rope_scaling="all"), overwrite=False)
+    jobs = jobs_for(ResultsDir(tmp_path), runs, eval_request(EvalFlags(rope_scaling="all")), overwrite=False)
     assert jobs[0].scheme == "rope"  # six evaluation variants
     assert jobs[0].cost > jobs[1].cost == jobs[2].cost
 
@@ -73,7 +74,7 @@ def test_first_wave_jobs_split_into_training_then_evaluation_shares(tmp_path):
     from pebench.jobs.sweep import assign_threads, read_job, split_evaluations
 
     runs = plan_runs(load_config("tiny"), ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"], [0])
-    jobs = assign_threads(jobs_for(ResultsDir(tmp_path), runs, eval_request(rope_scaling="all"), False), 2, 2)
+    jobs = assign_threads(jobs_for(ResultsDir(tmp_path), runs, eval_request(EvalFlags(rope_scaling="all")), False), 2, 2)
     items = split_evaluations(jobs)
     trains, shares, last = items[:6], items[6:18], items[18:]
     assert [j.name for j in trains] == [j.name for j in jobs[:6]] and len(items) == 19
@@ -204,38 +205,6 @@ def test_the_tuned_allocator_keeps_freed_tensor_memory_in_the_process():
     assert any(statistics.mean(r) > 200 for r in tries), tries  # glibc trims the heap's freed top
 
 
-def test_the_optimizer_is_fused_on_the_cpu_and_takes_the_reference_step():
-    """make_optimizer uses the fused AdamW kernel on the CPU too; its updates equal the reference (for-loop) AdamW's
-    with the same groups (decay on matrices, none on norms) up to rounding, over several steps."""
-    import torch
-
-    from pebench.checkpoint import build_model
-    from pebench.train import make_optimizer
-
-    cfg = load_config("tiny")
-    cfg = replace(cfg, model=replace(cfg.model, d_model=32, n_layers=2, d_mlp=64, context=16))
-    torch.manual_seed(0)
-    a, b = build_model(cfg), build_model(cfg)
-    b.load_state_dict(a.state_dict())
-    start = {k: v.clone() for k, v in a.state_dict().items()}
-    opt = make_optimizer(a, cfg.train, torch.device("cpu"))
-    assert opt.defaults["fused"] is True
-    name_of = {id(p): n for n, p in a.named_parameters()}
-    mine = dict(b.named_parameters())
-    ref = torch.optim.AdamW([{"params": [mine[name_of[id(p)]] for p in g["params"]], "weight_decay": g["weight_decay"]}
-                             for g in opt.param_groups], lr=cfg.train.lr, betas=(cfg.train.beta1, cfg.train.beta2),
-                            foreach=False)
-    assert sum(len(g["params"]) for g in ref.param_groups) == len(mine)
-    x = torch.randint(0, 256, (4, 16))
-    for _ in range(5):
-        for m, o in ((a, opt), (b, ref)):
-            o.zero_grad()
-            m(x, x)[1].backward()
-            o.step()
-    moved = max((a.state_dict()[k] - v).abs().max().item() for k, v in start.items())
-    diff = max((a.state_dict()[k] - v).abs().max().item() for k, v in b.state_dict().items())
-    assert diff < 1e-5 and moved > 1e-3
-
 
 def test_native_bf16_is_read_from_the_cpu_flags(tmp_path):
     from pebench.device import native_bf16_cpu
@@ -279,45 +248,14 @@ def test_a_precision_outside_the_list_is_one_line_and_auto_keeps_the_config_hash
     assert replace(cfg, train=replace(cfg.train, precision="fp32")).hash() != cfg.hash()
 
 
-@pytest.mark.parametrize("precision, dtype", [("bf16", "bfloat16"), ("fp32", "float32")])
-def test_training_runs_in_the_precision_it_records(tmp_path, precision, dtype):
-    """A run's matmuls run in its precision (a forward hook sees their outputs), the run's config records the
-    precision it used, and evaluation writes it into every record's provenance."""
-    import torch
-
-    from pebench.config import config_from_dict
-    from pebench.evaluate import EvalRequest, evaluate_run
-    from pebench.train import train
-    from support import micro
-
-    cfg = config_from_dict(micro(train={"precision": precision}), name="micro")
-    rd = ResultsDir(tmp_path)
-    seen = set()
-    real = torch.nn.Linear.forward
-
-    def spy(self, x):
-        out = real(self, x)
-        seen.add(str(out.dtype).split(".")[1])
-        return out
-
-    torch.nn.Linear.forward = spy
-    try:
-        r = train(cfg, rd, "m", device="cpu")
-    finally:
-        torch.nn.Linear.forward = real
-    assert seen == {dtype} and r.final_loss == r.final_loss  # finite
-    assert rd.run_config("m")[1]["precision"] == precision
-    recs = evaluate_run(rd, "m", EvalRequest(lengths=[16], device="cpu", max_tokens=300))
-    assert recs and all(x["provenance"]["train_precision"] == precision for x in recs)
-
 
 @pytest.mark.parametrize("scheme", ["rope", "alibi"])
 def test_bf16_cpu_training_attention_takes_the_math_kernel_and_matches_fp32(scheme):
     """bf16 CPU training attention (SDPA's math kernel, with and without a logit term) agrees with the fp32 reference
     to bf16's precision, in values and in gradients."""
-    import torch
-
     import contextlib
+
+    import torch
 
     from pebench.attention import _sdpa_kernels, attend, attention_math
     from pebench.pe import PEContext, build_pe
@@ -342,29 +280,12 @@ def test_bf16_cpu_training_attention_takes_the_math_kernel_and_matches_fp32(sche
         assert (ref - got).abs().max() <= 0.03 * ref.abs().max() + 1e-3
 
 
-def test_a_resumed_run_keeps_the_precision_it_started_in(tmp_path):
-    import torch
-    import yaml
-
-    from pebench.train import _run_precision
-
-    rd, cpu = ResultsDir(tmp_path), torch.device("cpu")
-    folder = rd.run_dir("r")
-    folder.mkdir(parents=True)
-    base = load_config("tiny").to_dict()
-    for meta, want in (({"precision": "bf16"}, "bf16"), ({"precision": "fp32"}, "fp32"), ({}, "fp32")):
-        (folder / "config.yaml").write_text(yaml.safe_dump({**base, "run": {"name": "r", **meta}}))
-        for requested in ("auto", "fp32", "bf16"):
-            assert _run_precision(rd, "r", cpu, requested, resume=True) == want
-    assert _run_precision(rd, "r", cpu, "bf16", resume=False) == "bf16"  # a new run resolves its own
-    assert _run_precision(rd, "new", cpu, "fp32", resume=True) == "fp32"  # nothing to resume yet
-
 
 def test_a_bf16_run_is_put_against_both_floors_and_the_budget_table_is_generated_from_profile_json(tmp_path):
     import json
 
-    from pebench.jobs import profile
     from pebench.findings.docs import render
+    from pebench.jobs import profile
 
     phases = [Phase("train", "a", 50.0, 2e13, 2), Phase("eval", "a L=128", 10.0, 0.0, 2)]
     fp32 = Profile(80.0, 2e11, 1, phases)  # cores unknown: no core use claimed

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from support import Oracle, Uniform, invoke, task_ctx
 
 from pebench.data import ruler
 from pebench.data.needles import FILLER, training_document
@@ -14,7 +15,6 @@ from pebench.scoring import Protocol
 from pebench.tasks import TASKS, task_options
 from pebench.tasks import mqar as mqar_task
 from pebench.tasks import niah as niah_task
-from support import Oracle, Uniform, invoke, task_ctx
 
 NIAH_OPTS = {**TASKS.get("niah").options, "trials": 4, "depths": "0,0.5,1"}
 
@@ -179,9 +179,10 @@ class WholeRows(torch.nn.Module):
 def test_ranking_with_the_prefix_run_once_equals_every_row_run_whole(pe):
     """niah multivalue and vt rank answers tried in one slot; running the shared prefix once per prompt gives the
     slot log-likelihoods, hence the records, of running every row whole (a trained-like model: weights perturbed)."""
-    from conftest import tiny_model_config
+    from support import tiny_model_config
+
     from pebench.model import DecoderLM
-    from pebench.scoring import slot_logprobs, score_positions
+    from pebench.scoring import score_positions, slot_logprobs
 
     torch.manual_seed(0)
     m = DecoderLM(tiny_model_config(pe, context=64)).eval()

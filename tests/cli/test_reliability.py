@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from support import runner
 
+from pebench.checkpoint import load_checkpoint
 from pebench.cli import app
 from pebench.errors import PebenchError
 from pebench.fsutil import RunLock
-from pebench.checkpoint import load_checkpoint
-from support import runner
-
 
 SLOW = {
     "name": "slow",
@@ -100,47 +99,9 @@ def test_interrupt_saves_the_current_step_and_resumes_bitwise(tmp_path, slow_cfg
     assert len(errors) == 1 and f"interrupted by {sig.name} at step {status['step']}/40" in errors[0], err
     assert "Traceback" not in err
     r = runner.invoke(app, ["list", "--results", str(res)])
-    assert f"stopped" in r.output and f"interrupted (step {status['step']}/40)" in r.output
+    assert "stopped" in r.output and f"interrupted (step {status['step']}/40)" in r.output
     _resume_matches(res, slow_cfg, "stopped", straight)
 
-
-def test_stop_request_flags_the_first_signal_and_raises_on_a_second_sigint():
-    from pebench.train import StopRequest
-
-    got = []
-    before = signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            with StopRequest() as stop:
-                os.kill(os.getpid(), signal.SIGTERM)
-                time.sleep(0.01)
-                assert stop.signal == "SIGTERM"
-                os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(0.01)
-        assert signal.getsignal(signal.SIGTERM) is not stop._handle and got == []  # restored; honoured, not resent
-    finally:
-        signal.signal(signal.SIGTERM, before)
-
-
-def test_a_signal_the_loop_did_not_honour_is_handed_on_when_it_ends():
-    """A notice that lands during the last step (the loop never looks again) reaches the handler it displaced once
-    the block ends, so a scheduler's USR2 still requeues the task; a block that ended on it does not resend it."""
-    from pebench.train import StopRequest, TrainingInterrupted
-
-    got = []
-    before = signal.signal(signal.SIGUSR2, lambda s, f: got.append(s))
-    try:
-        with StopRequest() as stop:
-            signal.raise_signal(signal.SIGUSR2)
-            assert stop.signal == "SIGUSR2" and got == []  # held while training
-        assert got == [signal.SIGUSR2]
-        with pytest.raises(TrainingInterrupted):
-            with StopRequest():
-                signal.raise_signal(signal.SIGUSR2)
-                raise TrainingInterrupted("stopped", "SIGUSR2")
-        assert got == [signal.SIGUSR2]
-    finally:
-        signal.signal(signal.SIGUSR2, before)
 
 
 class Evil:

@@ -8,12 +8,19 @@ import sys
 import pytest
 import torch
 import yaml
+from support import micro as micro_cfg
+from support import runner
 
 from pebench.cli import app
 from pebench.errors import UsageError
-from pebench.jobs.tune import check_option_grid, grid_markdown, option_settings, overlay_dict, parse_option_grid, pick_best
-from support import micro as micro_cfg, runner
-
+from pebench.jobs.tune import (
+    check_option_grid,
+    grid_markdown,
+    option_settings,
+    overlay_dict,
+    parse_option_grid,
+    pick_best,
+)
 
 MICRO = micro_cfg(train={'steps': 6, 'checkpoint_every': 3}, eval={'curve_tokens': 300})
 
@@ -66,29 +73,6 @@ def test_an_option_grid_is_part_of_the_argmin_and_of_the_overlay():
         with pytest.raises(UsageError, match="NAME=V1,V2"):
             parse_option_grid([bad])
 
-
-def test_the_scheme_decides_weight_decay_on_its_tables():
-    from pebench.config import ModelConfig
-    from pebench.model import DecoderLM
-    from pebench.train import make_optimizer
-
-    def decayed_names(pe, options=None):
-        cfg = ModelConfig(d_model=16, n_layers=1, n_heads=2, d_mlp=32, context=8, pe=pe,
-                          pe_options={pe: options} if options else {})
-        model = DecoderLM(cfg)
-        opt = make_optimizer(model, type("T", (), {"lr": 1e-3, "beta1": 0.9, "beta2": 0.95, "weight_decay": 0.1})(),
-                             torch.device("cpu"))
-        ids = {id(p) for p in opt.param_groups[0]["params"]}
-        assert opt.param_groups[0]["weight_decay"] == 0.1 and opt.param_groups[1]["weight_decay"] == 0.0
-        assert len(ids) + len(opt.param_groups[1]["params"]) == len(list(model.parameters()))
-        return {n for n, p in model.named_parameters() if id(p) in ids}
-
-    assert "pe.table" not in decayed_names("learned")
-    assert "pe.table" in decayed_names("learned", {"weight_decay": True})
-    assert "pe.table" not in decayed_names("t5")
-    assert {"pe.a_k", "pe.a_v"} <= decayed_names("shaw")
-    base = decayed_names("none")
-    assert "blocks.0.attn.qkv.weight" in base and "ln_f.weight" not in base
 
 
 def test_the_sinusoidal_table_scale_multiplies_the_table_only():

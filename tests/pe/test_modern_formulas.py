@@ -3,8 +3,8 @@ import math
 
 import pytest
 import torch
+from support import tiny_model_config
 
-from conftest import tiny_model_config
 from pebench.model import DecoderLM
 from pebench.pe import PEContext, build_pe
 from pebench.pe.base import ScoreMod

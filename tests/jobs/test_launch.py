@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support import micro, micro_file
 
 from pebench.errors import UsageError
 from pebench.jobs.launch import launch_options, packs, pending
-from support import micro, micro_file
 
 pytest.importorskip("submitit")
-FAKE = Path(__file__).parent / "helpers" / "fake_slurm"
+FAKE = Path(__file__).parent.parent / "helpers" / "fake_slurm"
 CFG = micro(train={"steps": 24, "batch_size": 8, "checkpoint_every": 4})
 # The preempted run: ~1 s of training after its first checkpoint (the notice's trigger), twenty times the stand-in's
 # poll, so the notice lands mid-training (24 steps left ~50 ms and it once landed after the last step).

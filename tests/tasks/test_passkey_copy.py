@@ -7,19 +7,39 @@ import math
 import numpy as np
 import pytest
 import torch
-
-from pebench.findings import report as rp
-from pebench.cli import app
-from pebench.config import EvalConfig, ModelConfig
-from pebench.data.needles import (ALPHABET, EVAL, FILLER, NEEDLE, QUESTION, TASK, TRAIN, fixed_bytes, mix_needles,
-                                  needle_rows, passkey_form, passkey_window)
-from pebench.results import SCHEMA_VERSION, ResultsDir
-from pebench.tasks import METRICS, TASKS, Metric, Task, register_task, unregister_task, wilson
-from pebench.tasks import copying, passkey
-from pebench.tasks.ppl import far_tokens
 from support import Oracle, Uniform, runner
 from support import task_ctx as _ctx
 
+from pebench.cli import app
+from pebench.config import EvalConfig, ModelConfig
+from pebench.data.needles import (
+    ALPHABET,
+    EVAL,
+    FILLER,
+    NEEDLE,
+    QUESTION,
+    TASK,
+    TRAIN,
+    fixed_bytes,
+    mix_needles,
+    needle_rows,
+    passkey_form,
+    passkey_window,
+)
+from pebench.findings import report as rp
+from pebench.results import SCHEMA_VERSION, ResultsDir
+from pebench.tasks import (
+    METRICS,
+    TASKS,
+    Metric,
+    Task,
+    copying,
+    passkey,
+    register_task,
+    unregister_task,
+    wilson,
+)
+from pebench.tasks.ppl import far_tokens
 
 
 # -- passkey prompts ---------------------------------------------------------------------------------------------
@@ -284,12 +304,13 @@ def test_sample_batch_with_and_without_needles(tmp_path):
 @pytest.mark.parametrize("scheme", ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi", "kerple", "fire",
                                     "xpos", "p-rope", "sandwich", "fox", "cope"])
 def test_passkey_copy_and_far_ppl_run_for_every_scheme_and_scaling(scheme):
+    from support import tiny_model_config
+
     from pebench.evaluate import _measure
+    from pebench.model import DecoderLM
     from pebench.scoring import Protocol
     from pebench.tasks import EvalContext
-    from pebench.model import DecoderLM
     from pebench.tasks.ppl import PplTask
-    from conftest import tiny_model_config
 
     model = DecoderLM(tiny_model_config(scheme, context=32)).eval()
     cfg = type("Cfg", (), {"eval": EvalConfig(batch_tokens=2048), "model": model.cfg})()
@@ -358,37 +379,6 @@ def test_pairs_windows_are_random_strings_each_followed_by_its_repeat():
     doc = training_document(np.random.default_rng(0), np.zeros(65, dtype=np.uint8), (40, 64), {"pairs": 1})
     assert (doc[:32] == doc[32:64]).all()  # strings capped at half the window, like the other kinds
 
-
-def test_induction_warm_up_has_its_own_data_and_schedule():
-    from pebench.config import load_config
-    from pebench.errors import UsageError
-    from pebench.train import lr_at, needle_settings
-
-    cfg = load_config("context")
-    base_hash = load_config("tiny").hash()
-    tc = cfg.train
-    tc.steps, tc.induction_steps, tc.warmup, tc.lr, tc.min_lr_ratio = 300, 100, 10, 1.0, 0.1
-    assert needle_settings(tc, 99) == (1.0, [4, 16], {"pairs": 1})
-    assert needle_settings(tc, 100) == (0.5, [16, 32], {"passkey": 1, "copy": 2, "pairs": 2, "niah": 1, "vt": 1, "mqar": 1})
-    # the warm-up: linear warmup, then lr held; the language-model phase starts its warmup and cosine afresh
-    assert lr_at(0, tc) == pytest.approx(0.1) and lr_at(9, tc) == pytest.approx(1.0)
-    assert lr_at(50, tc) == lr_at(99, tc) == pytest.approx(1.0)
-    assert lr_at(100, tc) == pytest.approx(0.1) and lr_at(109, tc) == pytest.approx(1.0)
-    assert lr_at(299, tc) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 189 / 190)))
-    tc.induction_kinds = {"pairs": 3, "alternate": 1}
-    assert needle_settings(tc, 0) == (1.0, [4, 16], {"pairs": 3, "alternate": 1})
-    tc.induction_steps = 0
-    assert lr_at(100, tc) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 90 / 290)))
-    tiny = load_config("tiny")
-    assert tiny.hash() == base_hash  # the key is out of the hash while off: older runs keep their names
-    tiny.train.induction_steps = 50
-    warm = tiny.hash()
-    assert warm != base_hash
-    tiny.train.induction_kinds = {"pairs": 1, "alternate": 1}
-    assert tiny.hash() != warm
-    tiny.train.induction_steps = tiny.train.steps
-    with pytest.raises(UsageError, match="induction_steps must be 0"):
-        tiny.validate()
 
 
 def test_a_continued_run_leaves_the_parents_warm_up_behind():

@@ -4,10 +4,10 @@ import json
 import pandas as pd
 import pytest
 import yaml
+from support import invoke as _invoke  # noqa: F401
+from support import micro, runner, write_micro
 
 from pebench.cli import app
-from support import invoke as _invoke, micro, runner, write_micro  # noqa: F401
-
 
 MICRO = micro(train={'steps': 4, 'log_every': 2})
 
@@ -106,8 +106,8 @@ def _bad_configs(tmp_path):
 BAD = [
     (["train", "--pe", "alibl"], 2, "did you mean 'alibi'"),
     (["train", "--pe", "rope", "--steps", "0"], 2, "--steps must be >= 1"),
-    (["train", "--precision", "fp16", "--steps", "1"], 2, "train.precision must be one of auto, fp32, bf16"),
-    (["run", "--precision", "half", "--steps", "1"], 2, "train.precision must be one of auto, fp32, bf16"),
+    (["train", "--precision", "fp16", "--steps", "1"], 2, "--precision must be one of auto, fp32, bf16, got"),
+    (["run", "--precision", "half", "--steps", "1"], 2, "--precision must be one of auto, fp32, bf16, got"),
     (["train", "--config", "{tmp}/unknown.yaml"], 2, "'model.widthh'"),
     (["train", "--config", "{tmp}/typed.yaml"], 2, "'train.steps' must be int"),
     (["train", "--config", "{tmp}/broken.yaml"], 2, "not valid YAML"),

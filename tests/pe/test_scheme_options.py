@@ -8,8 +8,9 @@ import sys
 import pytest
 import torch
 import yaml
+from support import micro as micro_cfg
+from support import runner, tiny_model_config
 
-from conftest import tiny_model_config
 from pebench.cli import app
 from pebench.errors import UsageError
 from pebench.logit_scales import logit_scale_factors
@@ -17,9 +18,6 @@ from pebench.model import DecoderLM
 from pebench.pe import PEContext, build_pe
 from pebench.pe.alibi import alibi_slopes
 from pebench.pe.base import at_positions
-from pebench.train import sample_positions
-from support import micro as micro_cfg, runner
-
 
 MICRO = micro_cfg()
 
@@ -42,13 +40,6 @@ def micro(tmp_path):
     p.write_text(yaml.safe_dump(MICRO))
     return p
 
-
-def test_random_positions_are_sorted_distinct_below_m_and_reproducible():
-    for step in range(20):
-        p = sample_positions(3, step, 16, 100, "cpu")
-        assert p.shape == (16,) and (p[1:] > p[:-1]).all() and p.min() >= 0 and p.max() < 100
-        assert torch.equal(p, sample_positions(3, step, 16, 100, "cpu"))
-    assert not torch.equal(sample_positions(3, 0, 16, 100, "cpu"), sample_positions(3, 1, 16, 100, "cpu"))
 
 
 def test_a_logit_term_at_random_positions_is_the_term_of_those_positions():
