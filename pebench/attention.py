@@ -24,6 +24,7 @@ to the bias) or relative for relative vectors, flex for inference on CUDA; on CP
 relative up to 8 band widths, banded beyond; sdpa up to 2048 tokens for the other logit terms (measured
 fastest there), flex beyond; chunked where nothing faster is exact.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -47,7 +48,7 @@ RELATIVE_MAX_BANDS = 8
 _compile_flex = True
 # CPU inference keeps the last materialized logit term whose scheme gives it a key (attention._inference_bias),
 # up to this size (a [4, 2048, 2048] fp32 term is 64 MiB)
-BIAS_CACHE_BYTES = 256 * 2 ** 20
+BIAS_CACHE_BYTES = 256 * 2**20
 _BIAS_CACHE: dict = {}
 
 
@@ -142,11 +143,11 @@ def attention_sdpa(q, k, v, mod: Optional[ScoreMod], scale: float):
         # the diagonal and masks the rest itself), so the term needs no -inf mask and the masked half costs nothing
         # (no gradient flows to its attn_mask, hence inference only)
         out = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            q, k, v, 0.0, True, attn_mask=_inference_bias(mod, q), scale=scale)[0]
+            q, k, v, 0.0, True, attn_mask=_inference_bias(mod, q), scale=scale
+        )[0]
         return out, None
     with _sdpa_kernels(q):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=_masked_bias(q, mod, 0, k.shape[2]),
-                                              scale=scale), None
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=_masked_bias(q, mod, 0, k.shape[2]), scale=scale), None
 
 
 def attention_banded(q, k, v, mod: ScoreMod, scale: float):
@@ -168,7 +169,8 @@ def attention_banded(q, k, v, mod: ScoreMod, scale: float):
     lse_band = torch.logsumexp(s_band, dim=-1)
     if T > W:
         out_far, lse_far = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            q[:, :, W:], k[:, :, :T - W], v[:, :, :T - W], 0.0, True, scale=scale)[:2]
+            q[:, :, W:], k[:, :, : T - W], v[:, :, : T - W], 0.0, True, scale=scale
+        )[:2]
         far_term = mod(zero, b, h, i[:, :, W:], i[:, :, W:] - W).squeeze(-1)  # same for every far key
         lse_far = F.pad(lse_far + far_term, (W, 0), value=float("-inf"))
         out_far = F.pad(out_far, (0, 0, W, 0))
@@ -207,11 +209,11 @@ class _RelativeAttention(torch.autograd.Function):
         dev, dt = q.device, q.dtype
         causal = torch.full((T, T), float("-inf"), device=dev, dtype=dt).triu_(1)
         sbuf = torch.empty(W - 1 + BH * T * T, device=dev, dtype=dt)
-        s = sbuf[W - 1:].view(BH, T, T)
+        s = sbuf[W - 1 :].view(BH, T, T)
         torch.baddbmm(causal, q, k.transpose(1, 2), alpha=scale, out=s)
         _diagonals(sbuf, BH, T, W).add_(_row0_zeroed((q @ rk.t()).mul_(scale)))
         pbuf = _like_or_same(sbuf)
-        p = pbuf[W - 1:].view(BH, T, T)
+        p = pbuf[W - 1 :].view(BH, T, T)
         torch.ops.aten._softmax.out(s, -1, False, out=p)
         del sbuf, s
         p_band = _row0_zeroed(_diagonals(pbuf, BH, T, W).clone())  # p[i, i - d], 0 where i < d
@@ -227,16 +229,16 @@ class _RelativeAttention(torch.autograd.Function):
         BH, T, _ = q.shape
         W = rk.shape[0]
         d_out = d_out.contiguous()
-        p = pbuf[W - 1:].view(BH, T, T)
+        p = pbuf[W - 1 :].view(BH, T, T)
         d_v = torch.bmm(p.transpose(1, 2), d_out)
         d_rv = (p_band.transpose(1, 2) @ d_out).sum(0)
         # d p = d_out . (v_j + rv[d]); then the softmax backward gives d scores.
         dpbuf = torch.empty_like(pbuf)
-        dp = dpbuf[W - 1:].view(BH, T, T)
+        dp = dpbuf[W - 1 :].view(BH, T, T)
         torch.bmm(d_out, v.transpose(1, 2), out=dp)
         _diagonals(dpbuf, BH, T, W).add_(_row0_zeroed(d_out @ rv.t()))
         dsbuf = _like_or_same(dpbuf)
-        ds = dsbuf[W - 1:].view(BH, T, T)
+        ds = dsbuf[W - 1 :].view(BH, T, T)
         torch.ops.aten._softmax_backward_data.out(dp, p, -1, p.dtype, grad_input=ds)
         del dpbuf, dp
         ds_band = _row0_zeroed(_diagonals(dsbuf, BH, T, W).clone())
@@ -345,8 +347,9 @@ def attend_from(q, k, v, mod: Optional[ScoreMod], start: int) -> torch.Tensor:
         scale = q.shape[-1] ** -0.5
         if mod is None or not mod.needs_lse:  # the fused kernel, the block's term and causal mask as its attn_mask
             q = q[:, :, start:]
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=_masked_bias(q, mod, start, k.shape[2]),
-                                                  scale=scale).to(dt)
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=_masked_bias(q, mod, start, k.shape[2]), scale=scale
+            ).to(dt)
         s = _causal_scores(q[:, :, start:], k, mod, scale, start, materialize=True)
         lse = torch.logsumexp(s, dim=-1)
         out = torch.exp(s - lse.unsqueeze(-1)) @ v

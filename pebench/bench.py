@@ -4,6 +4,7 @@ Every figure is a median over repeats after a warm-up. On CPU each measurement r
 subprocess so that its peak resident memory (ru_maxrss) is its own; on CUDA the allocator's peak is
 reset between measurements instead.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,8 @@ from typing import Optional
 import torch
 
 from .config import Config, ModelConfig
-from .model import DecoderLM
 from .device import autocast_for
+from .model import DecoderLM
 
 
 @dataclass
@@ -41,8 +42,9 @@ def _sync(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
-def matmul_peak(device: str = "cpu", n: int = 2048, runs: int = 7, seconds: float = 0.3,
-                dtype: Optional[torch.dtype] = None) -> float:
+def matmul_peak(
+    device: str = "cpu", n: int = 2048, runs: int = 7, seconds: float = 0.3, dtype: Optional[torch.dtype] = None
+) -> float:
     """A ceiling for MFU: the best FLOP/s over ``runs`` timed runs, each a loop of n x n matmuls (``dtype``; default
     fp32 on CPU, bf16 on CUDA) lasting at least ``seconds``. The best, not the median: anything else on the machine
     can only slow a run down, and a ceiling measured low inflates every MFU."""
@@ -62,7 +64,7 @@ def matmul_peak(device: str = "cpu", n: int = 2048, runs: int = 7, seconds: floa
             elapsed = time.perf_counter() - t
             if elapsed >= seconds:
                 break
-        best = max(best, 2 * n ** 3 * k / elapsed)
+        best = max(best, 2 * n**3 * k / elapsed)
     return best
 
 
@@ -80,9 +82,11 @@ class Peak:
         return max(self.before, self.after)
 
     def describe(self) -> str:
-        return (f"matmul peak {self.flops / 1e9:,.0f} GFLOP/s (MFU denominator: best of 7 runs of >= 0.3 s, measured "
-                f"alone with {self.threads} threads; {self.before / 1e9:,.0f} before and {self.after / 1e9:,.0f} "
-                "after the measurements)")
+        return (
+            f"matmul peak {self.flops / 1e9:,.0f} GFLOP/s (MFU denominator: best of 7 runs of >= 0.3 s, measured "
+            f"alone with {self.threads} threads; {self.before / 1e9:,.0f} before and {self.after / 1e9:,.0f} "
+            "after the measurements)"
+        )
 
 
 IMPLAUSIBLE_MFU = 0.75
@@ -104,9 +108,18 @@ def _x_transformers(cfg: ModelConfig) -> torch.nn.Module:
     """x-transformers' decoder with rotary embeddings at the shape of ``cfg`` (for comparison only)."""
     from x_transformers import Decoder, TransformerWrapper
 
-    net = TransformerWrapper(num_tokens=cfg.vocab_size, max_seq_len=cfg.context, use_abs_pos_emb=False,
-                             attn_layers=Decoder(dim=cfg.d_model, depth=cfg.n_layers, heads=cfg.n_heads,
-                                                 ff_mult=cfg.d_mlp // cfg.d_model, rotary_pos_emb=True))
+    net = TransformerWrapper(
+        num_tokens=cfg.vocab_size,
+        max_seq_len=cfg.context,
+        use_abs_pos_emb=False,
+        attn_layers=Decoder(
+            dim=cfg.d_model,
+            depth=cfg.n_layers,
+            heads=cfg.n_heads,
+            ff_mult=cfg.d_mlp // cfg.d_model,
+            rotary_pos_emb=True,
+        ),
+    )
     return _XTLoss(net)
 
 
@@ -118,7 +131,7 @@ def x_transformers_available() -> bool:
 
 def _peak_mb(dev: torch.device) -> float:
     if dev.type == "cuda":
-        return torch.cuda.max_memory_allocated(dev) / 2 ** 20
+        return torch.cuda.max_memory_allocated(dev) / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
@@ -191,19 +204,30 @@ def _isolated(fn: str, device: str, **kw) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def run_bench(cfg: Config, schemes: list[str], multiples: list[int], device: str = "cpu", repeats: int = 3,
-              compile_: bool = True, reference: bool = True, on_row=None,
-              baseline: bool = True, peak_kw: Optional[dict] = None) -> tuple[list[Measurement], Peak]:
+def run_bench(
+    cfg: Config,
+    schemes: list[str],
+    multiples: list[int],
+    device: str = "cpu",
+    repeats: int = 3,
+    compile_: bool = True,
+    reference: bool = True,
+    on_row=None,
+    baseline: bool = True,
+    peak_kw: Optional[dict] = None,
+) -> tuple[list[Measurement], Peak]:
     before = _isolated("peak_sample", device, **(peak_kw or {}))
     T = cfg.model.context
     rows = []
 
     def add(scheme, phase, path, length, batch):
         mc = asdict(replace(cfg.model, pe=scheme))
-        r = _isolated("measure", device, model_cfg=mc, phase=phase, path=path, length=length, batch=batch,
-                      repeats=repeats)
-        m = Measurement(scheme, phase, path, length, r["tokens_per_s"], r["step_ms"], r["peak_mem_mb"],
-                        model_flops=r["flops"])
+        r = _isolated(
+            "measure", device, model_cfg=mc, phase=phase, path=path, length=length, batch=batch, repeats=repeats
+        )
+        m = Measurement(
+            scheme, phase, path, length, r["tokens_per_s"], r["step_ms"], r["peak_mem_mb"], model_flops=r["flops"]
+        )
         rows.append(m)
         if on_row:
             on_row(m)
@@ -245,15 +269,24 @@ def to_frame(rows: list[Measurement], peak: Optional[Peak] = None):
 
 def summary_markdown(rows: list[Measurement], peak: Peak, device: str) -> str:
     df = to_frame(rows)
-    out = [f"Device: {device}; {peak.describe()}. Medians after warm-up.", "",
-           "| scheme | phase | path | length | tokens/s | ms/step | peak MB | MFU |", "|---|---|---|---|---|---|---|---|"]
+    out = [
+        f"Device: {device}; {peak.describe()}. Medians after warm-up.",
+        "",
+        "| scheme | phase | path | length | tokens/s | ms/step | peak MB | MFU |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in df.itertuples():
         mfu = "" if r.mfu is None or r.mfu != r.mfu else f"{100 * r.mfu:.0f}%"
-        out.append(f"| {r.scheme} | {r.phase} | {r.path} | {r.length} | {r.tokens_per_s:,.0f} | {r.step_ms:.1f} | "
-                   f"{r.peak_mem_mb:,.0f} | {mfu} |")
+        out.append(
+            f"| {r.scheme} | {r.phase} | {r.path} | {r.length} | {r.tokens_per_s:,.0f} | {r.step_ms:.1f} | "
+            f"{r.peak_mem_mb:,.0f} | {mfu} |"
+        )
     # ratios measured side by side
-    out += ["", "| scheme | train step vs rope | compiled, vs rope compiled | eval speedup fast/reference at longest length |",
-            "|---|---|---|---|"]
+    out += [
+        "",
+        "| scheme | train step vs rope | compiled, vs rope compiled | eval speedup fast/reference at longest length |",
+        "|---|---|---|---|",
+    ]
     train = df[df.phase == "train"]
     ev = df[df.phase == "eval"]
     Lmax = ev["length"].max() if len(ev) else None
@@ -268,16 +301,21 @@ def summary_markdown(rows: list[Measurement], peak: Peak, device: str) -> str:
     high = df[df["mfu"].notna() & (df["mfu"] > IMPLAUSIBLE_MFU)] if "mfu" in df else df.iloc[:0]
     if len(high):
         worst = high.loc[high["mfu"].idxmax()]
-        out += ["", f"**Warning: MFU up to {100 * worst.mfu:.0f}% ({worst.scheme}, {worst.path}) is implausibly high** "
-                    f"(above {100 * IMPLAUSIBLE_MFU:.0f}% of the matmul peak): the peak was probably measured low "
-                    "(something else running?). Rerun `pebench bench` on a quiet machine before quoting MFU."]
+        out += [
+            "",
+            f"**Warning: MFU up to {100 * worst.mfu:.0f}% ({worst.scheme}, {worst.path}) is implausibly high** "
+            f"(above {100 * IMPLAUSIBLE_MFU:.0f}% of the matmul peak): the peak was probably measured low "
+            "(something else running?). Rerun `pebench bench` on a quiet machine before quoting MFU.",
+        ]
     xt = df[df.path == "x-transformers"]
     if len(xt):
         ours = df[(df.scheme == "rope") & (df.phase == "train") & (df.path != "x-transformers")]
         best = ours.loc[ours["tokens_per_s"].idxmax()]
         out.append("")
-        out.append(f"rope training vs x-transformers at the same shape: {best.tokens_per_s:,.0f} tok/s ({best.path}) "
-                   f"vs {xt.iloc[0].tokens_per_s:,.0f} tok/s = {best.tokens_per_s / xt.iloc[0].tokens_per_s:.2f}x")
+        out.append(
+            f"rope training vs x-transformers at the same shape: {best.tokens_per_s:,.0f} tok/s ({best.path}) "
+            f"vs {xt.iloc[0].tokens_per_s:,.0f} tok/s = {best.tokens_per_s / xt.iloc[0].tokens_per_s:.2f}x"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -295,11 +333,15 @@ def floor_markdown(cfg: Config, schemes: list[str], peak: Peak, root) -> str:
 
     flops = sum(train_flops(replace(cfg, model=replace(cfg.model, pe=s))) for s in schemes)
     floor = flops / peak.flops
-    out = [f"Training floor of `pebench run --pe {','.join(schemes)}` on this config: {flops:.2e} FLOPs = "
-           f"{floor:,.0f} s ({floor / 60:.1f} min) at this peak."]
+    out = [
+        f"Training floor of `pebench run --pe {','.join(schemes)}` on this config: {flops:.2e} FLOPs = "
+        f"{floor:,.0f} s ({floor / 60:.1f} min) at this peak."
+    ]
     prof = Path(root) / "profile.md"
     if prof.exists():
-        out.append(f"The last `pebench run` in this folder (its own peak and floor): {prof.read_text().splitlines()[0]}")
+        out.append(
+            f"The last `pebench run` in this folder (its own peak and floor): {prof.read_text().splitlines()[0]}"
+        )
     return "\n\n".join(out)
 
 

@@ -1,5 +1,6 @@
 """Checkpoints and the models they hold: build a run's model, save and load checkpoints (``weights_only=True``),
 check that a checkpoint fits its config, load a parent's weights into a child. Below training and evaluation."""
+
 from __future__ import annotations
 
 import sys
@@ -36,9 +37,11 @@ def load_checkpoint(path: Path) -> dict:
     except Exception as e:  # noqa: BLE001 - torch raises several types for bad files
         msg = str(e)
         if "weights_only" in msg or "Unsupported global" in msg or "Unsupported operand" in msg:
-            raise PebenchError(f"refusing to load {path}: it contains code or objects that are not plain "
-                               "tensors (loaded with weights_only=True)")
-        raise PebenchError(f"checkpoint {path} is truncated or corrupted: {msg.splitlines()[0][:160]}")
+            raise PebenchError(
+                f"refusing to load {path}: it contains code or objects that are not plain "
+                "tensors (loaded with weights_only=True)"
+            ) from e
+        raise PebenchError(f"checkpoint {path} is truncated or corrupted: {msg.splitlines()[0][:160]}") from e
     if not isinstance(ckpt, dict) or "model" not in ckpt or "config" not in ckpt:
         raise PebenchError(f"checkpoint {path} is not a pebench checkpoint")
     return ckpt
@@ -49,8 +52,10 @@ def check_compatible(saved: dict, cfg: Config, path: Path) -> None:
     for section in ("model",):
         for key, value in saved.get(section, {}).items():
             if mine[section].get(key) != value:
-                raise PebenchError(f"checkpoint {path} was trained with {section}.{key}={value!r}, "
-                                   f"this run has {mine[section].get(key)!r}")
+                raise PebenchError(
+                    f"checkpoint {path} was trained with {section}.{key}={value!r}, "
+                    f"this run has {mine[section].get(key)!r}"
+                )
 
 
 def load_shared_weights(model: torch.nn.Module, state: dict, parent: str) -> tuple[list, list]:
@@ -61,8 +66,10 @@ def load_shared_weights(model: torch.nn.Module, state: dict, parent: str) -> tup
     own = model.state_dict()
     bad = [k for k in state if k in own and own[k].shape != state[k].shape]
     if bad:
-        raise PebenchError(f"cannot initialise from {parent!r}: {bad[0]} has shape {tuple(state[bad[0]].shape)} "
-                           f"there and {tuple(own[bad[0]].shape)} here")
+        raise PebenchError(
+            f"cannot initialise from {parent!r}: {bad[0]} has shape {tuple(state[bad[0]].shape)} "
+            f"there and {tuple(own[bad[0]].shape)} here"
+        )
     result = model.load_state_dict(state, strict=False)
     dropped, fresh = list(result.unexpected_keys), list(result.missing_keys)
     if dropped:
@@ -84,7 +91,7 @@ def load_run_model(results: ResultsDir, run: str, device: torch.device):
     try:
         model.load_state_dict(ckpt["model"])
     except RuntimeError as e:
-        raise PebenchError(f"checkpoint of run {run!r} does not fit its config: {str(e).splitlines()[0][:200]}")
+        raise PebenchError(f"checkpoint of run {run!r} does not fit its config: {str(e).splitlines()[0][:200]}") from e
     with torch.no_grad():
         model.pe.after_step()  # parameters saved outside their domain (older KERPLE checkpoints) as they computed
     return cfg, meta, model.to(device).eval()

@@ -1,5 +1,6 @@
 """Settings as dataclasses, loaded from YAML with validation that names the bad key (and the flag, where a flag set
 it): ``load_config`` reads a config and its overlays, ``resolve_config`` applies a command's ``ConfigFlags``."""
+
 from __future__ import annotations
 
 import contextlib
@@ -14,7 +15,6 @@ import yaml
 
 from .data.needles import DOC_KINDS
 from .errors import UsageError
-
 
 
 def _config_dir() -> Path:
@@ -109,6 +109,8 @@ class TrainConfig:
             raise UsageError(f"train.batch_size must be >= 1, got {self.batch_size}")
         if not self.lr > 0:
             raise UsageError(f"train.lr must be > 0, got {self.lr}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise UsageError(f"train.seed must be an integer >= 0, got {self.seed!r}")
         if self.precision not in PRECISIONS:
             raise UsageError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.grad_accum < 1 or self.batch_size % self.grad_accum:
@@ -124,19 +126,29 @@ class TrainConfig:
             raise UsageError(f"train.needles must be a fraction in [0, 1], got {self.needles}")
         for key in ("needle_lengths", "induction_lengths"):
             nl = getattr(self, key)
-            if (not isinstance(nl, (list, tuple)) or len(nl) != 2 or not all(isinstance(v, int) for v in nl)
-                    or not 1 <= nl[0] <= nl[1]):
+            if (
+                not isinstance(nl, (list, tuple))
+                or len(nl) != 2
+                or not all(isinstance(v, int) for v in nl)
+                or not 1 <= nl[0] <= nl[1]
+            ):
                 raise UsageError(f"train.{key} must be [lo, hi] with 1 <= lo <= hi, got {nl!r}")
-        if isinstance(self.induction_steps, bool) or not isinstance(self.induction_steps, int) \
-                or not 0 <= self.induction_steps < self.steps:
-            raise UsageError(f"train.induction_steps must be 0 (off) or a number of steps below train.steps "
-                             f"({self.steps}), got {self.induction_steps!r}")
+        if (
+            isinstance(self.induction_steps, bool)
+            or not isinstance(self.induction_steps, int)
+            or not 0 <= self.induction_steps < self.steps
+        ):
+            raise UsageError(
+                f"train.induction_steps must be 0 (off) or a number of steps below train.steps "
+                f"({self.steps}), got {self.induction_steps!r}"
+            )
         for key in ("needle_kinds", "induction_kinds"):
             kinds = getattr(self, key)
             for kind, w in kinds.items():
                 if kind not in DOC_KINDS or isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
-                    raise UsageError(f"train.{key}: {kind!r}: {w!r}; kinds are {', '.join(DOC_KINDS)} with "
-                                     "weights >= 0")
+                    raise UsageError(
+                        f"train.{key}: {kind!r}: {w!r}; kinds are {', '.join(DOC_KINDS)} with weights >= 0"
+                    )
             if (kinds or key == "induction_kinds") and not sum(kinds.values()) > 0:
                 raise UsageError(f"train.{key}: the weights sum to 0")
         if self.eval_every < 0:
@@ -169,8 +181,10 @@ class Config:
         self.train.validate()
         self.eval.validate()
         if 0 < self.train.random_positions < self.model.context:
-            raise UsageError(f"train.random_positions ({self.train.random_positions}) must be >= model.context "
-                             f"({self.model.context}): positions are drawn from [0, M)")
+            raise UsageError(
+                f"train.random_positions ({self.train.random_positions}) must be >= model.context "
+                f"({self.model.context}): positions are drawn from [0, M)"
+            )
         return self
 
     def to_dict(self) -> dict:
@@ -199,6 +213,7 @@ class Config:
 def config_diff(a: "Config", b: "Config") -> list[str]:
     """Dotted keys whose values differ between two configs, among those that determine the trained model (of the
     options, only those of the config's own scheme count)."""
+
     def flat(c: "Config") -> dict:
         d = c.to_dict()
         d["model"]["pe_options"] = d["model"]["pe_options"].get(d["model"]["pe"]) or {}
@@ -262,7 +277,7 @@ def _read_yaml(path: Path, spec: str) -> dict:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
-        raise UsageError(f"config {spec} is not valid YAML: {str(e).splitlines()[0]}")
+        raise UsageError(f"config {spec} is not valid YAML: {str(e).splitlines()[0]}") from e
     if data is not None and not isinstance(data, dict):
         raise UsageError(f"config {spec} must be a mapping of sections, got {type(data).__name__}")
     return data or {}
@@ -343,8 +358,11 @@ class ConfigFlags:
 
     def given(self) -> dict[str, tuple[str, Any]]:
         """Config key -> (flag, value) of every flag given."""
-        return {f.metadata["key"]: (f.metadata["flag"], getattr(self, f.name)) for f in fields(self)
-                if "key" in f.metadata and getattr(self, f.name) is not None}
+        return {
+            f.metadata["key"]: (f.metadata["flag"], getattr(self, f.name))
+            for f in fields(self)
+            if "key" in f.metadata and getattr(self, f.name) is not None
+        }
 
 
 @contextlib.contextmanager
@@ -357,7 +375,7 @@ def naming_flags(flags: dict[str, str]) -> Iterator[None]:
         msg = str(e)
         for key, flag in flags.items():
             if msg.startswith(key + " "):
-                raise UsageError(f"{flag}{msg[len(key):]} ({key})") from None
+                raise UsageError(f"{flag}{msg[len(key) :]} ({key})") from None
         raise
 
 
@@ -366,8 +384,11 @@ def with_steps(cfg: Config, steps: int) -> tuple[Config, list[str]]:
     steps) follow, and each change is returned as a note for the user."""
     t = cfg.train
     warm, every = min(t.warmup, max(0, steps // 10)), min(t.checkpoint_every, steps)
-    changed = [f"train.{k} {a} -> {b}" for k, a, b in
-               (("warmup", t.warmup, warm), ("checkpoint_every", t.checkpoint_every, every)) if a != b]
+    changed = [
+        f"train.{k} {a} -> {b}"
+        for k, a, b in (("warmup", t.warmup, warm), ("checkpoint_every", t.checkpoint_every, every))
+        if a != b
+    ]
     notes = [f"--steps {steps} also set {', '.join(changed)}"] if changed else []
     return replace(cfg, train=replace(t, steps=steps, warmup=warm, checkpoint_every=every)), notes
 

@@ -1,4 +1,5 @@
 """Where tensors live: the device a command asked for, and the autocast that goes with it."""
+
 from __future__ import annotations
 
 import contextlib
@@ -87,7 +88,8 @@ def tune_cpu_allocator() -> bool:
             try:
                 libc = ctypes.CDLL(None)
                 _allocator_tuned = bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
-                    libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+                    libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+                )
             except (OSError, AttributeError):  # a libc without mallopt: its defaults stay
                 _allocator_tuned = False
     return _allocator_tuned

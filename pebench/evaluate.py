@@ -1,6 +1,7 @@
 """Evaluation: run tasks on a finished run, at each length (and evaluation-time variant of its scheme, and logit
 scale), under a protocol; write one record per (task, variant, length). The scoring itself is ``scoring.py``'s,
 the measuring each task's (``tasks/``)."""
+
 from __future__ import annotations
 
 import copy
@@ -126,7 +127,9 @@ def _measure(task: Task, ctx: EvalContext, L: int) -> dict:
     except PositionOutOfRange as e:
         return task.undefined(str(e))
     except torch.OutOfMemoryError:
-        raise PebenchError(f"out of device memory evaluating {ctx.title}; lower eval.batch_tokens or the length")
+        raise PebenchError(
+            f"out of device memory evaluating {ctx.title}; lower eval.batch_tokens or the length"
+        ) from None
 
 
 @dataclass
@@ -153,7 +156,7 @@ def _open_run(results: ResultsDir, run: str, dev, req: EvalRequest) -> _Opened:
     tokens = corpus.tokens(req.split)
     if len(tokens) < 2:
         raise PebenchError(f"corpus {corpus.spec!r} has no {req.split} documents to evaluate on")
-    stream = tokens[:min(len(tokens), req.max_tokens or cfg.eval.max_tokens)]
+    stream = tokens[: min(len(tokens), req.max_tokens or cfg.eval.max_tokens)]
     return _Opened(cfg, meta, model, corpus, tokens, stream)
 
 
@@ -163,8 +166,10 @@ def _variants(run: str, o: _Opened, req: EvalRequest) -> list:
     if variants == ["all"]:
         variants = o.model.pe.variants()
     if variants and not o.model.pe.variants():
-        raise PebenchError(f"run {run!r} uses {o.cfg.model.pe!r}, which has no evaluation-time variants "
-                           "(--rope-scaling applies to the RoPE family)")
+        raise PebenchError(
+            f"run {run!r} uses {o.cfg.model.pe!r}, which has no evaluation-time variants "
+            "(--rope-scaling applies to the RoPE family)"
+        )
     return variants or [None]
 
 
@@ -177,8 +182,9 @@ def _existing(results: ResultsDir, rec: dict, task: Task) -> Optional[dict]:
     return old if old.get("task_version", 1) == task.version else None
 
 
-def evaluate_run(results: ResultsDir, run: str, req: EvalRequest = EvalRequest(),
-                 reporter: Optional[Reporter] = None) -> list[dict]:
+def evaluate_run(
+    results: ResultsDir, run: str, req: EvalRequest = EvalRequest(), reporter: Optional[Reporter] = None
+) -> list[dict]:
     """Evaluate one finished run as ``req`` says; write and return the records (each told to ``reporter.record``
     as it is written, the progress of long scoring to ``reporter.progress``)."""
     reporter = reporter or Reporter.quiet()
@@ -192,10 +198,18 @@ def evaluate_run(results: ResultsDir, run: str, req: EvalRequest = EvalRequest()
     for task in tasks:  # check every setting before computing anything
         task.check(options[task.name], lengths, T, len(o.stream), req.protocol)
     todo = _share(lengths, req.only_lengths)
-    prov = {**environment(str(dev)), "seed": o.cfg.train.seed, "steps": o.cfg.train.steps,
-            "params": o.model.num_params(), "corpus": o.corpus.spec, "corpus_fingerprint": o.corpus.fingerprint,
-            "config_hash": o.cfg.hash(), "config_name": o.cfg.name, "parent": o.meta.get("parent"),
-            **({"train_precision": o.meta["precision"]} if "precision" in o.meta else {})}
+    prov = {
+        **environment(str(dev)),
+        "seed": o.cfg.train.seed,
+        "steps": o.cfg.train.steps,
+        "params": o.model.num_params(),
+        "corpus": o.corpus.spec,
+        "corpus_fingerprint": o.corpus.fingerprint,
+        "config_hash": o.cfg.hash(),
+        "config_name": o.cfg.name,
+        "parent": o.meta.get("parent"),
+        **({"train_precision": o.meta["precision"]} if "precision" in o.meta else {}),
+    }
     records, base_pe, measured = [], o.model.pe, {}
     try:
         for variant in _variants(run, o, req):
@@ -204,8 +218,17 @@ def evaluate_run(results: ResultsDir, run: str, req: EvalRequest = EvalRequest()
             if variant is not None and base_pe.variant != "default":
                 label += f" eval-{variant}"  # a variant applied over the one baked in: never the baked run's label
             for task in tasks:
-                ctx = EvalContext(o.model, o.cfg, dev, o.stream, o.tokens, req.protocol, max(lengths),
-                                  options[task.name], progress=reporter.progress)
+                ctx = EvalContext(
+                    o.model,
+                    o.cfg,
+                    dev,
+                    o.stream,
+                    o.tokens,
+                    req.protocol,
+                    max(lengths),
+                    options[task.name],
+                    progress=reporter.progress,
+                )
                 head = {"run": run, "label": label, "variant": v}
                 records += _evaluate_task(results, task, ctx, head, todo, req, prov, reporter.record, shared=measured)
     finally:
@@ -228,8 +251,18 @@ def _share(lengths: list[int], only: Optional[list]) -> list[int]:
     return [L for L in lengths if L in only]
 
 
-def _evaluate_task(results, task: Task, ctx: EvalContext, head: dict, lengths: list[int], req: EvalRequest,
-                   prov: dict, on_record, before=None, shared: Optional[dict] = None) -> list[dict]:
+def _evaluate_task(
+    results,
+    task: Task,
+    ctx: EvalContext,
+    head: dict,
+    lengths: list[int],
+    req: EvalRequest,
+    prov: dict,
+    on_record,
+    before=None,
+    shared: Optional[dict] = None,
+) -> list[dict]:
     """One task at every length: a record each (reused where ``req.skip_existing`` and already measured).
     ``before(L)``, if given, runs before a length is measured (an outside model's scaling follows the length).
     ``shared`` (one dict per run and request) holds what was measured under each scheme signature
@@ -242,9 +275,21 @@ def _evaluate_task(results, task: Task, ctx: EvalContext, head: dict, lengths: l
     out, prepared = [], False
     for L in lengths:
         t0 = time.time()
-        rec = {"schema": SCHEMA_VERSION, "task": task.name, "task_version": task.version, **head,
-               "scheme": cfg.model.pe, "seed": cfg.train.seed, "protocol": prot, "protocol_params": params,
-               "length": int(L), "train_context": T, "multiple": L / T, "created": now(), "split": req.split}
+        rec = {
+            "schema": SCHEMA_VERSION,
+            "task": task.name,
+            "task_version": task.version,
+            **head,
+            "scheme": cfg.model.pe,
+            "seed": cfg.train.seed,
+            "protocol": prot,
+            "protocol_params": params,
+            "length": int(L),
+            "train_context": T,
+            "multiple": L / T,
+            "created": now(),
+            "split": req.split,
+        }
         if req.skip_existing and (old := _existing(results, rec, task)) is not None:
             out.append(old)
             continue
@@ -277,41 +322,85 @@ def _evaluate_task(results, task: Task, ctx: EvalContext, head: dict, lengths: l
     return out
 
 
-def evaluate_outside(results: ResultsDir, o, scalings: list, lengths: list[int], req: EvalRequest,
-                     data: str = "sotu", reporter: Optional[Reporter] = None) -> list[dict]:
-    """Evaluate an outside model (hf.Outside) as it is and with each scaling (hf.Scaling), at each length, on
-    ``data``'s evaluation split tokenized by its own tokenizer; the records are those of a run named hf-NAME."""
-    reporter = reporter or Reporter.quiet()
-    from .hf import apply_scaling, eval_config, require_rope, tokenize_split
+def _check_outside(o, tasks: list, scalings: list, lengths: list[int]) -> None:
+    """What an outside model can be evaluated with: tasks that take any tokenizer, scalings of a RoPE model only,
+    lengths its positions reach."""
+    from .hf import require_rope
 
-    req.protocol.validate()
-    tasks, options = req.resolved_tasks()
     if bad := [t.name for t in tasks if not t.any_tokenizer]:
         ok = ", ".join(t for t in task_names() if TASKS.get(t).any_tokenizer)
-        raise UsageError(f"--hf: {', '.join(bad)} builds byte prompts for pebench's byte-level models; with --hf the "
-                         f"tasks are {ok}")
+        raise UsageError(
+            f"--hf: {', '.join(bad)} builds byte prompts for pebench's byte-level models; with --hf the tasks are {ok}"
+        )
     if scalings:
         require_rope(o)
     if (limit := o.model.pe.max_positions()) is not None and (far := [L for L in lengths if L > limit]):
         raise UsageError(f"{o.name} has learned absolute positions 0..{limit - 1}; it cannot position lengths {far}")
+
+
+def evaluate_outside(
+    results: ResultsDir,
+    o,
+    scalings: list,
+    lengths: list[int],
+    req: EvalRequest,
+    data: str = "sotu",
+    reporter: Optional[Reporter] = None,
+) -> list[dict]:
+    """Evaluate an outside model (hf.Outside) as it is and with each scaling (hf.Scaling), at each length, on
+    ``data``'s evaluation split tokenized by its own tokenizer; the records are those of a run named hf-NAME."""
+    from .hf import apply_scaling, eval_config, tokenize_split
+
+    reporter = reporter or Reporter.quiet()
+    req.protocol.validate()
+    tasks, options = req.resolved_tasks()
+    _check_outside(o, tasks, scalings, lengths)
     corpus = prepare_corpus(data, results.cache, None)
     ids, nbytes = tokenize_split(o.tokenizer, corpus.tokens(req.split), req.max_tokens or 32768)
     for task in tasks:
         task.check(options[task.name], lengths, o.context, len(ids), req.protocol)
     dev = next(o.model.parameters()).device
     cfg = eval_config(o, batch_tokens=16384)
-    prov = {**environment(str(dev)), **o.provenance, "params": sum(p.numel() for p in o.model.parameters()),
-            "corpus": corpus.spec, "corpus_fingerprint": corpus.fingerprint, "tokens_evaluated": int(len(ids)),
-            "bytes_evaluated": int(nbytes.sum())}
+    prov = {
+        **environment(str(dev)),
+        **o.provenance,
+        "params": sum(p.numel() for p in o.model.parameters()),
+        "corpus": corpus.spec,
+        "corpus_fingerprint": corpus.fingerprint,
+        "tokens_evaluated": int(len(ids)),
+        "bytes_evaluated": int(nbytes.sum()),
+    }
     run, records = "hf-" + "".join(c if c.isalnum() or c in "-_." else "-" for c in o.name), []
     for s in [None] + list(scalings):
-        head = {"run": run, "label": f"{o.name} (hf)" + ("" if s is None else f"+{s.label}"),
-                "variant": "none" if s is None else s.label}
+        head = {
+            "run": run,
+            "label": f"{o.name} (hf)" + ("" if s is None else f"+{s.label}"),
+            "variant": "none" if s is None else s.label,
+        }
         for task in tasks:
-            ctx = EvalContext(o.model, cfg, dev, ids, ids, req.protocol, max(lengths), options[task.name],
-                              progress=reporter.progress, tokenizer=o.tokenizer, token_bytes=nbytes)
+            ctx = EvalContext(
+                o.model,
+                cfg,
+                dev,
+                ids,
+                ids,
+                req.protocol,
+                max(lengths),
+                options[task.name],
+                progress=reporter.progress,
+                tokenizer=o.tokenizer,
+                token_bytes=nbytes,
+            )
             # per length: the factor follows it, and no cached frequencies carry over from the last
-            records += _evaluate_task(results, task, ctx, head, lengths, req, prov, reporter.record,
-                                      before=lambda L, s=s: apply_scaling(o, s, L))
+            records += _evaluate_task(
+                results,
+                task,
+                ctx,
+                head,
+                lengths,
+                req,
+                prov,
+                reporter.record,
+                before=lambda L, s=s: apply_scaling(o, s, L),
+            )
     return records
-

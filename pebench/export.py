@@ -8,6 +8,7 @@ rows are permuted) and its linear layers carry biases (written as zeros). Scheme
 T5, Shaw, learned or sinusoidal tables, ...), a RoPE scaling or a logit scale baked into the run have no NeoX
 equivalent and are refused with the reason.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,11 +35,15 @@ def exportable(cfg, model) -> None:
     """Raise UsageError naming what has no GPT-NeoX equivalent."""
     m = cfg.model
     if m.pe not in ("rope", "none"):
-        raise UsageError(f"{m.pe} has no equivalent in a stock Hugging Face architecture (GPT-NeoX applies RoPE or, "
-                         "with partial_rotary_factor 0, nothing); export takes rope and none runs")
+        raise UsageError(
+            f"{m.pe} has no equivalent in a stock Hugging Face architecture (GPT-NeoX applies RoPE or, "
+            "with partial_rotary_factor 0, nothing); export takes rope and none runs"
+        )
     if m.pe == "rope" and model.pe.variant != "default":
-        raise UsageError(f"the run bakes in the RoPE scaling {model.pe.variant!r}; export the unscaled run and set "
-                         "the scaling at evaluation (pebench eval --hf DEST --rope-scaling ...)")
+        raise UsageError(
+            f"the run bakes in the RoPE scaling {model.pe.variant!r}; export the unscaled run and set "
+            "the scaling at evaluation (pebench eval --hf DEST --rope-scaling ...)"
+        )
     if m.logit_scale != "none":
         raise UsageError(f"the run's logit scale {m.logit_scale!r} has no GPT-NeoX equivalent")
     if m.vocab_size != 256:
@@ -48,18 +53,29 @@ def exportable(cfg, model) -> None:
 def neox_state(model, cfg) -> dict:
     """GPT-NeoX parameter names -> tensors holding the pebench model's weights (zero biases)."""
     d, H = cfg.model.d_model, cfg.model.n_heads
-    out = {"gpt_neox.embed_in.weight": model.tok.weight, "embed_out.weight": model.head.weight,
-           "gpt_neox.final_layer_norm.weight": model.ln_f.weight, "gpt_neox.final_layer_norm.bias": model.ln_f.bias}
+    out = {
+        "gpt_neox.embed_in.weight": model.tok.weight,
+        "embed_out.weight": model.head.weight,
+        "gpt_neox.final_layer_norm.weight": model.ln_f.weight,
+        "gpt_neox.final_layer_norm.bias": model.ln_f.bias,
+    }
     for i, b in enumerate(model.blocks):
         p = f"gpt_neox.layers.{i}."
         qkv = b.attn.qkv.weight.view(3, H, d // H, d).permute(1, 0, 2, 3).reshape(3 * d, d)  # per head: q, k, v
-        out.update({
-            p + "input_layernorm.weight": b.ln1.weight, p + "input_layernorm.bias": b.ln1.bias,
-            p + "post_attention_layernorm.weight": b.ln2.weight, p + "post_attention_layernorm.bias": b.ln2.bias,
-            p + "attention.query_key_value.weight": qkv, p + "attention.dense.weight": b.attn.proj.weight,
-            p + "mlp.dense_h_to_4h.weight": b.mlp[0].weight, p + "mlp.dense_h_to_4h.bias": torch.zeros(cfg.model.d_mlp),
-            p + "mlp.dense_4h_to_h.weight": b.mlp[2].weight, p + "mlp.dense_4h_to_h.bias": torch.zeros(d),
-        })
+        out.update(
+            {
+                p + "input_layernorm.weight": b.ln1.weight,
+                p + "input_layernorm.bias": b.ln1.bias,
+                p + "post_attention_layernorm.weight": b.ln2.weight,
+                p + "post_attention_layernorm.bias": b.ln2.bias,
+                p + "attention.query_key_value.weight": qkv,
+                p + "attention.dense.weight": b.attn.proj.weight,
+                p + "mlp.dense_h_to_4h.weight": b.mlp[0].weight,
+                p + "mlp.dense_h_to_4h.bias": torch.zeros(cfg.model.d_mlp),
+                p + "mlp.dense_4h_to_h.weight": b.mlp[2].weight,
+                p + "mlp.dense_4h_to_h.bias": torch.zeros(d),
+            }
+        )
     return {k: v.detach().clone().float().contiguous() for k, v in out.items()}
 
 
@@ -69,11 +85,24 @@ def neox_config(cfg, model):
     m = cfg.model
     base = float(model.pe.options.base) if m.pe == "rope" else 10000.0
     rope = {"rope_type": "default", "rope_theta": base, "partial_rotary_factor": 1.0 if m.pe == "rope" else 0.0}
-    return GPTNeoXConfig(vocab_size=256, hidden_size=m.d_model, num_hidden_layers=m.n_layers,
-                         num_attention_heads=m.n_heads, intermediate_size=m.d_mlp, hidden_act="gelu",
-                         max_position_embeddings=m.context, layer_norm_eps=1e-5, use_parallel_residual=False,
-                         attention_bias=False, tie_word_embeddings=True, bos_token_id=0, eos_token_id=0,
-                         rope_parameters=rope, rotary_pct=rope["partial_rotary_factor"], rotary_emb_base=base)
+    return GPTNeoXConfig(
+        vocab_size=256,
+        hidden_size=m.d_model,
+        num_hidden_layers=m.n_layers,
+        num_attention_heads=m.n_heads,
+        intermediate_size=m.d_mlp,
+        hidden_act="gelu",
+        max_position_embeddings=m.context,
+        layer_norm_eps=1e-5,
+        use_parallel_residual=False,
+        attention_bias=False,
+        tie_word_embeddings=True,
+        bos_token_id=0,
+        eos_token_id=0,
+        rope_parameters=rope,
+        rotary_pct=rope["partial_rotary_factor"],
+        rotary_emb_base=base,
+    )
 
 
 def export_run(results, run: str, dest: Path) -> Path:
@@ -102,8 +131,9 @@ def export_run(results, run: str, dest: Path) -> Path:
     try:
         hf.save_pretrained(tmp)
         byte_tokenizer().save_pretrained(tmp)
-        (tmp / "PEBENCH_EXPORT.txt").write_text(f"exported from pebench run {run} ({cfg.model.pe}, config hash "
-                                                f"{cfg.hash()})\n")
+        (tmp / "PEBENCH_EXPORT.txt").write_text(
+            f"exported from pebench run {run} ({cfg.model.pe}, config hash {cfg.hash()})\n"
+        )
         if dest.exists():
             dest.rmdir()
         tmp.rename(dest)

@@ -1,4 +1,5 @@
 """Files that are never half-written, and a lock that notices when its owner died."""
+
 from __future__ import annotations
 
 import contextlib
@@ -93,7 +94,7 @@ class RunLock:
                     raise PebenchError(
                         f"{self.path.parent.name} is locked by running process {pid} ({self.path}); "
                         "wait for it or choose another --name"
-                    )
+                    ) from None
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.path)  # stale: its owner died
                 continue

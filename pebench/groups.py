@@ -1,4 +1,5 @@
 """Scheme groups, in table order (no torch import: reports read it too)."""
+
 GROUPS = {
     "classic": ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"],  # the survey's seven
     "modern": ["kerple", "fire", "xpos", "p-rope", "sandwich", "fox", "cope"],  # after ALiBi

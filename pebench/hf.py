@@ -8,6 +8,7 @@ original (the original context), beta_fast, beta_slow, attention_factor, mscale,
 high_freq_factor, short_factor, long_factor (lists as 1.0/1.1/...). ``factor`` defaults to length / original context
 (dynamic: 1, since dynamic NTK follows the sequence length itself).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,8 +27,16 @@ from .parsing import parse_list
 HF_SCALINGS = {
     "linear": ("factor",),
     "dynamic": ("factor", "original"),
-    "yarn": ("factor", "original", "beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim",
-             "truncate"),
+    "yarn": (
+        "factor",
+        "original",
+        "beta_fast",
+        "beta_slow",
+        "attention_factor",
+        "mscale",
+        "mscale_all_dim",
+        "truncate",
+    ),
     "llama3": ("factor", "original", "low_freq_factor", "high_freq_factor"),
     "longrope": ("factor", "original", "attention_factor", "short_factor", "long_factor"),
 }
@@ -42,8 +51,9 @@ class Scaling:
 
     @property
     def label(self) -> str:
-        return self.name + "".join(f":{k}={v:g}" if isinstance(v, float) else f":{k}={v}"
-                                   for k, v in sorted(self.params.items()))
+        return self.name + "".join(
+            f":{k}={v:g}" if isinstance(v, float) else f":{k}={v}" for k, v in sorted(self.params.items())
+        )
 
 
 def _value(key: str, text: str):
@@ -67,8 +77,9 @@ def parse_hf_scalings(spec: Optional[str]) -> list[Scaling]:
         for p in pairs:
             k, eq, v = p.partition("=")
             if not eq or k not in HF_SCALINGS[name]:
-                raise UsageError(f"--rope-scaling {item}: {p!r}; {name} takes {', '.join(HF_SCALINGS[name])} "
-                                 "as key=value")
+                raise UsageError(
+                    f"--rope-scaling {item}: {p!r}; {name} takes {', '.join(HF_SCALINGS[name])} as key=value"
+                )
             try:
                 params[k] = _value(k, v)
             except ValueError:
@@ -104,6 +115,7 @@ def require_transformers():
 
 
 # ----- the model ----------------------------------------------------------------------------------------------------
+
 
 class OutsidePE:
     """What evaluate asks of a scheme, for an outside model: the longest position it can represent (learned absolute
@@ -145,8 +157,13 @@ def _is_local(spec: str) -> bool:
     return Path(spec).exists()
 
 
-def open_model(spec: str, dtype: str = "float32", context: Optional[int] = None, revision: Optional[str] = None,
-               device: str = "cpu") -> Outside:
+def open_model(
+    spec: str,
+    dtype: str = "float32",
+    context: Optional[int] = None,
+    revision: Optional[str] = None,
+    device: str = "cpu",
+) -> Outside:
     """Load a causal LM and its tokenizer: offline from a local folder; from the Hub when online (else one line)."""
     tf = require_transformers()
     if dtype not in DTYPES:
@@ -154,8 +171,9 @@ def open_model(spec: str, dtype: str = "float32", context: Optional[int] = None,
     local = _is_local(spec)
     offline = local or os.environ.get("HF_HUB_OFFLINE") == "1"
     if local and not (Path(spec) / "config.json").is_file():
-        raise UsageError(f"--hf {spec}: not a model folder (no config.json); give a folder saved by "
-                         "save_pretrained or a Hub id")
+        raise UsageError(
+            f"--hf {spec}: not a model folder (no config.json); give a folder saved by save_pretrained or a Hub id"
+        )
     if not local and os.environ.get("HF_HUB_OFFLINE") == "1":
         raise UsageError(f"--hf {spec}: no such folder, and with HF_HUB_OFFLINE=1 a Hub id cannot be downloaded")
     kw = {"revision": revision, "local_files_only": offline}
@@ -172,17 +190,28 @@ def open_model(spec: str, dtype: str = "float32", context: Optional[int] = None,
         raise UsageError(f"--hf {spec}: the config states no context length; give --context N")
     rope = has_rope(config)
     name = Path(spec).name if local else spec.split("/")[-1]
-    prov = {"model": str(Path(spec).resolve()) if local else spec, "revision": revision_of(spec, config, local),
-            "dtype": dtype, "model_type": config.model_type, "architecture": type(model).__name__,
-            "context": ctx, "context_from": "--context" if context else "config",
-            "tokenizer": type(tok).__name__, "vocab_size": len(tok), "config": summary(config)}
+    prov = {
+        "model": str(Path(spec).resolve()) if local else spec,
+        "revision": revision_of(spec, config, local),
+        "dtype": dtype,
+        "model_type": config.model_type,
+        "architecture": type(model).__name__,
+        "context": ctx,
+        "context_from": "--context" if context else "config",
+        "tokenizer": type(tok).__name__,
+        "vocab_size": len(tok),
+        "config": summary(config),
+    }
     return Outside(name, HFLM(model, OutsidePE(absolute_limit(config))), tok, config, ctx, rope, prov)
 
 
 def original_context(config) -> Optional[int]:
     params = rope_params(config) or {}
-    return (params.get("original_max_position_embeddings") or getattr(config, "max_position_embeddings", None)
-            or getattr(config, "n_positions", None))
+    return (
+        params.get("original_max_position_embeddings")
+        or getattr(config, "max_position_embeddings", None)
+        or getattr(config, "n_positions", None)
+    )
 
 
 def absolute_limit(config) -> Optional[int]:
@@ -193,8 +222,11 @@ def absolute_limit(config) -> Optional[int]:
 
 
 def has_rope(config) -> bool:
-    return rope_params(config) is not None or getattr(config, "rope_theta", None) is not None or \
-        getattr(config, "rotary_emb_base", None) is not None
+    return (
+        rope_params(config) is not None
+        or getattr(config, "rope_theta", None) is not None
+        or getattr(config, "rotary_emb_base", None) is not None
+    )
 
 
 def rope_params(config) -> Optional[dict]:
@@ -203,7 +235,11 @@ def rope_params(config) -> Optional[dict]:
     if hasattr(config, "rope_parameters") and config.rope_parameters:
         return dict(config.rope_parameters)
     if getattr(config, "rope_theta", None) is not None:
-        return {"rope_type": "default", "rope_theta": config.rope_theta, **(getattr(config, "rope_scaling", None) or {})}
+        return {
+            "rope_type": "default",
+            "rope_theta": config.rope_theta,
+            **(getattr(config, "rope_scaling", None) or {}),
+        }
     return None
 
 
@@ -219,13 +255,28 @@ def revision_of(spec: str, config, local: bool) -> str:
 
 
 def summary(config) -> dict:
-    keys = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-            "head_dim", "max_position_embeddings", "n_positions", "rope_theta", "rope_scaling", "rope_parameters",
-            "rotary_emb_base", "rotary_pct", "partial_rotary_factor", "vocab_size")
+    keys = (
+        "model_type",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "max_position_embeddings",
+        "n_positions",
+        "rope_theta",
+        "rope_scaling",
+        "rope_parameters",
+        "rotary_emb_base",
+        "rotary_pct",
+        "partial_rotary_factor",
+        "vocab_size",
+    )
     return {k: getattr(config, k) for k in keys if getattr(config, k, None) is not None}
 
 
 # ----- scalings through the model's own config ------------------------------------------------------------------------
+
 
 def scaling_params(s: Scaling, length: int, context: int) -> dict:
     """The rope parameters a user would put in the config for ``s`` at ``length`` (factor default L / context)."""
@@ -260,8 +311,11 @@ def scaled_config(config, s: Optional[Scaling], length: int, context: int):
     elif s.name in ("yarn", "llama3", "longrope"):
         cfg.max_position_embeddings = max(getattr(cfg, "max_position_embeddings", 0) or 0, length)
     if hasattr(cfg, "rope_parameters"):
-        cfg.rope_parameters = {**{k: v for k, v in base.items() if k in ("rope_theta", "partial_rotary_factor")},
-                               "rope_theta": theta, **params}
+        cfg.rope_parameters = {
+            **{k: v for k, v in base.items() if k in ("rope_theta", "partial_rotary_factor")},
+            "rope_theta": theta,
+            **params,
+        }
     else:
         cfg.rope_scaling = {"type": s.name, **params}  # transformers 4.x reads type or rope_type
     return cfg
@@ -269,8 +323,12 @@ def scaled_config(config, s: Optional[Scaling], length: int, context: int):
 
 def rope_dim(config) -> int:
     head = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    frac = (rope_params(config) or {}).get("partial_rotary_factor") or getattr(config, "partial_rotary_factor", None) \
-        or getattr(config, "rotary_pct", None) or 1.0
+    frac = (
+        (rope_params(config) or {}).get("partial_rotary_factor")
+        or getattr(config, "partial_rotary_factor", None)
+        or getattr(config, "rotary_pct", None)
+        or 1.0
+    )
     return int(head * frac)
 
 
@@ -286,8 +344,9 @@ def rotary_modules(model) -> list[tuple[object, str, torch.nn.Module]]:
 
 def require_rope(o: Outside) -> None:
     if not o.rope:
-        raise UsageError(f"{o.name} applies no rotary embedding ({o.config.model_type}); --rope-scaling does not "
-                         "apply to it")
+        raise UsageError(
+            f"{o.name} applies no rotary embedding ({o.config.model_type}); --rope-scaling does not apply to it"
+        )
 
 
 def apply_scaling(o: Outside, s: Optional[Scaling], length: int) -> dict:
@@ -318,6 +377,7 @@ def apply_scaling(o: Outside, s: Optional[Scaling], length: int) -> dict:
 
 # ----- tokenized evaluation text --------------------------------------------------------------------------------------
 
+
 def tokenize_split(tok, byte_tokens: np.ndarray, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
     """The evaluation split's text (pebench's byte stream, documents split at byte 0) as the model's token ids and,
     per token, the UTF-8 bytes it covers (bits per byte divides by their sum), cut to ``max_tokens``."""
@@ -343,11 +403,15 @@ def tokenize_split(tok, byte_tokens: np.ndarray, max_tokens: int) -> tuple[np.nd
 
 def eval_config(o: Outside, batch_tokens: int):
     """The slice of a pebench config that tasks and records read, for an outside model."""
-    return SimpleNamespace(model=SimpleNamespace(context=o.context, pe=f"hf:{o.config.model_type}"),
-                           train=SimpleNamespace(seed=0, steps=None), eval=SimpleNamespace(batch_tokens=batch_tokens))
+    return SimpleNamespace(
+        model=SimpleNamespace(context=o.context, pe=f"hf:{o.config.model_type}"),
+        train=SimpleNamespace(seed=0, steps=None),
+        eval=SimpleNamespace(batch_tokens=batch_tokens),
+    )
 
 
-# ----- what a scaling does: pebench rope --hf ---------------------------------------------------------------------------
+# ----- what a scaling does: pebench rope --hf -------------------------------------------------------------------------
+
 
 @dataclass
 class RopeReport:
@@ -366,11 +430,13 @@ def load_hf_config(spec: str):
 
             d = json.loads(path.read_text())
             return tf.AutoConfig.for_model(d.pop("model_type"), **d)
-        return tf.AutoConfig.from_pretrained(spec, local_files_only=path.exists() or
-                                             os.environ.get("HF_HUB_OFFLINE") == "1")
+        return tf.AutoConfig.from_pretrained(
+            spec, local_files_only=path.exists() or os.environ.get("HF_HUB_OFFLINE") == "1"
+        )
     except (OSError, ValueError, KeyError) as e:
-        raise UsageError(f"--hf {spec}: cannot read a model config ({str(e).strip().splitlines()[0] if str(e) else e})"
-                         ) from None
+        raise UsageError(
+            f"--hf {spec}: cannot read a model config ({str(e).strip().splitlines()[0] if str(e) else e})"
+        ) from None
 
 
 def transformers_frequencies(config, length: int) -> tuple[torch.Tensor, float]:
@@ -386,12 +452,26 @@ def transformers_frequencies(config, length: int) -> tuple[torch.Tensor, float]:
     return inv.double(), float(att)
 
 
+def _pebench_frequencies(cfg, p: dict, kind: str, factor: float, original: int, L: int):
+    """pebench's own frequencies and attention factor for the variant a config names ((None, None) where pebench
+    has no implementation of it)."""
+    from .pe.rope import rope_frequencies
+
+    if not (kind in PEBENCH_NAME or kind == "default"):
+        return None, None
+    opts = {k: float(p[k]) for k in ("beta_fast", "beta_slow", "low_freq_factor", "high_freq_factor") if k in p}
+    opts = {k: v for k, v in opts.items() if (kind == "yarn") == (k.startswith("beta"))}
+    if kind == "dynamic":
+        opts["seq_len"] = L
+    return rope_frequencies(
+        PEBENCH_NAME.get(kind, "default"), rope_dim(cfg), float(p.get("rope_theta", 10000.0)), factor, original, **opts
+    )
+
+
 def rope_report(spec: str, scaling: Optional[str], length: Optional[int] = None) -> RopeReport:
     """What the model's (or the given) scaling does at ``length``: per-dimension frequencies against the unscaled
     ones, the attention factor, the longest length it is meant for, pebench's own implementation of the same
     variant, and the known traps."""
-    from .pe.rope import rope_frequencies
-
     config = load_hf_config(spec)
     if not has_rope(config):
         raise UsageError(f"{spec}: {config.model_type} applies no rotary embedding")
@@ -409,27 +489,32 @@ def rope_report(spec: str, scaling: Optional[str], length: Optional[int] = None)
     kind = p.get("rope_type", p.get("type", "default"))
     factor = float(p.get("factor", 1.0) or 1.0)
     original = int(p.get("original_max_position_embeddings") or ctx)
-    ours, our_att = None, None
-    if kind in PEBENCH_NAME or kind == "default":
-        opts = {k: float(p[k]) for k in ("beta_fast", "beta_slow", "low_freq_factor", "high_freq_factor") if k in p}
-        opts = {k: v for k, v in opts.items() if (kind == "yarn") == (k.startswith("beta"))}
-        if kind == "dynamic":
-            opts["seq_len"] = L
-        ours, our_att = rope_frequencies(PEBENCH_NAME.get(kind, "default"), rope_dim(cfg), float(p.get("rope_theta",
-                                         10000.0)), factor, original, **opts)
+    ours, our_att = _pebench_frequencies(cfg, p, kind, factor, original, L)
     rows = []
     for i in range(len(inv)):
-        row = {"pair": i, "inv_freq": float(base_inv[i]), "scaled": float(inv[i]), "ratio": float(inv[i] / base_inv[i]),
-               "wavelength": float(2 * torch.pi / inv[i])}
+        row = {
+            "pair": i,
+            "inv_freq": float(base_inv[i]),
+            "scaled": float(inv[i]),
+            "ratio": float(inv[i] / base_inv[i]),
+            "wavelength": float(2 * torch.pi / inv[i]),
+        }
         if ours is not None:
             row["pebench"] = float(ours[i])
             row["rel_diff"] = float(abs(ours[i] - inv[i]) / inv[i])
         rows.append(row)
     mx = None if kind == "dynamic" else int(round(factor * original)) if kind != "default" else original
-    facts = {"rope_type": kind, "factor": factor, "original_context": original, "length": L,
-             "attention_factor": att, "logit_scale": att * att, "pebench_attention_factor": our_att,
-             "max_length": mx if mx is not None else "unbounded (follows the sequence)",
-             "max_rel_diff": max((r["rel_diff"] for r in rows), default=None) if ours is not None else None}
+    facts = {
+        "rope_type": kind,
+        "factor": factor,
+        "original_context": original,
+        "length": L,
+        "attention_factor": att,
+        "logit_scale": att * att,
+        "pebench_attention_factor": our_att,
+        "max_length": mx if mx is not None else "unbounded (follows the sequence)",
+        "max_rel_diff": max((r["rel_diff"] for r in rows), default=None) if ours is not None else None,
+    }
     if ours is None:
         facts["pebench"] = "no pebench implementation of this variant"
     return RopeReport(rows, facts, warnings)
@@ -450,14 +535,19 @@ def _unscaled(config):
 def traps(config, scaled, s: Optional[Scaling]) -> list[str]:
     """The known ways a scaling config goes wrong, as warnings."""
     out = []
-    given = dict(getattr(config, "rope_scaling", None) or {}) if not hasattr(config, "rope_parameters") else \
-        dict(config.rope_parameters or {})
+    given = (
+        dict(getattr(config, "rope_scaling", None) or {})
+        if not hasattr(config, "rope_parameters")
+        else dict(config.rope_parameters or {})
+    )
     p = rope_params(scaled) or {}
     kind = p.get("rope_type", p.get("type", "default"))
     if kind in ("yarn", "llama3", "longrope") and s is None and "original_max_position_embeddings" not in given:
-        out.append(f"original context missing: {kind} then uses max_position_embeddings "
-                   f"({config.max_position_embeddings}) as the original context; if that was raised to the extended "
-                   "length, the factor and ramp are computed against the wrong context")
+        out.append(
+            f"original context missing: {kind} then uses max_position_embeddings "
+            f"({config.max_position_embeddings}) as the original context; if that was raised to the extended "
+            "length, the factor and ramp are computed against the wrong context"
+        )
     if kind == "yarn":
         import math
 
@@ -467,14 +557,20 @@ def traps(config, scaled, s: Optional[Scaling]) -> list[str]:
         if att is not None and f > 1 and abs(float(att) - 1.0) < 1e-9:
             out.append("attention_factor = 1: YaRN's temperature (0.1 ln s + 1) is not applied at all")
         if att is not None and f > 1 and abs(float(att) - one * one) < 1e-6:
-            out.append(f"attention_factor = (0.1 ln s + 1)^2 = {one * one:.4f}: it multiplies cos and sin, so the "
-                       "logits already scale by its square; this applies the mscale twice")
+            out.append(
+                f"attention_factor = (0.1 ln s + 1)^2 = {one * one:.4f}: it multiplies cos and sin, so the "
+                "logits already scale by its square; this applies the mscale twice"
+            )
         if p.get("mscale") and p.get("mscale_all_dim") and p["mscale"] == p["mscale_all_dim"]:
-            out.append("mscale = mscale_all_dim: the attention factor cancels to 1 (DeepSeek-style; the temperature "
-                       "then lives in the softmax scale of the model's own attention)")
+            out.append(
+                "mscale = mscale_all_dim: the attention factor cancels to 1 (DeepSeek-style; the temperature "
+                "then lives in the softmax scale of the model's own attention)"
+            )
     if kind == "dynamic":
-        out.append("dynamic scaling with a cache: transformers keeps the frequencies grown for the longest sequence "
-                   "seen until a sequence shorter than the original context resets them, so a shorter evaluation "
-                   "after a longer one is scaled for the longer; pebench eval --hf rebuilds the rotary module for "
-                   "every length")
+        out.append(
+            "dynamic scaling with a cache: transformers keeps the frequencies grown for the longest sequence "
+            "seen until a sequence shorter than the original context resets them, so a shorter evaluation "
+            "after a longer one is scaled for the longer; pebench eval --hf rebuilds the rotary module for "
+            "every length"
+        )
     return out

@@ -5,6 +5,7 @@ multipliers [T], or None where every factor is 1. Adding one is one function reg
 - ``logn``: log(i+1) / log(context) beyond the training context (log-n attention, scalable softmax).
 - ``drope``: 1 + c ln(T / context) for a sequence of T tokens (DroPE's evaluation scaling).
 """
+
 from __future__ import annotations
 
 import math

@@ -5,6 +5,7 @@ embedding term, lets it rotate q and k, and passes its logit term to the attenti
 here depends on which scheme is in use, and no buffer is sized to the training context, so the model
 runs at any length its scheme can represent.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -34,8 +35,13 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.backend = "auto"
 
-    def qkv_and_term(self, x: torch.Tensor, pe: PositionalEncoding, positions: torch.Tensor,
-                     logit_scale: Optional[torch.Tensor] = None):
+    def qkv_and_term(
+        self,
+        x: torch.Tensor,
+        pe: PositionalEncoding,
+        positions: torch.Tensor,
+        logit_scale: Optional[torch.Tensor] = None,
+    ):
         """q, k, v [B, H, T, d_h] after the scheme's rotation, and its logit term (analysis reads these too)."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)
@@ -47,8 +53,13 @@ class CausalSelfAttention(nn.Module):
             q, mod = q * logit_scale[:, None].to(q.dtype), scaled(mod, logit_scale)
         return q, k, v, mod
 
-    def forward(self, x: torch.Tensor, pe: PositionalEncoding, positions: torch.Tensor,
-                logit_scale: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        pe: PositionalEncoding,
+        positions: torch.Tensor,
+        logit_scale: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
         B, T, C = x.shape
         q, k, v, mod = self.qkv_and_term(x, pe, positions, logit_scale)
         y = attend(q, k, v, mod, self.backend)
@@ -122,16 +133,22 @@ class DecoderLM(nn.Module):
             self.pe.consecutive = positions is None
         if positions is None:
             positions = torch.arange(T, device=idx.device)
-        elif not torch.compiler.is_compiling() and positions.numel() and int(positions[-1]) >= max(
-                T, self.pe.ctx.positions):
-            raise UsageError(f"positions reach {int(positions[-1])}, but the model was built for positions below "
-                             f"{max(T, self.pe.ctx.positions)} (train.random_positions sets that bound)")
+        elif (
+            not torch.compiler.is_compiling()
+            and positions.numel()
+            and int(positions[-1]) >= max(T, self.pe.ctx.positions)
+        ):
+            raise UsageError(
+                f"positions reach {int(positions[-1])}, but the model was built for positions below "
+                f"{max(T, self.pe.ctx.positions)} (train.random_positions sets that bound)"
+            )
         x = self.drop(self.pe.embed(self.tok(idx), positions))  # sinusoidal / learned act here
         scale = logit_scale_factors(self.logit_scale, T, self.cfg.context, self.cfg.logit_scale_c, idx.device)
         return x, positions, scale
 
-    def forward(self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None,
-                positions: Optional[torch.Tensor] = None):
+    def forward(
+        self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None, positions: Optional[torch.Tensor] = None
+    ):
         """Logits [B, T, V]; with targets, (logits, mean cross-entropy). ``positions``: sorted training positions
         (random positions); default 0 .. T-1."""
         x, positions, scale = self._inputs(idx, positions)
@@ -178,7 +195,7 @@ class DecoderLM(nn.Module):
         for g, rows in enumerate(groups):  # then each group's rows (a small working set)
             rows = rows[:, start:]
             for block, prefix in zip(self.blocks, shared):
-                whole = torch.cat([prefix[g:g + 1].expand(len(rows), -1, -1), rows], dim=1)
+                whole = torch.cat([prefix[g : g + 1].expand(len(rows), -1, -1), rows], dim=1)
                 rows = block.forward_from(whole, self.pe, positions, scale, start)
             out.append(rows)
         return self.head(self.ln_f(torch.cat(out)))
@@ -190,7 +207,10 @@ class DecoderLM(nn.Module):
         The causal mask would halve that attention term; it is deliberately not halved, so an MFU here compares
         with theirs. tests/test_model.py checks this against a count of every matmul the model runs."""
         c = self.cfg
-        n = sum(p.numel() for n_, p in self.named_parameters()
-                if p.dim() >= 2 and not n_.startswith("tok.") and not n_.startswith("pe."))
+        n = sum(
+            p.numel()
+            for n_, p in self.named_parameters()
+            if p.dim() >= 2 and not n_.startswith("tok.") and not n_.startswith("pe.")
+        )
         n += c.vocab_size * c.d_model  # the tied head still costs a matmul
         return 6 * n + 12 * c.n_layers * seq_len * c.d_model

@@ -1,5 +1,6 @@
 """One parser for every comma list a user types (``--lengths 512,2048``, ``--pe rope,alibi``, ``--seeds 0,1``):
 the same rules everywhere, and one line saying what was wrong and what is allowed."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
@@ -9,8 +10,15 @@ from .errors import UsageError
 _KIND = {int: "integers", float: "numbers", str: "names"}
 
 
-def parse_list(spec: Any, what: str, item: Callable[[str], Any] = str, *, lo: Optional[float] = None,
-               hi: Optional[float] = None, unique: bool = True) -> Optional[list]:
+def parse_list(
+    spec: Any,
+    what: str,
+    item: Callable[[str], Any] = str,
+    *,
+    lo: Optional[float] = None,
+    hi: Optional[float] = None,
+    unique: bool = True,
+) -> Optional[list]:
     """``spec`` (a comma-separated string, or a list from a config) -> a list of ``item`` values; None stays
     None. Empty items, values outside [lo, hi] and (with ``unique``) repeats are errors naming ``what``."""
     if spec is None:
@@ -23,7 +31,7 @@ def parse_list(spec: Any, what: str, item: Callable[[str], Any] = str, *, lo: Op
     try:
         values = [item(t) for t in texts]
     except ValueError:
-        raise UsageError(f"{what} must be {kind}, got {spec!r}")
+        raise UsageError(f"{what} must be {kind}, got {spec!r}") from None
     bound = [v for v in values if (lo is not None and v < lo) or (hi is not None and v > hi)]
     if bound:
         rng = f">= {lo:g}" if hi is None else f"<= {hi:g}" if lo is None else f"in [{lo:g}, {hi:g}]"
@@ -53,4 +61,19 @@ def typed_value(value, default, what: str):
             return value.lower() in ("true", "1")
         return type(default)(value)
     except ValueError:
-        raise UsageError(f"{what} must be {type(default).__name__}, got {value!r}")
+        raise UsageError(f"{what} must be {type(default).__name__}, got {value!r}") from None
+
+
+def fields_from(cls, options: dict, **given):
+    """A flags dataclass from a command's options, taken by field name (an option the class has no field for is
+    not its business; a list becomes a tuple, a None list the empty one), then ``given`` over them."""
+    import dataclasses
+
+    kw = {}
+    for f in dataclasses.fields(cls):
+        if f.name in options:
+            v = options[f.name]
+            if isinstance(v, list) or (v is None and f.default == ()):
+                v = tuple(v or ())
+            kw[f.name] = v
+    return cls(**{**kw, **given})

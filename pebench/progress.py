@@ -6,6 +6,7 @@ Progress, on a terminal: a rich progress bar with an ETA. Anywhere else (a log f
 cost and an estimate from the measured rate once the first piece of work is done (only for work that will take
 longer than the interval), then a line every ``interval`` seconds. Short work prints nothing.
 """
+
 from __future__ import annotations
 
 import sys
@@ -44,8 +45,9 @@ class LogProgress(Progress):
     """Lines for a log. The rate is measured from the first update on, so start-up and the first piece of
     work (warm-up, compilation) do not distort the estimate; the cost line comes with the second update."""
 
-    def __init__(self, write: Callable[[str], None], interval: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, write: Callable[[str], None], interval: float = 30.0, clock: Callable[[], float] = time.monotonic
+    ):
         self.write, self.interval, self.clock = write, interval, clock
         self.start("", 0, "", "")
 
@@ -70,13 +72,16 @@ class LogProgress(Progress):
         if not self.announced:
             self.announced = True
             if elapsed + left > self.interval:  # say what it will cost, from the measured rate
-                self.write(f"{self.title}: {self.cost}; about {fmt_duration(elapsed + left)} at "
-                           f"{fmt_rate(rate)} {self.unit}/s")
+                self.write(
+                    f"{self.title}: {self.cost}; about {fmt_duration(elapsed + left)} at {fmt_rate(rate)} {self.unit}/s"
+                )
                 self.last = now
                 return
         if now - self.last >= self.interval and done < self.total:
-            self.write(f"{self.title}: {100 * done / self.total:.0f}% ({done:,}/{self.total:,} {self.unit}), "
-                       f"{fmt_duration(elapsed)} elapsed, about {fmt_duration(left)} left" + (f"; {info}" if info else ""))
+            self.write(
+                f"{self.title}: {100 * done / self.total:.0f}% ({done:,}/{self.total:,} {self.unit}), "
+                f"{fmt_duration(elapsed)} elapsed, about {fmt_duration(left)} left" + (f"; {info}" if info else "")
+            )
             self.last = now
 
 
@@ -90,13 +95,27 @@ class BarProgress(Progress):
         self.bar, self.task = None, None
 
     def start(self, title: str, total: int, cost: str, unit: str, initial: int = 0) -> None:
-        from rich.progress import BarColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn, \
-            TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+        from rich.progress import (
+            Progress as RichProgress,
+        )
 
         self.finish()
-        self.bar = RichProgress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn(cost, markup=False),
-                                TextColumn("{task.fields[info]}", markup=False), TimeElapsedColumn(),
-                                TimeRemainingColumn(), console=self.console, transient=True)
+        self.bar = RichProgress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn(cost, markup=False),
+            TextColumn("{task.fields[info]}", markup=False),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=True,
+        )
         self.bar.start()
         self.task = self.bar.add_task(title, total=total, completed=initial, info="")
 

@@ -1,6 +1,7 @@
 """A small name -> object registry with a helpful "did you mean" error. An entry that has a ``name`` (a scheme
 class, a task, a training-document kind) registers under it (``add``); a plain function under the name given
 (``register``)."""
+
 from __future__ import annotations
 
 import difflib

@@ -1,5 +1,6 @@
 """The results folder: runs, records and their provenance. The record is the one contract between
 measuring (``evaluate``) and reporting (``report``); its fields are listed in ``RECORD_FIELDS``."""
+
 from __future__ import annotations
 
 import gzip
@@ -37,7 +38,7 @@ RECORD_FIELDS = {
     "intervals": "95% intervals of metrics measured over trials: {name: [lo, hi]}",
     "details": "the task's own fields (below), e.g. per-position loss, per-depth cells",
     "pe_state": "the scheme's own evaluation-time settings at this length, from its describe() (RoPE: variant, "
-                "factor, attention_factor); absent for schemes that report none",
+    "factor, attention_factor); absent for schemes that report none",
     "task_version": "version of the task's prompts and scoring; records of another version are never mixed in",
     "provenance": "pebench/torch version, git commit, device, steps, params, corpus, fingerprints, timing",
     "created": "when the record was written (UTC, ISO 8601)",
@@ -48,17 +49,21 @@ RECORD_FIELDS = {
 OPTIONAL_RECORD_FIELDS = frozenset({"pe_state", "split", "task_version"})
 EVAL_SPLITS = ("validation", "test")
 _V1_DETAILS = ("tokens_scored", "windows", "position_buckets")
-RECORD_V1 = [k for k in RECORD_FIELDS if k not in ("task", "metrics", "intervals", "details", "pe_state",
-                                                   "task_version")] + [
-    "loss", "ppl", "bpb", *_V1_DETAILS]
+RECORD_V1 = [
+    k for k in RECORD_FIELDS if k not in ("task", "metrics", "intervals", "details", "pe_state", "task_version")
+] + ["loss", "ppl", "bpb", *_V1_DETAILS]
 
 
 def upgrade_record(rec: dict) -> dict:
     """A schema-1 record (perplexity only, metrics at the top level) in the schema-2 shape."""
     out = {k: v for k, v in rec.items() if k not in ("loss", "ppl", "bpb") + _V1_DETAILS}
-    out.update(schema=SCHEMA_VERSION, task="ppl",
-               metrics={"ppl": rec.get("ppl"), "ppl_far": None, "bpb": rec.get("bpb"), "loss": rec.get("loss")},
-               intervals={}, details={k: rec.get(k) for k in _V1_DETAILS})
+    out.update(
+        schema=SCHEMA_VERSION,
+        task="ppl",
+        metrics={"ppl": rec.get("ppl"), "ppl_far": None, "bpb": rec.get("bpb"), "loss": rec.get("loss")},
+        intervals={},
+        details={k: rec.get(k) for k in _V1_DETAILS},
+    )
     return out
 
 
@@ -75,8 +80,9 @@ def check_record_fields(rec: dict) -> None:
     missing = set(RECORD_FIELDS) - OPTIONAL_RECORD_FIELDS - set(rec)
     unknown = set(rec) - set(RECORD_FIELDS)
     if missing or unknown:
-        raise ValueError(f"record fields do not match RECORD_FIELDS: missing {sorted(missing)}, "
-                         f"unknown {sorted(unknown)}")
+        raise ValueError(
+            f"record fields do not match RECORD_FIELDS: missing {sorted(missing)}, unknown {sorted(unknown)}"
+        )
 
 
 def now() -> str:
@@ -85,8 +91,9 @@ def now() -> str:
 
 def git_commit() -> Optional[str]:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                             text=True, timeout=5)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
+        )
         return out.stdout.strip() or None if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -96,8 +103,12 @@ def environment(device: str) -> dict:
     import torch
 
     return {
-        "pebench_version": __version__, "git_commit": git_commit(), "torch_version": torch.__version__,
-        "python": platform.python_version(), "device": device, "host": platform.node(),
+        "pebench_version": __version__,
+        "git_commit": git_commit(),
+        "torch_version": torch.__version__,
+        "python": platform.python_version(),
+        "device": device,
+        "host": platform.node(),
         "threads": torch.get_num_threads(),  # CPU floating-point results depend on it
     }
 
@@ -129,7 +140,7 @@ class ResultsDir:
             probe.write_text("")
             probe.unlink()
         except OSError as e:
-            raise PebenchError(f"results folder {self.root} is not writable: {e.strerror or e}")
+            raise PebenchError(f"results folder {self.root} is not writable: {e.strerror or e}") from e
         return self
 
     # runs
@@ -186,8 +197,16 @@ class ResultsDir:
                 except ValueError:
                     continue
                 if isinstance(x, dict) and "curve" in x:
-                    out.append({"run": name, "scheme": cfg["model"]["pe"], "seed": cfg["train"]["seed"],
-                                "step": x["step"], "tokens": x["tokens"], "curve": x["curve"]})
+                    out.append(
+                        {
+                            "run": name,
+                            "scheme": cfg["model"]["pe"],
+                            "seed": cfg["train"]["seed"],
+                            "step": x["step"],
+                            "tokens": x["tokens"],
+                            "curve": x["curve"],
+                        }
+                    )
         return out
 
     # records
@@ -280,8 +299,20 @@ def read_record(text: str) -> tuple:
     return rec, None
 
 
-_ABBREV = {"stride": "s", "targets": "k", "trials": "t", "string_length": "k", "far_n": "n", "keys": "K", "values": "V",
-           "queries": "Q", "distractors": "D", "pairs": "P", "chains": "C", "hops": "H"}
+_ABBREV = {
+    "stride": "s",
+    "targets": "k",
+    "trials": "t",
+    "string_length": "k",
+    "far_n": "n",
+    "keys": "K",
+    "values": "V",
+    "queries": "Q",
+    "distractors": "D",
+    "pairs": "P",
+    "chains": "C",
+    "hops": "H",
+}
 
 
 def protocol_key(rec: dict) -> str:

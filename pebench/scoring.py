@@ -13,6 +13,7 @@ Protocols (each averages per-token losses over all scored tokens, never window m
 - ``fixed``: the same K target tokens at every length, each the last token of its own window, i.e. with
   exactly L-1 tokens of context; lengths then differ only in context.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,8 +47,13 @@ class Protocol:
         return self
 
     def params(self) -> dict:
-        return {"stride": self.stride} if self.name == "sliding" else \
-            {"targets": self.targets} if self.name == "fixed" else {}
+        return (
+            {"stride": self.stride}
+            if self.name == "sliding"
+            else {"targets": self.targets}
+            if self.name == "fixed"
+            else {}
+        )
 
 
 def windows(n_tokens: int, length: int, protocol: Protocol, max_length: Optional[int] = None):
@@ -86,8 +92,10 @@ def fixed_targets(n_tokens: int, max_length: int, k: int) -> np.ndarray:
     """K target positions, evenly spread over the stream, each with room for max_length-1 tokens before it."""
     lo, hi = max_length - 1, n_tokens - 1
     if hi - lo + 1 < k:
-        raise UsageError(f"the stream ({n_tokens} tokens) has room for only {max(0, hi - lo + 1)} fixed targets "
-                         f"at length {max_length}; lower --targets or the lengths")
+        raise UsageError(
+            f"the stream ({n_tokens} tokens) has room for only {max(0, hi - lo + 1)} fixed targets "
+            f"at length {max_length}; lower --targets or the lengths"
+        )
     return lo + (np.arange(k) * (hi - lo + 1)) // k
 
 
@@ -100,8 +108,15 @@ def bucket_edges(length: int) -> list[int]:
 
 
 def position_buckets(edges: list[int], length: int, loss_sum, count) -> list[dict]:
-    return [{"lo": edges[b], "hi": min(edges[b + 1], length) - 1, "tokens": int(count[b]),
-             "loss": float(loss_sum[b] / count[b]) if count[b] else None} for b in range(len(edges) - 1)]
+    return [
+        {
+            "lo": edges[b],
+            "hi": min(edges[b + 1], length) - 1,
+            "tokens": int(count[b]),
+            "loss": float(loss_sum[b] / count[b]) if count[b] else None,
+        }
+        for b in range(len(edges) - 1)
+    ]
 
 
 def tail_logits(model: torch.nn.Module, x: torch.Tensor, start: int) -> torch.Tensor:
@@ -114,18 +129,52 @@ def tail_logits(model: torch.nn.Module, x: torch.Tensor, start: int) -> torch.Te
     return model(x)
 
 
-def score_stream(model: torch.nn.Module, stream: np.ndarray, length: int, protocol: Protocol,
-                 batch_tokens: int, device: torch.device, max_length: Optional[int] = None,
-                 progress: Optional[Progress] = None, title: str = "", far: Optional[np.ndarray] = None,
-                 nbytes: Optional[np.ndarray] = None) -> dict:
+def _window_losses(model: torch.nn.Module, chunk: torch.Tensor, first: np.ndarray, pos: np.ndarray, device):
+    """One batch of windows: per-token losses (float64, zero where not scored) from the first index any window
+    scores (``lo``: logits at lo .. L-1 predict targets lo + 1 .. L-1), which targets are scored, as an array and as
+    a mask, and ``lo``."""
+    length = chunk.shape[1]
+    with autocast_for(device):
+        logits = tail_logits(model, chunk, int(first.min()) - 1)
+    lo = length - logits.shape[1]
+    tok_loss = F.cross_entropy(
+        logits[:, :-1].float().reshape(-1, logits.shape[-1]), chunk[:, lo + 1 :].reshape(-1), reduction="none"
+    ).view(len(first), -1)
+    scored = pos[None, lo:] >= first[:, None]
+    mask = torch.from_numpy(scored).to(device)
+    return (tok_loss * mask).double(), scored, mask, lo
+
+
+def _bucket_sums(n_buckets: int, bucket: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """``values`` (one per target index) summed into their position buckets, on the CPU."""
+    return torch.zeros(n_buckets, dtype=torch.float64, device=values.device).index_add_(0, bucket, values).cpu()
+
+
+def score_stream(
+    model: torch.nn.Module,
+    stream: np.ndarray,
+    length: int,
+    protocol: Protocol,
+    batch_tokens: int,
+    device: torch.device,
+    max_length: Optional[int] = None,
+    progress: Optional[Progress] = None,
+    title: str = "",
+    far: Optional[np.ndarray] = None,
+    nbytes: Optional[np.ndarray] = None,
+) -> dict:
     """Run every window and return loss sums in total and per position bucket (and, given ``far``, a boolean mask
     over stream indices, the mean loss over the scored tokens it marks; given ``nbytes``, the bytes each stream token
     covers, their sum over the scored tokens as ``bytes_scored``). ``progress`` hears the cost
     (windows x length token positions) first, then the positions done after every batch."""
     starts, first = windows(len(stream), length, protocol, max_length)
     if progress is not None:
-        progress.start(title, len(starts) * length, f"{len(starts):,} windows of {length:,} tokens "
-                       f"({len(starts) * length:,} token positions)", "tokens")
+        progress.start(
+            title,
+            len(starts) * length,
+            f"{len(starts):,} windows of {length:,} tokens ({len(starts) * length:,} token positions)",
+            "tokens",
+        )
     edges = bucket_edges(length)
     pos = np.arange(1, length)
     bucket_of = np.searchsorted(edges, pos, side="right") - 1  # bucket of each target index
@@ -138,33 +187,28 @@ def score_stream(model: torch.nn.Module, stream: np.ndarray, length: int, protoc
     offsets = np.arange(length)
     with torch.inference_mode():
         for i in range(0, len(starts), per_batch):
-            s, f = starts[i:i + per_batch], first[i:i + per_batch]
+            s, f = starts[i : i + per_batch], first[i : i + per_batch]
             chunk = torch.from_numpy(np.asarray(stream[s[:, None] + offsets[None, :]]).astype(np.int64)).to(device)
-            with autocast_for(device):
-                logits = tail_logits(model, chunk, int(f.min()) - 1)
-            lo = length - logits.shape[1]  # logits at lo .. L-1 predict targets lo + 1 .. L-1
-            tok_loss = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]),
-                                       chunk[:, lo + 1:].reshape(-1), reduction="none").view(len(s), -1)
-            scored = pos[None, lo:] >= f[:, None]
-            mask = torch.from_numpy(scored).to(device)
-            tok_loss = (tok_loss * mask).double()
+            tok_loss, scored, mask, lo = _window_losses(model, chunk, f, pos, device)
             if nbytes is not None:
-                n_bytes += int((nbytes[s[:, None] + offsets[None, lo + 1:]] * scored).sum())
+                n_bytes += int((nbytes[s[:, None] + offsets[None, lo + 1 :]] * scored).sum())
             if far is not None:
-                fm = torch.from_numpy(far[s[:, None] + offsets[None, lo + 1:]]).to(device) & mask
+                fm = torch.from_numpy(far[s[:, None] + offsets[None, lo + 1 :]]).to(device) & mask
                 far_sum += float(tok_loss[fm].sum())
                 far_n += int(fm.sum())
-            loss_sum += torch.zeros(n_b, dtype=torch.float64, device=device).index_add_(
-                0, bucket_t[lo:], tok_loss.sum(0)).cpu()
-            count += torch.zeros(n_b, dtype=torch.float64, device=device).index_add_(
-                0, bucket_t[lo:], mask.sum(0).double()).cpu()
+            loss_sum += _bucket_sums(n_b, bucket_t[lo:], tok_loss.sum(0))
+            count += _bucket_sums(n_b, bucket_t[lo:], mask.sum(0).double())
             if progress is not None:
                 progress.update((i + len(s)) * length)
     if progress is not None:
         progress.finish()
     n = int(count.sum())
-    out = {"loss": float(loss_sum.sum()) / n, "tokens_scored": n, "windows": len(starts),
-           "position_buckets": position_buckets(edges, length, loss_sum, count)}
+    out = {
+        "loss": float(loss_sum.sum()) / n,
+        "tokens_scored": n,
+        "windows": len(starts),
+        "position_buckets": position_buckets(edges, length, loss_sum, count),
+    }
     if far is not None:
         out["far"] = {"loss": far_sum / far_n if far_n else None, "tokens": far_n}
     if nbytes is not None:
@@ -172,8 +216,7 @@ def score_stream(model: torch.nn.Module, stream: np.ndarray, length: int, protoc
     return out
 
 
-def score_positions(ctx, rows: np.ndarray, positions: list, choices: Optional[np.ndarray] = None
-                    ) -> tuple[list, list]:
+def score_positions(ctx, rows: np.ndarray, positions: list, choices: Optional[np.ndarray] = None) -> tuple[list, list]:
     """Teacher-forced scoring of the given target indices of each row (windows of equal length; ``positions[i]`` an
     int array, its own length per row): per target the *credit* of the model's top prediction (1 when the target
     is the unique best among ``choices``, or among all tokens; 1/k when it ties with k - 1 others for the best; 0
@@ -187,8 +230,8 @@ def score_positions(ctx, rows: np.ndarray, positions: list, choices: Optional[np
         ctx.progress.start(ctx.title, len(rows) * L, f"{len(rows):,} prompts of {L:,} tokens", "tokens")
     with torch.inference_mode():
         for i in range(0, len(rows), per):
-            x = torch.from_numpy(rows[i:i + per].astype(np.int64)).to(ctx.dev)
-            first = min((int(np.min(p)) for p in positions[i:i + per] if len(p)), default=1)
+            x = torch.from_numpy(rows[i : i + per].astype(np.int64)).to(ctx.dev)
+            first = min((int(np.min(p)) for p in positions[i : i + per] if len(p)), default=1)
             with autocast_for(ctx.dev):
                 logits = tail_logits(ctx.model, x, first - 1)
             lo = L - logits.shape[1]  # logits[:, j] is position lo + j
@@ -215,25 +258,26 @@ def slot_logprobs(ctx, prompts: list[tuple[np.ndarray, int, int]]) -> list[np.nd
     (``DecoderLM.logits_from``) each prompt's shared part runs once, the prompts batched by ``eval.batch_tokens``;
     else every row runs whole (:func:`score_positions`)."""
     if not hasattr(ctx.model, "logits_from") or min(s for _, s, _ in prompts) < 2:
-        _, lp = score_positions(ctx, np.concatenate([r for r, _, _ in prompts]),
-                                [np.arange(s, e) for r, s, e in prompts for _ in r])
+        _, lp = score_positions(
+            ctx, np.concatenate([r for r, _, _ in prompts]), [np.arange(s, e) for r, s, e in prompts for _ in r]
+        )
         ends = np.cumsum([len(r) for r, _, _ in prompts])
-        return [np.stack(lp[e - len(r):e]) for (r, _, _), e in zip(prompts, ends)]
+        return [np.stack(lp[e - len(r) : e]) for (r, _, _), e in zip(prompts, ends)]
     L = prompts[0][0].shape[1]
     per = max(1, ctx.cfg.eval.batch_tokens // L)
     if ctx.progress is not None:
         ctx.progress.start(ctx.title, len(prompts) * L, f"{len(prompts):,} prompts of {L:,} tokens", "tokens")
     out = []
     for i in range(0, len(prompts), per):
-        batch = prompts[i:i + per]
+        batch = prompts[i : i + per]
         first = min(s for _, s, _ in batch) - 1  # every prompt's rows share their tokens before it
         x = torch.from_numpy(np.concatenate([r for r, _, _ in batch]).astype(np.int64)).to(ctx.dev)
         with torch.inference_mode(), autocast_for(ctx.dev):
             logits = ctx.model.logits_from(x, first, [len(r) for r, _, _ in batch])  # j predicts first + 1 + j
         row = 0
         for r, s, e in batch:
-            lg = logits[row:row + len(r), s - 1 - first:e - 1 - first].float()
-            own = lg.gather(-1, x[row:row + len(r), s:e, None])[..., 0]
+            lg = logits[row : row + len(r), s - 1 - first : e - 1 - first].float()
+            own = lg.gather(-1, x[row : row + len(r), s:e, None])[..., 0]
             out.append((own - torch.logsumexp(lg, -1)).double().cpu().numpy())
             row += len(r)
         if ctx.progress is not None:
@@ -243,8 +287,9 @@ def slot_logprobs(ctx, prompts: list[tuple[np.ndarray, int, int]]) -> list[np.nd
     return out
 
 
-def score_spans(ctx, rows: np.ndarray, start: int, stop: int,
-                choices: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+def score_spans(
+    ctx, rows: np.ndarray, start: int, stop: int, choices: Optional[np.ndarray] = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Teacher-forced scoring of target indices [start, stop) of each row: the credit of the model's top
     prediction (:func:`score_positions`; among ``choices`` only, when given) and the loss, both (rows, stop - start)
     numpy arrays."""

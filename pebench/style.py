@@ -6,6 +6,7 @@ are RoPE extensions. Fine-tuned rows (``... ftN``) keep their variant's look wit
 this table does not know gets a stable colour from its name, so a user's own scheme looks the same in
 every plot too.
 """
+
 from __future__ import annotations
 
 import zlib
@@ -37,8 +38,20 @@ VARIANT_STYLES = {
     "yarn": ("#08519C", (0, (8, 2, 2, 2)), "D"),
     "llama3": ("#4292C6", (0, (3, 3)), "P"),
 }
-EXTRA_COLORS = ("#332288", "#88CCEE", "#117733", "#999933", "#CC6677", "#882255", "#44AA99", "#AA4499",
-                "#DDCC77", "#EE7733", "#009988", "#EE3377")
+EXTRA_COLORS = (
+    "#332288",
+    "#88CCEE",
+    "#117733",
+    "#999933",
+    "#CC6677",
+    "#882255",
+    "#44AA99",
+    "#AA4499",
+    "#DDCC77",
+    "#EE7733",
+    "#009988",
+    "#EE3377",
+)
 CONTEXT_LINE = {"color": "#777777", "linestyle": ":", "linewidth": 1.2}
 
 

@@ -1,4 +1,5 @@
 """Training: AdamW, warmup + cosine, gradient clipping, atomic checkpoints, exact resume."""
+
 from __future__ import annotations
 
 import contextlib
@@ -15,11 +16,11 @@ from typing import Callable, Optional
 import torch
 import yaml
 
+from .checkpoint import CHECKPOINT, build_model, check_compatible, load_checkpoint, load_shared_weights
 from .config import Config
 from .data import prepare_corpus, sample_batch
-from .errors import PebenchError, TrainingDiverged, UsageError
-from .checkpoint import CHECKPOINT, build_model, check_compatible, load_checkpoint, load_shared_weights
 from .device import resolve_device, train_autocast, train_precision, tune_cpu_allocator
+from .errors import PebenchError, TrainingDiverged, UsageError
 from .fsutil import RunLock, append_line, atomic_save, atomic_write_text
 from .model import DecoderLM
 from .results import ResultsDir, environment, now
@@ -100,10 +101,20 @@ def _rng_state(device: torch.device) -> dict:
     return state
 
 
-def train(cfg: Config, results: ResultsDir, name: str, device: str = "auto", resume: bool = False,
-          overwrite: bool = False, init_from: Optional[str] = None, parent_meta: Optional[dict] = None,
-          progress: Optional[Callable[[int, int, float, float], None]] = None,
-          rank: int = 0, world: int = 1, process_group=None) -> TrainResult:
+def train(
+    cfg: Config,
+    results: ResultsDir,
+    name: str,
+    device: str = "auto",
+    resume: bool = False,
+    overwrite: bool = False,
+    init_from: Optional[str] = None,
+    parent_meta: Optional[dict] = None,
+    progress: Optional[Callable[[int, int, float, float], None]] = None,
+    rank: int = 0,
+    world: int = 1,
+    process_group=None,
+) -> TrainResult:
     """Train one run into ``results/runs/name``. Resumable; refuses to clobber finished runs."""
     dev = resolve_device(device)
     tune_cpu_allocator()  # library callers too (the CLI has already done it)
@@ -133,8 +144,9 @@ def train(cfg: Config, results: ResultsDir, name: str, device: str = "auto", res
             shutil.rmtree(results.records / name, ignore_errors=True)  # stale measurements of the old run
         if world > 1:
             torch.distributed.barrier(process_group)
-        return _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_meta, progress, rank,
-                             world, process_group)
+        return _train_locked(
+            cfg, results, name, dev, corpus, resume, init_from, parent_meta, progress, rank, world, process_group
+        )
     finally:
         if lock is not None:
             lock.release()
@@ -214,8 +226,10 @@ def _check_same_config(results: ResultsDir, name: str, cfg: Config) -> None:
     if cfg.train.precision not in ("auto", used):
         diff.append(f"train.precision (trained in {used})")
     if diff:
-        raise UsageError(f"run {name!r} is finished but was trained with another config ({', '.join(diff[:3])} "
-                         f"differ); pass --overwrite to retrain it, or --name for a new run")
+        raise UsageError(
+            f"run {name!r} is finished but was trained with another config ({', '.join(diff[:3])} "
+            f"differ); pass --overwrite to retrain it, or --name for a new run"
+        )
 
 
 def sample_positions(seed: int, step: int, T: int, M: int, device) -> torch.Tensor:
@@ -225,8 +239,20 @@ def sample_positions(seed: int, step: int, T: int, M: int, device) -> torch.Tens
     return torch.randperm(M, generator=gen)[:T].sort().values.to(device)
 
 
-def _train_step(fwd, net, opt, x, y, tc, dev, world: int, pg, stop: StopRequest,
-                positions: Optional[torch.Tensor] = None, precision: str = "fp32") -> tuple[float, bool]:
+def _train_step(
+    fwd,
+    net,
+    opt,
+    x,
+    y,
+    tc,
+    dev,
+    world: int,
+    pg,
+    stop: StopRequest,
+    positions: Optional[torch.Tensor] = None,
+    precision: str = "fp32",
+) -> tuple[float, bool]:
     """One optimizer step over ``grad_accum`` micro-batches. Returns the global mean loss and whether any rank
     was asked to stop (carried in the same all-reduce as the loss, so every rank stops at the same step)."""
     opt.zero_grad(set_to_none=True)
@@ -236,7 +262,7 @@ def _train_step(fwd, net, opt, x, y, tc, dev, world: int, pg, stop: StopRequest,
         last = m == tc.grad_accum - 1
         sync = contextlib.nullcontext() if (world == 1 or last) else net.no_sync()  # one all-reduce per step
         with sync, train_autocast(dev, precision):
-            _, loss = fwd(x[m * micro:(m + 1) * micro], y[m * micro:(m + 1) * micro], positions)
+            _, loss = fwd(x[m * micro : (m + 1) * micro], y[m * micro : (m + 1) * micro], positions)
             (loss / tc.grad_accum).backward()
         total += loss.detach() / tc.grad_accum
     stopping = stop.signal is not None
@@ -253,7 +279,7 @@ def curve_point(model: DecoderLM, cfg: Config, val_tokens, dev: torch.device) ->
     tokens (non-overlapping windows): one point of the learning curve. Evaluation mode and no random numbers,
     so the training trajectory is untouched (tested bitwise)."""
     T = cfg.model.context
-    stream = val_tokens[:min(len(val_tokens), cfg.eval.curve_tokens)]
+    stream = val_tokens[: min(len(val_tokens), cfg.eval.curve_tokens)]
     limit = model.pe.max_positions()
     out = {}
     model.eval()
@@ -269,13 +295,24 @@ def curve_point(model: DecoderLM, cfg: Config, val_tokens, dev: torch.device) ->
     return out
 
 
-def _prepare(cfg: Config, results: ResultsDir, name: str, dev, corpus, resume: bool, init_from: Optional[str],
-             parent_meta: Optional[dict], rank: int, world: int):
+def _prepare(
+    cfg: Config,
+    results: ResultsDir,
+    name: str,
+    dev,
+    corpus,
+    resume: bool,
+    init_from: Optional[str],
+    parent_meta: Optional[dict],
+    rank: int,
+    world: int,
+):
     """Model, optimizer and first step of a run; on rank 0 its config.yaml and status written."""
     tc, folder = cfg.train, results.run_dir(name)
     if tc.batch_size % (world * tc.grad_accum):
-        raise UsageError(f"train.batch_size {tc.batch_size} must be divisible by ranks x grad_accum "
-                         f"({world} x {tc.grad_accum})")
+        raise UsageError(
+            f"train.batch_size {tc.batch_size} must be divisible by ranks x grad_accum ({world} x {tc.grad_accum})"
+        )
     if dev.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -285,13 +322,22 @@ def _prepare(cfg: Config, results: ResultsDir, name: str, dev, corpus, resume: b
         _truncate_metrics(folder / "metrics.jsonl", start_step)
     precision = _run_precision(results, name, dev, tc.precision, resume)
     if rank == 0:
-        run_meta = {"name": name, "created": now(), "parent": init_from, **(parent_meta or {}),
-                    "corpus": corpus.spec, "corpus_fingerprint": corpus.fingerprint,
-                    "config_hash": cfg.hash(), "params": model.num_params(), "world_size": world,
-                    "precision": precision}
+        run_meta = {
+            "name": name,
+            "created": now(),
+            "parent": init_from,
+            **(parent_meta or {}),
+            "corpus": corpus.spec,
+            "corpus_fingerprint": corpus.fingerprint,
+            "config_hash": cfg.hash(),
+            "params": model.num_params(),
+            "world_size": world,
+            "precision": precision,
+        }
         if not (folder / "config.yaml").exists() or not resume:
-            atomic_write_text(folder / "config.yaml", yaml.safe_dump({**cfg.to_dict(), "run": run_meta},
-                                                                     sort_keys=False))
+            atomic_write_text(
+                folder / "config.yaml", yaml.safe_dump({**cfg.to_dict(), "run": run_meta}, sort_keys=False)
+            )
         results.set_status(name, state="running", step=start_step, steps=tc.steps)
     return model, opt, start_step, precision
 
@@ -347,17 +393,21 @@ class _Loop:
         lr = lr_at(step, tc)
         for g in self.opt.param_groups:
             g["lr"] = lr
-        x, y = sample_batch(self.train_tokens, tc.seed, step, tc.batch_size, T, self.rank, self.world,
-                            *needle_settings(tc, step))
+        x, y = sample_batch(
+            self.train_tokens, tc.seed, step, tc.batch_size, T, self.rank, self.world, *needle_settings(tc, step)
+        )
         pos = sample_positions(tc.seed, step, T, tc.random_positions, self.dev) if tc.random_positions else None
         x, y = x.to(self.dev, non_blocking=True), y.to(self.dev, non_blocking=True)
-        loss, stopping = _train_step(fwd, net, self.opt, x, y, tc, self.dev, self.world, self.pg, stop, pos,
-                                     self.precision)
+        loss, stopping = _train_step(
+            fwd, net, self.opt, x, y, tc, self.dev, self.world, self.pg, stop, pos, self.precision
+        )
         if not math.isfinite(loss):
             if self.is_main:
                 self.results.set_status(self.name, state="failed", step=step, reason=f"loss {loss} at step {step}")
-            raise TrainingDiverged(f"training diverged: loss is {loss} at step {step}; the last good checkpoint is "
-                                   f"kept in {self.folder}; lower train.lr and rerun with --overwrite")
+            raise TrainingDiverged(
+                f"training diverged: loss is {loss} at step {step}; the last good checkpoint is "
+                f"kept in {self.folder}; lower train.lr and rerun with --overwrite"
+            )
         self.opt.step()
         with torch.no_grad():
             self.model.pe.after_step()  # a scheme projects its parameters back into their domain
@@ -371,32 +421,44 @@ class _Loop:
             self.log(done, loss, lr)
         if self.is_main and tc.eval_every and (done % tc.eval_every == 0 or done == tc.steps):
             point = curve_point(self.model, self.cfg, self.corpus.tokens("validation"), self.dev)
-            append_line(self.folder / "metrics.jsonl", json.dumps(
-                {"step": done, "tokens": done * tc.batch_size * self.cfg.model.context, "curve": point}))
+            append_line(
+                self.folder / "metrics.jsonl",
+                json.dumps({"step": done, "tokens": done * tc.batch_size * self.cfg.model.context, "curve": point}),
+            )
         if done % tc.checkpoint_every == 0 or done == tc.steps or stopping:
             self.save(done)
         if stopping and done < tc.steps:
             why = stop.signal or "a signal on another rank"
             if self.is_main:
                 self.results.set_status(self.name, state="interrupted", step=done, steps=tc.steps, signal=why)
-            raise TrainingInterrupted(f"{self.name}: interrupted by {why} at step {done}/{tc.steps}; checkpoint "
-                                      f"saved, rerun with --resume to continue", stop.signal)
+            raise TrainingInterrupted(
+                f"{self.name}: interrupted by {why} at step {done}/{tc.steps}; checkpoint "
+                f"saved, rerun with --resume to continue",
+                stop.signal,
+            )
         if self.is_main and done % tc.checkpoint_every == 0 and done < tc.steps:
             self.results.set_status(self.name, state="running", step=done, steps=tc.steps)
 
     def log(self, done: int, loss: float, lr: float) -> None:
         el = time.time() - self.window_t
         tps = self.window_tokens / el if el > 0 else 0.0
-        append_line(self.folder / "metrics.jsonl", f'{{"step": {done}, "loss": {loss:.6f}, "lr": {lr:.6g}, '
-                                                   f'"tokens_per_s": {tps:.1f}}}')
+        append_line(
+            self.folder / "metrics.jsonl",
+            f'{{"step": {done}, "loss": {loss:.6f}, "lr": {lr:.6g}, "tokens_per_s": {tps:.1f}}}',
+        )
         self.window_t, self.window_tokens = time.time(), 0
         if self.progress:
             self.progress(done, self.cfg.train.steps, loss, tps)
 
     def save(self, step: int) -> None:
         if self.is_main:
-            ckpt = {"model": self.model.state_dict(), "optimizer": self.opt.state_dict(), "step": step,
-                    "config": self.cfg.to_dict(), "rng": _rng_state(self.dev)}
+            ckpt = {
+                "model": self.model.state_dict(),
+                "optimizer": self.opt.state_dict(),
+                "step": step,
+                "config": self.cfg.to_dict(),
+                "rng": _rng_state(self.dev),
+            }
             atomic_save(self.folder / CHECKPOINT, lambda p: torch.save(ckpt, p))
         self.saved = step
 
@@ -405,18 +467,35 @@ class _Loop:
         steps = self.cfg.train.steps
         if self.is_main:
             self.results.set_status(self.name, state="interrupted", step=self.saved, steps=steps, signal="SIGINT")
-        raise TrainingInterrupted(f"{self.name}: interrupted at once; the last checkpoint is at step {self.saved}/"
-                                  f"{steps}, rerun with --resume to continue")
+        raise TrainingInterrupted(
+            f"{self.name}: interrupted at once; the last checkpoint is at step {self.saved}/"
+            f"{steps}, rerun with --resume to continue"
+        )
 
 
 def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_meta, progress, rank, world, pg):
     tc = cfg.train
-    model, opt, start_step, precision = _prepare(cfg, results, name, dev, corpus, resume, init_from, parent_meta,
-                                                 rank, world)
+    model, opt, start_step, precision = _prepare(
+        cfg, results, name, dev, corpus, resume, init_from, parent_meta, rank, world
+    )
     net = torch.nn.parallel.DistributedDataParallel(model, process_group=pg) if world > 1 else model
     fwd = torch.compile(net) if tc.compile else net
-    loop = _Loop(cfg, results, name, dev, corpus, model, opt, rank, world, pg, progress, corpus.tokens("train"),
-                 saved=start_step, precision=precision)
+    loop = _Loop(
+        cfg,
+        results,
+        name,
+        dev,
+        corpus,
+        model,
+        opt,
+        rank,
+        world,
+        pg,
+        progress,
+        corpus.tokens("train"),
+        saved=start_step,
+        precision=precision,
+    )
     t0 = loop.window_t = time.time()
     loss_val = float("nan")
     model.train()
@@ -428,6 +507,13 @@ def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_met
             loop.interrupted_at_once()
         wall = time.time() - t0
         if rank == 0:  # finished before a signal of the last step is handed on as the block ends
-            results.set_status(name, state="finished", step=tc.steps, steps=tc.steps, final_loss=loss_val,
-                               wall_s=round(wall, 2), env=environment(str(dev)))
+            results.set_status(
+                name,
+                state="finished",
+                step=tc.steps,
+                steps=tc.steps,
+                final_loss=loss_val,
+                wall_s=round(wall, 2),
+                env=environment(str(dev)),
+            )
     return TrainResult(name, folder=results.run_dir(name), steps=tc.steps, final_loss=loss_val, wall_s=wall)

@@ -1,11 +1,12 @@
-"""The context-use tables (docs/context.md) from the context suite's records (pebench run --suite context): perplexity with
-ppl_far by length, and retrieval (copy accuracy with its 95% interval, copy range, passkey per-digit / exact) by
-length. Usage: python scripts/context_tables.py [RESULTS_DIR] (default results/context)"""
+"""The context-use tables (docs/context.md) from the context suite's records (pebench run --suite context):
+perplexity with ppl_far by length, and retrieval (copy accuracy with its 95% interval, copy range, passkey
+per-digit / exact) by length. Usage: python scripts/context_tables.py [RESULTS_DIR] (default results/context)"""
+
 import math
 import sys
 
-from pebench.groups import row_key
 from pebench.findings.report import records_frame
+from pebench.groups import row_key
 from pebench.results import ResultsDir
 
 
@@ -29,19 +30,31 @@ def main(root: str) -> None:
     print("|---|" + "---|" * len(lengths))
     for label in order:
         g = df[df["label"] == label]
-        print(f"| {label} | " + " | ".join(f"{cell(g, 'ppl', 'ppl', L)} / {cell(g, 'ppl', 'ppl_far', L)}"
-                                          for L in lengths) + " |")
+        print(
+            f"| {label} | "
+            + " | ".join(f"{cell(g, 'ppl', 'ppl', L)} / {cell(g, 'ppl', 'ppl_far', L)}" for L in lengths)
+            + " |"
+        )
     print()
-    print("| scheme | " + " | ".join(f"copy acc {m}" for m in mult) + " | copy range 1x / 2x / 16x | "
-          "passkey digit / exact 1x | passkey digit / exact 2x |")
+    print(
+        "| scheme | " + " | ".join(f"copy acc {m}" for m in mult) + " | copy range 1x / 2x / 16x | "
+        "passkey digit / exact 1x | passkey digit / exact 2x |"
+    )
     print("|---|" + "---|" * (len(lengths) + 3))
     for label in order:
         g = df[df["label"] == label]
         rng = " / ".join(cell(g, "copy", "copy_range", L) for L in (lengths[0], lengths[1], lengths[-1]))
-        pk = [f"{cell(g, 'passkey', 'passkey_digit', L)} / {cell(g, 'passkey', 'passkey_exact', L, True)}"
-              for L in lengths[:2]]
-        print(f"| {label} | " + " | ".join(cell(g, "copy", "copy_acc", L, True) for L in lengths)
-              + f" | {rng} | " + " | ".join(pk) + " |")
+        pk = [
+            f"{cell(g, 'passkey', 'passkey_digit', L)} / {cell(g, 'passkey', 'passkey_exact', L, True)}"
+            for L in lengths[:2]
+        ]
+        print(
+            f"| {label} | "
+            + " | ".join(cell(g, "copy", "copy_acc", L, True) for L in lengths)
+            + f" | {rng} | "
+            + " | ".join(pk)
+            + " |"
+        )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ folder's trained runs with the code before and after, then
 
     python scripts/eval_side_by_side.py BEFORE AFTER > side_by_side.md
 """
+
 from __future__ import annotations
 
 import csv
@@ -45,8 +46,11 @@ def time_table(before: dict, after: dict) -> list[str]:
 
 
 def metrics_by_key(folder: Path) -> dict:
-    return {(r["run"], r["task"], r["variant"], r["protocol"], r["length"]): r.get("metrics") or {}
-            for r in ResultsDir(folder).iter_records() if r.get("status") == "ok"}
+    return {
+        (r["run"], r["task"], r["variant"], r["protocol"], r["length"]): r.get("metrics") or {}
+        for r in ResultsDir(folder).iter_records()
+        if r.get("status") == "ok"
+    }
 
 
 def same_science(before: dict, after: dict) -> list[str]:
@@ -62,9 +66,12 @@ def same_science(before: dict, after: dict) -> list[str]:
             s[1] += a == b
             s[2] = max(s[2], abs(a - b))
             s[3] = max(s[3], abs(a - b) / abs(b) if b else 0.0)
-    lines = [f"Records paired: {len(set(before) & set(after)):,} (before {len(before):,}, after {len(after):,}).", "",
-             "| metric | values paired | identical | largest difference | largest relative difference |",
-             "|---|---|---|---|---|"]
+    lines = [
+        f"Records paired: {len(set(before) & set(after)):,} (before {len(before):,}, after {len(after):,}).",
+        "",
+        "| metric | values paired | identical | largest difference | largest relative difference |",
+        "|---|---|---|---|---|",
+    ]
     for name, (n, same, diff, rel) in sorted(stats.items()):
         lines.append(f"| {name} | {n:,} | {same:,} | {diff:.3g} | {rel:.3g} |")
     return lines
@@ -72,8 +79,10 @@ def same_science(before: dict, after: dict) -> list[str]:
 
 def main(before: str, after: str) -> None:
     b, a = Path(before), Path(after)
-    print(f"Evaluation side by side: before `{b.name}`, after `{a.name}` (their `profile.csv`: the seconds of "
-          "each evaluation item, as its worker ran it)\n")
+    print(
+        f"Evaluation side by side: before `{b.name}`, after `{a.name}` (their `profile.csv`: the seconds of "
+        "each evaluation item, as its worker ran it)\n"
+    )
     print("\n".join(time_table(eval_seconds(b), eval_seconds(a))))
     print("\nThe same measurements? Each record's metrics, before against after:\n")
     print("\n".join(same_science(metrics_by_key(b), metrics_by_key(a))))

@@ -3,15 +3,16 @@ digits, each followed by its repeat; the data of the induction warm-up) from a r
 plateau (recent letters guessed), 0.8-0.97 once the induction head has formed (a warm-up's phase change).
 
 Usage: python scripts/induction_probe.py RUN_DIR [RUN_DIR ...] [--lengths 4,16] [--windows 64]"""
+
 import argparse
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from pebench.checkpoint import build_model, load_checkpoint
 from pebench.data.needles import pairs_window
 from pebench.results import ResultsDir
-from pebench.checkpoint import build_model, load_checkpoint
 
 
 def repeat_accuracy(model, context: int, lengths: tuple, windows: int, seed: int = 999) -> float:
@@ -23,7 +24,7 @@ def repeat_accuracy(model, context: int, lengths: tuple, windows: int, seed: int
         rows.append(pairs_window(rng, context + 1, lengths, repeats))
         m = np.zeros(context + 1, dtype=bool)
         for start, end in repeats:
-            m[start + 1:end] = True
+            m[start + 1 : end] = True
         masks.append(m)
     x = torch.tensor(np.stack(rows), dtype=torch.long)
     mask = torch.from_numpy(np.stack(masks))[:, 1:]

@@ -5,6 +5,7 @@ a new measurement.
 
 Usage: python scripts/reprofile.py RESULTS --since 2026-12-01T20:40:00+00:00 [--out DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,9 @@ def main() -> None:
     rd = ResultsDir(args.results)
     old = json.loads((rd.root / "profile.json").read_text())
     runs = [(d.name, rd.run_config(d.name)[0]) for d in sorted((rd.root / "runs").iterdir())]
-    p = profile.collect(rd, runs, datetime.fromisoformat(args.since), old["wall_s"], old["peak_gflops"] * 1e9,
-                        old["workers"])
+    p = profile.collect(
+        rd, runs, datetime.fromisoformat(args.since), old["wall_s"], old["peak_gflops"] * 1e9, old["workers"]
+    )
     p.peak_bf16 = (old.get("peak_bf16_gflops") or 0.0) * 1e9
     with open(rd.root / "profile.csv") as f:  # the report's time, as the run measured it
         report = [float(r["seconds"]) for r in csv.DictReader(f) if r["kind"] == "report"]

@@ -8,6 +8,7 @@ faults per step; MFU against the fp32 matmul peak measured in the same run.
 
 Usage: python scripts/speed_levers.py [--steps 20] [--pe rope]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -92,11 +93,14 @@ def breakdown(pe: str, steps: int, threads: int, peak: float, autocast: bool = F
     kinds: dict = {}
     for ev in prof.key_averages():
         name = ev.key
-        kind = ("matmuls (the floor's 6N)" if name in ("aten::mm", "aten::addmm") else
-                "attention (forward and backward)" if name in ("aten::bmm", "aten::_softmax",
-                                                               "aten::_softmax_backward_data") or
-                ("scaled_dot_product" in name and name.startswith("aten::_"))
-                else "everything else (elementwise, norms, loss, optimizer, framework)")
+        kind = (
+            "matmuls (the floor's 6N)"
+            if name in ("aten::mm", "aten::addmm")
+            else "attention (forward and backward)"
+            if name in ("aten::bmm", "aten::_softmax", "aten::_softmax_backward_data")
+            or ("scaled_dot_product" in name and name.startswith("aten::_"))
+            else "everything else (elementwise, norms, loss, optimizer, framework)"
+        )
         kinds[kind] = kinds.get(kind, 0.0) + ev.self_cpu_time_total / 1e6 / steps
     total = sum(kinds.values())
     tokens = cfg.train.batch_size * cfg.model.context
@@ -148,8 +152,21 @@ def main() -> None:
     flops = build_model(cfg).flops_per_token(cfg.model.context) * cfg.train.batch_size * cfg.model.context
 
     def spawn(threads: int, autocast: bool = False, compile_: bool = False, malloc: str = "tuned") -> subprocess.Popen:
-        cmd = [sys.executable, __file__, "--child", "--pe", args.pe, "--steps", str(args.steps), "--threads",
-               str(threads)] + (["--autocast"] if autocast else []) + (["--compile"] if compile_ else [])
+        cmd = (
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                "--pe",
+                args.pe,
+                "--steps",
+                str(args.steps),
+                "--threads",
+                str(threads),
+            ]
+            + (["--autocast"] if autocast else [])
+            + (["--compile"] if compile_ else [])
+        )
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PEBENCH_MALLOC": malloc}
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
 
@@ -157,12 +174,14 @@ def main() -> None:
 
     bf16 = train_precision(torch.device("cpu")) == "bf16"  # what pebench trains in on this CPU
     mark = {True: " (pebench's default here)", False: ""}
-    levers = ((f"1 process x {cores} threads, fp32, glibc's default allocator", 1, cores, {"malloc": "system"}),
-              (f"1 process x {cores} threads, fp32 (tuned allocator, fused AdamW){mark[not bf16]}", 1, cores, {}),
-              (f"{cores} processes x 1 thread at once, fp32", cores, 1, {}),
-              (f"1 process x {cores} threads, bf16 autocast{mark[bf16]}", 1, cores, {"autocast": True}),
-              (f"{cores} processes x 1 thread at once, bf16 autocast", cores, 1, {"autocast": True}),
-              (f"1 process x {cores} threads, fp32, torch.compile", 1, cores, {"compile_": True}))
+    levers = (
+        (f"1 process x {cores} threads, fp32, glibc's default allocator", 1, cores, {"malloc": "system"}),
+        (f"1 process x {cores} threads, fp32 (tuned allocator, fused AdamW){mark[not bf16]}", 1, cores, {}),
+        (f"{cores} processes x 1 thread at once, fp32", cores, 1, {}),
+        (f"1 process x {cores} threads, bf16 autocast{mark[bf16]}", 1, cores, {"autocast": True}),
+        (f"{cores} processes x 1 thread at once, bf16 autocast", cores, 1, {"autocast": True}),
+        (f"1 process x {cores} threads, fp32, torch.compile", 1, cores, {"compile_": True}),
+    )
     default = 3 if bf16 else 1
     rows = []
     for label, procs, threads, kw in levers:
@@ -170,25 +189,41 @@ def main() -> None:
         outs = [json.loads(p.communicate()[0]) for p in ps]
         each = statistics.median(statistics.median(o["steps"]) for o in outs)
         per_step = each / procs  # the processes' throughput as seconds per step
-        rows.append((label, each * 1e3, per_step * 1e3, flops / per_step / peak,
-                     statistics.median(o["faults"] for o in outs), max(o["first"] for o in outs)))
-    print(f"RoPE training step, default config ({cfg.train.batch_size} x {cfg.model.context}), {args.steps} timed "
-          f"steps; fp32 matmul peak {peak / 1e9:,.0f} GFLOP/s measured in this run (MFU against it); native bf16 "
-          f"matmuls on this CPU: {'yes' if bf16 else 'no'}\n")
-    print("| lever | ms per step (each process) | ms per step of throughput | MFU | vs pebench's default | "
-          "page faults per step | first 2 steps, s |")
+        rows.append(
+            (
+                label,
+                each * 1e3,
+                per_step * 1e3,
+                flops / per_step / peak,
+                statistics.median(o["faults"] for o in outs),
+                max(o["first"] for o in outs),
+            )
+        )
+    print(
+        f"RoPE training step, default config ({cfg.train.batch_size} x {cfg.model.context}), {args.steps} timed "
+        f"steps; fp32 matmul peak {peak / 1e9:,.0f} GFLOP/s measured in this run (MFU against it); native bf16 "
+        f"matmuls on this CPU: {'yes' if bf16 else 'no'}\n"
+    )
+    print(
+        "| lever | ms per step (each process) | ms per step of throughput | MFU | vs pebench's default | "
+        "page faults per step | first 2 steps, s |"
+    )
     print("|---|---|---|---|---|---|---|")
     for label, each, per, mfu, faults, first in rows:
-        print(f"| {label} | {each:,.1f} | {per:,.1f} | {mfu:.0%} | {rows[default][2] / per:.2f}x | {faults:,.0f} | "
-              f"{first:.1f} |")
+        print(
+            f"| {label} | {each:,.1f} | {per:,.1f} | {mfu:.0%} | {rows[default][2] / per:.2f}x | {faults:,.0f} | "
+            f"{first:.1f} |"
+        )
     print_breakdown(args.pe, args.steps, cores, peak, bf16)
 
 
 def print_breakdown(pe: str, steps: int, cores: int, peak: float, bf16: bool) -> None:
     """The default step's breakdown by kind, then the optimizer step alone by implementation."""
-    print(f"\nWhere a {pe} step's time goes in pebench's default here ({'bf16 autocast' if bf16 else 'fp32'}, "
-          f"{cores} threads, torch.profiler over {steps} steps; attention FLOPs counted over the full T x T "
-          "matrix, as the floor counts them; rates against the fp32 peak)\n")
+    print(
+        f"\nWhere a {pe} step's time goes in pebench's default here ({'bf16 autocast' if bf16 else 'fp32'}, "
+        f"{cores} threads, torch.profiler over {steps} steps; attention FLOPs counted over the full T x T "
+        "matrix, as the floor counts them; rates against the fp32 peak)\n"
+    )
     print("| kind | ms per step | share | rate |\n|---|---|---|---|")
     for kind, ms, share, rate in breakdown(pe, steps, cores, peak, bf16):
         print(f"| {kind} | {ms:,.1f} | {share:.0%} | {rate} |")

@@ -1,4 +1,5 @@
 """Fixtures only (shared helpers: support.py). Every test runs offline and seeded."""
+
 import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"

@@ -1,6 +1,7 @@
 """The one helper module the tests share: the micro config (one definition, varied per file by overrides), a CLI
 runner, the scheme lists from the registry and a tiny model config, hand-made models for task scoring, and tiny
 Hugging Face models and tokenizers built locally (no network)."""
+
 from pathlib import Path
 
 import torch
@@ -19,16 +20,32 @@ SCHEMES = scheme_names()
 
 
 def tiny_model_config(pe: str, **kw) -> ModelConfig:
-    base = dict(vocab_size=256, d_model=32, n_layers=2, n_heads=4, d_mlp=64, context=16, pe=pe,
-                pe_options={"shaw": {"k_max": 4}, "t5": {"num_buckets": 8, "max_distance": 16}})
+    base = dict(
+        vocab_size=256,
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+        d_mlp=64,
+        context=16,
+        pe=pe,
+        pe_options={"shaw": {"k_max": 4}, "t5": {"num_buckets": 8, "max_distance": 16}},
+    )
     base.update(kw)
     return ModelConfig(**base)
+
 
 MICRO = {
     "name": "micro",
     "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_mlp": 64, "context": 16},
-    "train": {"steps": 2, "batch_size": 4, "lr": 0.003, "warmup": 1, "log_every": 1, "checkpoint_every": 2,
-              "data": "sotu"},
+    "train": {
+        "steps": 2,
+        "batch_size": 4,
+        "lr": 0.003,
+        "warmup": 1,
+        "log_every": 1,
+        "checkpoint_every": 2,
+        "data": "sotu",
+    },
     "eval": {"multiples": [1, 2], "max_tokens": 600, "batch_tokens": 256},
 }
 
@@ -85,8 +102,11 @@ def task_ctx(model, stream=None, **options):
     from pebench.tasks import EvalContext
 
     cfg = type("Cfg", (), {"eval": EvalConfig(batch_tokens=4096), "model": ModelConfig(context=128)})()
-    s = stream if stream is not None else np.frombuffer(b"The quick brown fox jumps over the lazy dog. " * 200,
-                                                        dtype=np.uint8)
+    s = (
+        stream
+        if stream is not None
+        else np.frombuffer(b"The quick brown fox jumps over the lazy dog. " * 200, dtype=np.uint8)
+    )
     return EvalContext(model, cfg, torch.device("cpu"), s, s, Protocol(), 512, options)
 
 
@@ -108,8 +128,9 @@ def bpe_tokenizer(text: str, vocab_size: int = 400):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<eos>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<eos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator([text], trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>")
 
@@ -119,9 +140,17 @@ def tiny_llama(folder: Path, tokenizer=None, context: int = 64, seed: int = 0) -
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tokenizer = tokenizer or byte_tokenizer()
-    cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=context,
-                      tie_word_embeddings=False, eos_token_id=tokenizer.eos_token_id)
+    cfg = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=context,
+        tie_word_embeddings=False,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     torch.manual_seed(seed)
     LlamaForCausalLM(cfg).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -135,6 +164,7 @@ def tiny_gpt2(folder: Path, context: int = 64) -> Path:
     tok = byte_tokenizer()
     torch.manual_seed(0)
     GPT2LMHeadModel(GPT2Config(vocab_size=256, n_positions=context, n_embd=32, n_layer=2, n_head=4)).save_pretrained(
-        folder)
+        folder
+    )
     tok.save_pretrained(folder)
     return Path(folder)

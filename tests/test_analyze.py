@@ -1,5 +1,6 @@
 """`pebench analyze`: attention statistics on attention whose answer is known, the encodings' numbers against
 their definitions, real PNGs, and the command on a run of every scheme."""
+
 import math
 
 import numpy as np
@@ -7,18 +8,29 @@ import pytest
 import torch
 import yaml
 
-from support import SCHEMES, tiny_model_config
-from pebench.analysis.attention import (attention_stats, bin_edges, distance_bin, entropy_ceiling, n_bins,
-                                        query_stats, windows_of)
-from pebench.analysis.encodings import (bias_by_distance, effective_window, relative_vector_norms, rope_bound,
-                                        table_components, table_spectrum)
+from pebench.analysis.attention import (
+    attention_stats,
+    bin_edges,
+    distance_bin,
+    entropy_ceiling,
+    n_bins,
+    query_stats,
+    windows_of,
+)
+from pebench.analysis.encodings import (
+    bias_by_distance,
+    effective_window,
+    relative_vector_norms,
+    rope_bound,
+    table_components,
+    table_spectrum,
+)
 from pebench.analysis.summary import spearman
 from pebench.cli import app
 from pebench.model import DecoderLM
 from pebench.pe import PEContext, build_pe
 from pebench.pe.alibi import alibi_slopes
-from support import micro, runner
-
+from support import SCHEMES, micro, runner, tiny_model_config
 
 
 def _uniform(n_q, K, offset=0):
@@ -92,7 +104,7 @@ def test_hooked_statistics_follow_alibi_slopes():
 
 
 def test_the_spectrum_recovers_a_known_sinusoid_and_noise_is_flat():
-    T, d = 128, 8
+    T = 128
     pos = torch.arange(T).double()[:, None]
     cycles = torch.tensor([1, 3, 5, 8, 13, 21, 34, 55]).double()  # integer cycles over the table
     table = torch.sin(2 * math.pi * pos * cycles / T + 0.3)
@@ -129,7 +141,7 @@ def test_biases_and_windows_by_distance():
     with torch.no_grad():
         t5.table.copy_(torch.arange(32.0).view(4, 8) * -0.1)
     bt = bias_by_distance(t5, 40)
-    assert bt[1, 0] == pytest.approx(-0.8 * 32 ** 0.5 / 2 * 1.0, rel=1e-5)  # head 1, bucket 0: -0.8 * sqrt(d_h)
+    assert bt[1, 0] == pytest.approx(-0.8 * 32**0.5 / 2 * 1.0, rel=1e-5)  # head 1, bucket 0: -0.8 * sqrt(d_h)
     assert bias_by_distance(build_pe("rope", ctx), 10) is None  # content-dependent or no term: nothing to plot
     norms = relative_vector_norms(build_pe("shaw", ctx, {"k_max": 4}), 1)
     assert len(norms["key"]) == 5 and len(norms["value"]) == 5
@@ -141,7 +153,10 @@ def test_spearman():
     assert math.isnan(spearman([1, 2], [1, 2]))
 
 
-MICRO = micro(model={'pe_options': {'shaw': {'k_max': 4}, 't5': {'num_buckets': 8, 'max_distance': 16}}}, eval={'multiples': [1, 4]})
+MICRO = micro(
+    model={"pe_options": {"shaw": {"k_max": 4}, "t5": {"num_buckets": 8, "max_distance": 16}}},
+    eval={"multiples": [1, 4]},
+)
 
 
 def test_analyze_every_scheme_end_to_end(tmp_path):
@@ -162,7 +177,11 @@ def test_analyze_every_scheme_end_to_end(tmp_path):
     assert "Spearman rho" in md
     pngs = sorted(out.glob("*.png"))
     assert {p.name for p in pngs} >= {f"attention_{s}-micro-s0.png" for s in SCHEMES} | {
-        "rope_bound.png", "tables.png", "biases.png", "relative.png"}
+        "rope_bound.png",
+        "tables.png",
+        "biases.png",
+        "relative.png",
+    }
     for p in pngs:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
     r = runner.invoke(app, ["analyze", "--run", "ropee-micro-s0", "--results", str(res)])

@@ -1,12 +1,13 @@
 """Attention backends agree on every scheme (forward and gradients); compiled == eager."""
+
 import pytest
 import torch
 
-from support import SCHEMES, tiny_model_config
 from pebench import attention
 from pebench.attention import attend
 from pebench.model import DecoderLM
 from pebench.pe import PEContext, build_pe
+from support import SCHEMES, tiny_model_config
 
 BIASED = ["shaw", "t5", "alibi", "kerple", "sandwich", "fire", "fox", "cope"]
 FLEX = ["shaw", "t5", "alibi", "kerple", "sandwich", "fox"]  # fire and cope are materialized (flex_ok False)

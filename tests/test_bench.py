@@ -1,4 +1,5 @@
 """`pebench bench` end to end on a micro config: every row measured, files written (no timing asserts)."""
+
 from dataclasses import replace
 
 import pandas as pd
@@ -19,10 +20,33 @@ def test_measure_train_and_eval_in_process():
 
 def test_bench_cli_writes_table_and_csv(tmp_path):
     cfg = tmp_path / "micro.yaml"
-    cfg.write_text(yaml.safe_dump({"model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_mlp": 64, "context": 16},
-                                   "train": {"batch_size": 4}, "eval": {"batch_tokens": 64}}))
-    r = runner.invoke(app, ["bench", "--config", str(cfg), "--pe", "learned,alibi", "--multiples", "1,4",
-                                 "--repeats", "1", "--no-compile", "--no-baseline", "--results", str(tmp_path / "r")])
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_mlp": 64, "context": 16},
+                "train": {"batch_size": 4},
+                "eval": {"batch_tokens": 64},
+            }
+        )
+    )
+    r = runner.invoke(
+        app,
+        [
+            "bench",
+            "--config",
+            str(cfg),
+            "--pe",
+            "learned,alibi",
+            "--multiples",
+            "1,4",
+            "--repeats",
+            "1",
+            "--no-compile",
+            "--no-baseline",
+            "--results",
+            str(tmp_path / "r"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     df = pd.read_csv(tmp_path / "r" / "bench.csv")
     # learned cannot represent 4x: no eval row there; alibi has fast and reference at both lengths
@@ -44,15 +68,19 @@ def test_bench_cli_writes_table_and_csv(tmp_path):
 def test_summary_ratios_are_side_by_side_and_the_table_is_contiguous():
     from pebench.bench import Measurement, Peak, summary_markdown
 
-    rows = [Measurement("rope", "train", "fast", 16, 1000.0, 100.0, 10.0, 0.4),
-            Measurement("rope", "train", "fast+compile", 16, 1250.0, 80.0, 10.0, 0.5),
-            Measurement("rope", "train", "x-transformers", 16, 500.0, 200.0, 10.0, 0.2),
-            Measurement("shaw", "train", "fast", 16, 800.0, 120.0, 10.0, 0.3),
-            Measurement("shaw", "train", "fast+compile", 16, 1000.0, 100.0, 10.0, 0.4),
-            Measurement("shaw", "eval", "fast", 64, 900.0, 1.0, 10.0),
-            Measurement("shaw", "eval", "reference", 64, 100.0, 9.0, 10.0)]
+    rows = [
+        Measurement("rope", "train", "fast", 16, 1000.0, 100.0, 10.0, 0.4),
+        Measurement("rope", "train", "fast+compile", 16, 1250.0, 80.0, 10.0, 0.5),
+        Measurement("rope", "train", "x-transformers", 16, 500.0, 200.0, 10.0, 0.2),
+        Measurement("shaw", "train", "fast", 16, 800.0, 120.0, 10.0, 0.3),
+        Measurement("shaw", "train", "fast+compile", 16, 1000.0, 100.0, 10.0, 0.4),
+        Measurement("shaw", "eval", "fast", 64, 900.0, 1.0, 10.0),
+        Measurement("shaw", "eval", "reference", 64, 100.0, 9.0, 10.0),
+    ]
     lines = summary_markdown(rows, Peak(1e12, 1e12, 2), "cpu").splitlines()
-    head = lines.index("| scheme | train step vs rope | compiled, vs rope compiled | eval speedup fast/reference at longest length |")
+    head = lines.index(
+        "| scheme | train step vs rope | compiled, vs rope compiled | eval speedup fast/reference at longest length |"
+    )
     assert lines[head + 2] == "| rope | 1.00x | 1.00x |  |"
     assert lines[head + 3] == "| shaw | 1.20x | 1.25x | 9.0x |"
     assert lines[head + 4] == ""
@@ -62,9 +90,11 @@ def test_summary_ratios_are_side_by_side_and_the_table_is_contiguous():
 def test_mfu_is_over_the_higher_peak_and_an_implausible_one_is_flagged():
     from pebench.bench import Measurement, Peak, apply_peak, summary_markdown
 
-    rows = [Measurement("rope", "train", "fast", 16, 1000.0, 100.0, 10.0, model_flops=0.6e12),
-            Measurement("alibi", "train", "fast", 16, 1000.0, 100.0, 10.0, model_flops=1.1e12),
-            Measurement("alibi", "eval", "fast", 64, 1000.0, 100.0, 10.0)]
+    rows = [
+        Measurement("rope", "train", "fast", 16, 1000.0, 100.0, 10.0, model_flops=0.6e12),
+        Measurement("alibi", "train", "fast", 16, 1000.0, 100.0, 10.0, model_flops=1.1e12),
+        Measurement("alibi", "eval", "fast", 64, 1000.0, 100.0, 10.0),
+    ]
     peak = Peak(before=1.0e12, after=1.2e12, threads=2)
     apply_peak(rows, peak)
     assert rows[0].mfu == 0.5 and rows[1].mfu == 1.1e12 / 1.2e12 and rows[2].mfu is None

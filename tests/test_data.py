@@ -1,4 +1,5 @@
 """Data layer: embedded corpus hashes, deterministic split, memmap cache, local files, batches."""
+
 import json
 import shutil
 import time

@@ -1,4 +1,5 @@
 """Protocols checked by index on synthetic streams; per-token averaging; per-position buckets."""
+
 import math
 
 import numpy as np
@@ -126,9 +127,8 @@ def test_sliding_windows_run_only_their_scored_tail_with_the_same_accounting():
 def test_scored_positions_near_the_end_run_only_the_tail():
     """Teacher-forced targets in the last quarter of the rows: the model is asked from the first target's logit on,
     and the credits and log-probabilities are those of running the rows whole."""
-    from support import task_ctx
-
     from pebench.scoring import score_positions
+    from support import task_ctx
 
     rows = np.random.default_rng(0).integers(0, 256, (10, 128))
     pos = [np.arange(120, 128)] * 5 + [np.array([100, 127])] * 5
@@ -174,8 +174,9 @@ def test_variants_that_compute_the_same_function_share_one_measurement(tmp_path,
     for key, rec in shared.items():
         assert rec["metrics"] == alone[key]["metrics"] and rec["details"] == alone[key]["details"], key
         assert "measured_as" not in alone[key]["provenance"]
-    copied = {key: rec["provenance"]["measured_as"] for key, rec in shared.items()
-              if "measured_as" in rec["provenance"]}
+    copied = {
+        key: rec["provenance"]["measured_as"] for key, rec in shared.items() if "measured_as" in rec["provenance"]
+    }
     for v in ("linear", "ntk", "dynamic-ntk"):  # factor 1 at the training length: RoPE's own frequencies
         assert copied[(f"rope+{v}", 16)] == "rope"
     assert copied[("rope+dynamic-ntk", 32)] == "rope+ntk"  # the same base at L = 2T
@@ -200,11 +201,21 @@ def test_a_share_of_the_lengths_measures_what_the_whole_evaluation_measures(tmp_
     rd = ResultsDir(tmp_path / "res")
     train(cfg, rd, "r", device="cpu")
     tasks = [TASKS.get("ppl"), TASKS.get("copy")]
-    req = EvalRequest(lengths=[16, 32, 64], variants=["all"], device="cpu", protocol=protocol, max_tokens=300,
-                      tasks=tasks, options=task_options(tasks, {"copy.string_length": 6, "copy.trials": 4}))
+    req = EvalRequest(
+        lengths=[16, 32, 64],
+        variants=["all"],
+        device="cpu",
+        protocol=protocol,
+        max_tokens=300,
+        tasks=tasks,
+        options=task_options(tasks, {"copy.string_length": 6, "copy.trials": 4}),
+    )
     whole = {(r["task"], r["label"], r["length"]): r for r in evaluate_run(rd, "r", req)}
-    shares = {(r["task"], r["label"], r["length"]): r for part in ([64], [16, 32])
-              for r in evaluate_run(rd, "r", replace(req, only_lengths=part))}
+    shares = {
+        (r["task"], r["label"], r["length"]): r
+        for part in ([64], [16, 32])
+        for r in evaluate_run(rd, "r", replace(req, only_lengths=part))
+    }
     assert shares.keys() == whole.keys() and {k[2] for k in whole} == {16, 32, 64}
     for key, rec in whole.items():
         assert shares[key]["metrics"] == rec["metrics"] and shares[key]["details"] == rec["details"], key

@@ -1,9 +1,9 @@
 """Outside models (pebench eval --hf, rope --hf, export --hf) on tiny models built here, offline: bits per byte
 against a direct computation, every scaling's frequencies against transformers' own function, token-mode passkey
 and copy prompts, one-line errors, and the export round trip (the exported checkpoint gives the run's own loss)."""
+
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,15 +11,13 @@ import pytest
 import torch
 
 pytest.importorskip("transformers")
-from support import bpe_tokenizer, tiny_gpt2, tiny_llama  # noqa: E402
-
 from pebench import hf  # noqa: E402
 from pebench.evaluate import EvalRequest  # noqa: E402
 from pebench.jobs.plan import outside_eval  # noqa: E402
 from pebench.results import ResultsDir  # noqa: E402
 from pebench.scoring import Protocol, windows  # noqa: E402
 from pebench.tasks import resolve_tasks  # noqa: E402
-from support import invoke, write_micro  # noqa: E402
+from support import bpe_tokenizer, invoke, tiny_gpt2, tiny_llama, write_micro  # noqa: E402  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -58,11 +56,11 @@ def test_bits_per_byte_equals_a_direct_computation_on_the_same_windows(llama_bpe
         nll, nbytes = 0.0, 0
         with torch.no_grad():
             for s, f in zip(starts, first):
-                x = torch.from_numpy(ids[s:s + L])[None]
+                x = torch.from_numpy(ids[s : s + L])[None]
                 lp = torch.log_softmax(o.model.inner(input_ids=x).logits[0, :-1].double(), -1)
                 tgt = x[0, 1:]
-                nll -= float(lp[torch.arange(L - 1), tgt][f - 1:].sum())
-                nbytes += sum(bytes_of[int(t)] for t in tgt[f - 1:])
+                nll -= float(lp[torch.arange(L - 1), tgt][f - 1 :].sum())
+                nbytes += sum(bytes_of[int(t)] for t in tgt[f - 1 :])
         assert recs[L]["metrics"]["bpb"] == pytest.approx(nll / nbytes / math.log(2), rel=1e-5)
         assert recs[L]["metrics"]["bpb"] < recs[L]["metrics"]["loss"] / math.log(2)  # several bytes a token
 
@@ -88,10 +86,19 @@ def test_every_scaling_sets_the_frequencies_transformers_computes_for_it(llama_b
     want = {"rope_type": s.name, "rope_theta": 10000.0, "factor": 1.0 if s.name == "dynamic" else 4.0}
     if s.name != "linear":
         want["original_max_position_embeddings"] = 64
-    want.update({"yarn": {"beta_fast": 16.0}, "llama3": {"low_freq_factor": 2.0, "high_freq_factor": 4.0},
-                 "longrope": {"short_factor": [1.0] * 4, "long_factor": [4.0] * 4}}.get(s.name, {}))
-    cfg = LlamaConfig(hidden_size=32, num_attention_heads=4, max_position_embeddings=64 if s.name == "dynamic" else L,
-                      rope_parameters=want)
+    want.update(
+        {
+            "yarn": {"beta_fast": 16.0},
+            "llama3": {"low_freq_factor": 2.0, "high_freq_factor": 4.0},
+            "longrope": {"short_factor": [1.0] * 4, "long_factor": [4.0] * 4},
+        }.get(s.name, {})
+    )
+    cfg = LlamaConfig(
+        hidden_size=32,
+        num_attention_heads=4,
+        max_position_embeddings=64 if s.name == "dynamic" else L,
+        rope_parameters=want,
+    )
     inv, att = ROPE_INIT_FUNCTIONS[s.name](cfg, torch.device("cpu"), seq_len=L)
     assert torch.allclose(mod.inv_freq, inv) and mod.attention_scaling == pytest.approx(att)
     assert not torch.allclose(mod.inv_freq, default)  # it changed the model
@@ -104,8 +111,9 @@ def test_rope_command_prints_frequencies_matches_pebench_and_warns_of_traps(llam
     assert r.facts["attention_factor"] == pytest.approx(0.1 * math.log(4) + 1)
     assert [row["pair"] for row in r.rows] == [0, 1, 2, 3] and r.rows[0]["ratio"] == pytest.approx(1.0)
     twice = (0.1 * math.log(4) + 1) ** 2
-    assert any("twice" in w for w in hf.rope_report(str(llama_bpe), f"yarn:factor=4:attention_factor={twice}",
-                                                    None).warnings)
+    assert any(
+        "twice" in w for w in hf.rope_report(str(llama_bpe), f"yarn:factor=4:attention_factor={twice}", None).warnings
+    )
     assert any("cache" in w for w in hf.rope_report(str(llama_bpe), "dynamic", 256).warnings)
     out = invoke("rope", "--hf", llama_bpe, "--rope-scaling", "llama3:factor=8")
     assert out.exit_code == 0 and "rope_type: llama3" in out.output and "max_length: 512" in out.output
@@ -130,25 +138,40 @@ def test_token_mode_passkey_and_copy_prompts_decode_to_their_text(llama_bpe, tmp
     for win in c:
         s = o.tokenizer.decode(win.string)
         assert len(win.tokens) == 128 and o.tokenizer.decode(win.tokens).count(s) >= 2
-        assert list(win.tokens[-len(win.string):]) == list(win.string)
+        assert list(win.tokens[-len(win.string) :]) == list(win.string)
     rd = ResultsDir(tmp_path / "res")
-    req = EvalRequest(tasks=resolve_tasks("passkey,copy"), options={"passkey": {"trials": 2, "depths": "0,1",
-                      "haystack": "filler"}, "copy": {"trials": 2, "string_length": 24}}, max_tokens=3000)
+    req = EvalRequest(
+        tasks=resolve_tasks("passkey,copy"),
+        options={
+            "passkey": {"trials": 2, "depths": "0,1", "haystack": "filler"},
+            "copy": {"trials": 2, "string_length": 24},
+        },
+        max_tokens=3000,
+    )
     outside_eval(rd, str(llama_bpe), "128", None, req)
     got = {r["task"]: r for r in records(rd.root)}
-    assert got["passkey"]["details"]["tokens"] == type(o.tokenizer).__name__ != "bytes" and got["passkey"]["status"] == "ok"
+    assert (
+        got["passkey"]["details"]["tokens"] == type(o.tokenizer).__name__ != "bytes"
+        and got["passkey"]["status"] == "ok"
+    )
     assert 0 <= got["copy"]["metrics"]["copy_acc"] <= 1
 
 
-@pytest.mark.parametrize("args,msg", [
-    (["--hf", "{notmodel}"], "not a model folder (no config.json)"),
-    (["--hf", "{llama}", "--rope-scaling", "ropeish"], "unknown scaling 'ropeish'; with --hf: linear, dynamic"),
-    (["--hf", "{llama}", "--rope-scaling", "yarn:beta=3"], "yarn takes factor, original, beta_fast"),
-    (["--hf", "{gpt2}", "--lengths", "1x,2x"], "learned absolute positions 0..63; it cannot position lengths [128]"),
-    (["--hf", "{gpt2}", "--rope-scaling", "yarn", "--lengths", "1x"], "applies no rotary embedding"),
-    (["--hf", "{llama}", "--task", "niah"], "with --hf the tasks are ppl, passkey, copy"),
-    (["--hf", "no-such-model"], "no such folder, and with HF_HUB_OFFLINE=1"),
-])
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (["--hf", "{notmodel}"], "not a model folder (no config.json)"),
+        (["--hf", "{llama}", "--rope-scaling", "ropeish"], "unknown scaling 'ropeish'; with --hf: linear, dynamic"),
+        (["--hf", "{llama}", "--rope-scaling", "yarn:beta=3"], "yarn takes factor, original, beta_fast"),
+        (
+            ["--hf", "{gpt2}", "--lengths", "1x,2x"],
+            "learned absolute positions 0..63; it cannot position lengths [128]",
+        ),
+        (["--hf", "{gpt2}", "--rope-scaling", "yarn", "--lengths", "1x"], "applies no rotary embedding"),
+        (["--hf", "{llama}", "--task", "niah"], "with --hf the tasks are ppl, passkey, copy"),
+        (["--hf", "no-such-model"], "no such folder, and with HF_HUB_OFFLINE=1"),
+    ],
+)
 def test_bad_outside_input_gets_one_line(llama_bpe, tmp_path, args, msg):
     gpt2 = tiny_gpt2(tmp_path / "gpt2")
     (tmp_path / "notmodel").mkdir()
@@ -167,8 +190,12 @@ def test_export_round_trip_gives_the_runs_own_loss_and_one_table(tmp_path):
     for run in ("rope-micro-s0", "none-micro-s0"):
         r = invoke("export", run, "--hf", tmp_path / run, "--results", res)
         assert r.exit_code == 0, r.output
-        assert invoke("eval", "--hf", tmp_path / run, "--lengths", "1x,2x", "--max-tokens", "600",
-                      "--results", res).exit_code == 0
+        assert (
+            invoke(
+                "eval", "--hf", tmp_path / run, "--lengths", "1x,2x", "--max-tokens", "600", "--results", res
+            ).exit_code
+            == 0
+        )
     recs = {(r["label"], r["length"]): r["metrics"] for r in records(res)}
     for pe in ("rope", "none"):
         for L in (16, 32):

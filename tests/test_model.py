@@ -1,12 +1,13 @@
 """Every scheme in the model: causality, gradients, long inputs, registry errors."""
+
 import pytest
 import torch
 
-from support import CLASSIC, MODERN, SCHEMES, tiny_model_config
 from pebench.errors import PositionOutOfRange, UsageError
 from pebench.model import DecoderLM
 from pebench.pe import SCHEMES as REGISTRY
 from pebench.pe import scheme_names
+from support import CLASSIC, MODERN, SCHEMES, tiny_model_config
 
 
 def test_groups_are_registered_schemes_and_classic_is_the_surveys_seven():
@@ -14,7 +15,7 @@ def test_groups_are_registered_schemes_and_classic_is_the_surveys_seven():
 
     assert GROUPS["classic"] == ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"]  # the survey's
     assert all(n in REGISTRY for g in GROUPS.values() for n in g)
-    assert scheme_names()[:len(CLASSIC + MODERN)] == CLASSIC + MODERN  # table order: the groups, then the others
+    assert scheme_names()[: len(CLASSIC + MODERN)] == CLASSIC + MODERN  # table order: the groups, then the others
     assert set(scheme_names()) == set(REGISTRY.names())
     assert resolve_schemes("classic") == CLASSIC and resolve_schemes("all") == SCHEMES
     assert resolve_schemes("modern,rope") == MODERN + ["rope"]
@@ -100,8 +101,9 @@ def test_logits_tail_equal_the_whole_forward(pe):
         assert torch.equal(m.logits_tail(x, 0), whole)
 
 
-@pytest.mark.parametrize("pe,logit_scale", [(pe, ls) for pe in SCHEMES for ls in ("none", "logn")
-                                             if (pe, ls) != ("shaw", "logn")])  # that pair is refused elsewhere
+@pytest.mark.parametrize(
+    "pe,logit_scale", [(pe, ls) for pe in SCHEMES for ls in ("none", "logn") if (pe, ls) != ("shaw", "logn")]
+)  # that pair is refused elsewhere
 def test_logits_from_a_shared_prefix_equal_the_whole_forward(pe, logit_scale):
     """Every scheme (its terms perturbed off their initialisation), at 3x the training context where the scheme
     can: the rows' logits from ``start`` on, with the prefix run once, are the whole forward's."""
@@ -115,7 +117,7 @@ def test_logits_from_a_shared_prefix_equal_the_whole_forward(pe, logit_scale):
         whole = m(rows)
         got = m.logits_from(rows, T - 7)
     assert got.shape == (4, 7, 256)
-    torch.testing.assert_close(got, whole[:, T - 7:], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got, whole[:, T - 7 :], rtol=1e-5, atol=1e-5)
     assert not torch.allclose(got[0], got[1], atol=1e-3)  # the rows' own answers are read
 
 
@@ -158,9 +160,22 @@ def test_logits_from_refuses_a_start_outside_the_rows():
             m.logits_from(torch.zeros(2, 16, dtype=torch.long), bad)
 
 
-EXPECTED_PARAMS = {"none": 0, "sinusoidal": 0, "learned": 16 * 32, "shaw": 2 * 2 * (4 + 1) * 8, "t5": 8 * 4,
-                   "rope": 0, "alibi": 0, "kerple": 2 * 4, "fire": (32 + 32) + (32 * 4 + 4) + 2, "xpos": 0,
-                   "p-rope": 0, "sandwich": 0, "fox": 2 * 4 * (32 + 1), "cope": 2 * 64 * 8}
+EXPECTED_PARAMS = {
+    "none": 0,
+    "sinusoidal": 0,
+    "learned": 16 * 32,
+    "shaw": 2 * 2 * (4 + 1) * 8,
+    "t5": 8 * 4,
+    "rope": 0,
+    "alibi": 0,
+    "kerple": 2 * 4,
+    "fire": (32 + 32) + (32 * 4 + 4) + 2,
+    "xpos": 0,
+    "p-rope": 0,
+    "sandwich": 0,
+    "fox": 2 * 4 * (32 + 1),
+    "cope": 2 * 64 * 8,
+}
 
 
 @pytest.mark.parametrize("pe", SCHEMES)

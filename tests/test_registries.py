@@ -1,5 +1,6 @@
 """Everything a user can add is a registry entry, and these tests iterate the registries: a built-in scheme, task,
 RoPE variant, logit scale, training-document kind or report format added as one new entry needs no test edit."""
+
 import json
 
 import numpy as np
@@ -9,7 +10,6 @@ import torch
 from pebench.errors import UsageError
 from pebench.parsing import parse_list
 from pebench.tasks import TASKS, Metric, Task, register_task, task_names, task_options, unregister_task
-
 from support import invoke, write_micro
 
 
@@ -50,8 +50,13 @@ class Constant(Task):
     version = 1
 
     def measure(self, ctx, length):
-        return {"status": "ok", "reason": None, "metrics": {"constant_len": length * ctx.options["scale"]},
-                "intervals": {}, "details": {}}
+        return {
+            "status": "ok",
+            "reason": None,
+            "metrics": {"constant_len": length * ctx.options["scale"]},
+            "intervals": {},
+            "details": {},
+        }
 
 
 def test_records_of_another_task_version_are_never_reused_or_mixed(tmp_path):
@@ -94,8 +99,9 @@ def test_a_rope_variant_takes_its_options_from_its_signature(tilted_variant):
     pe = build_pe("rope", PEContext(32, 4, 2, 16), {"scaling": "tilted", "tilt": 4.0})
     assert torch.allclose(pe.resolved(64)[0], default_inv_freq(8, 10000.0) / 4.0)
     assert torch.allclose(pe.with_variant("tilted").resolved(64)[0], pe.resolved(64)[0])  # kept by eval copies
-    assert torch.allclose(build_pe("xpos", PEContext(32, 4, 2, 16), {"scaling": "tilted"}).resolved(64)[0],
-                          default_inv_freq(8, 10000.0))  # its default, in a subclass too
+    assert torch.allclose(
+        build_pe("xpos", PEContext(32, 4, 2, 16), {"scaling": "tilted"}).resolved(64)[0], default_inv_freq(8, 10000.0)
+    )  # its default, in a subclass too
     with pytest.raises(UsageError, match="must be float"):
         build_pe("rope", PEContext(32, 4, 2, 16), {"scaling": "tilted", "tilt": "steep"})
     with pytest.raises(UsageError, match="tilt"):  # the unknown-option message lists the variants' options
@@ -107,7 +113,6 @@ def test_every_logit_scale_is_one_at_and_below_the_context_and_runs_in_the_model
 
     from pebench.logit_scales import LOGIT_SCALES, logit_scale_factors
     from pebench.model import DecoderLM
-
     from support import tiny_model_config
 
     for name in LOGIT_SCALES:
@@ -135,10 +140,29 @@ def test_every_report_format_renders_a_table():
 
     from pebench.findings import report as rp
 
-    df = pd.DataFrame([{"task": "ppl", "run": f"{s}-s0", "label": s, "scheme": s, "variant": "none", "seed": 0,
-                        "protocol": "nonoverlap", "length": L, "train_context": 16, "status": "ok",
-                        "ppl": 2.0 + L / 16 + (s == "alibi"), "intervals": {}, "details": {}, "split": "validation",
-                        "position_buckets": None} for s in ("rope", "alibi") for L in (16, 32)])
+    df = pd.DataFrame(
+        [
+            {
+                "task": "ppl",
+                "run": f"{s}-s0",
+                "label": s,
+                "scheme": s,
+                "variant": "none",
+                "seed": 0,
+                "protocol": "nonoverlap",
+                "length": L,
+                "train_context": 16,
+                "status": "ok",
+                "ppl": 2.0 + L / 16 + (s == "alibi"),
+                "intervals": {},
+                "details": {},
+                "split": "validation",
+                "position_buckets": None,
+            }
+            for s in ("rope", "alibi")
+            for L in (16, 32)
+        ]
+    )
     t = rp.build_table(df)
     for name, fmt in rp.REPORT_FORMATS.items():
         out = fmt(t)
@@ -154,18 +178,29 @@ def test_one_row_order_everywhere():
     assert sorted(SCHEME_ORDER[::-1], key=row_key) == SCHEME_ORDER
 
 
-@pytest.mark.parametrize("spec, kw, want", [
-    ("1,2,3", {"item": int}, [1, 2, 3]), (["a", "b"], {}, ["a", "b"]), (None, {}, None),
-    (" 0.5 , 2 ", {"item": float, "lo": 0}, [0.5, 2.0]),
-])
+@pytest.mark.parametrize(
+    "spec, kw, want",
+    [
+        ("1,2,3", {"item": int}, [1, 2, 3]),
+        (["a", "b"], {}, ["a", "b"]),
+        (None, {}, None),
+        (" 0.5 , 2 ", {"item": float, "lo": 0}, [0.5, 2.0]),
+    ],
+)
 def test_one_list_parser(spec, kw, want):
     assert parse_list(spec, "--x", **kw) == want
 
 
-@pytest.mark.parametrize("spec, kw, msg", [
-    ("1,,2", {"item": int}, "comma-separated list of integers"), ("1,a", {"item": int}, "must be integers"),
-    ("1,1", {"item": int}, "twice"), ("1,0", {"item": int, "lo": 1}, "must be >= 1 each"), ("", {}, "list of names"),
-])
+@pytest.mark.parametrize(
+    "spec, kw, msg",
+    [
+        ("1,,2", {"item": int}, "comma-separated list of integers"),
+        ("1,a", {"item": int}, "must be integers"),
+        ("1,1", {"item": int}, "twice"),
+        ("1,0", {"item": int, "lo": 1}, "must be >= 1 each"),
+        ("", {}, "list of names"),
+    ],
+)
 def test_one_list_parser_says_what_is_wrong(spec, kw, msg):
     with pytest.raises(UsageError, match=msg):
         parse_list(spec, "--x", **kw)

@@ -1,5 +1,6 @@
 """train.py: the optimizer (fused, weight decay as the scheme decides), the precision a run trains and resumes in, the
 induction warm-up's schedule, random training positions, and the stop signals the loop honours."""
+
 import math
 import os
 import signal
@@ -35,9 +36,15 @@ def test_the_optimizer_is_fused_on_the_cpu_and_takes_the_reference_step():
     assert opt.defaults["fused"] is True
     name_of = {id(p): n for n, p in a.named_parameters()}
     mine = dict(b.named_parameters())
-    ref = torch.optim.AdamW([{"params": [mine[name_of[id(p)]] for p in g["params"]], "weight_decay": g["weight_decay"]}
-                             for g in opt.param_groups], lr=cfg.train.lr, betas=(cfg.train.beta1, cfg.train.beta2),
-                            foreach=False)
+    ref = torch.optim.AdamW(
+        [
+            {"params": [mine[name_of[id(p)]] for p in g["params"]], "weight_decay": g["weight_decay"]}
+            for g in opt.param_groups
+        ],
+        lr=cfg.train.lr,
+        betas=(cfg.train.beta1, cfg.train.beta2),
+        foreach=False,
+    )
     assert sum(len(g["params"]) for g in ref.param_groups) == len(mine)
     x = torch.randint(0, 256, (4, 16))
     for _ in range(5):
@@ -55,11 +62,11 @@ def test_training_runs_in_the_precision_it_records(tmp_path, precision, dtype):
     """A run's matmuls run in its precision (a forward hook sees their outputs), the run's config records the
     precision it used, and evaluation writes it into every record's provenance."""
     import torch
-    from support import micro
 
     from pebench.config import config_from_dict
     from pebench.evaluate import EvalRequest, evaluate_run
     from pebench.train import train
+    from support import micro
 
     cfg = config_from_dict(micro(train={"precision": precision}), name="micro")
     rd = ResultsDir(tmp_path)
@@ -103,11 +110,13 @@ def test_the_scheme_decides_weight_decay_on_its_tables():
     from pebench.train import make_optimizer
 
     def decayed_names(pe, options=None):
-        cfg = ModelConfig(d_model=16, n_layers=1, n_heads=2, d_mlp=32, context=8, pe=pe,
-                          pe_options={pe: options} if options else {})
+        cfg = ModelConfig(
+            d_model=16, n_layers=1, n_heads=2, d_mlp=32, context=8, pe=pe, pe_options={pe: options} if options else {}
+        )
         model = DecoderLM(cfg)
-        opt = make_optimizer(model, type("T", (), {"lr": 1e-3, "beta1": 0.9, "beta2": 0.95, "weight_decay": 0.1})(),
-                             torch.device("cpu"))
+        opt = make_optimizer(
+            model, type("T", (), {"lr": 1e-3, "beta1": 0.9, "beta2": 0.95, "weight_decay": 0.1})(), torch.device("cpu")
+        )
         ids = {id(p) for p in opt.param_groups[0]["params"]}
         assert opt.param_groups[0]["weight_decay"] == 0.1 and opt.param_groups[1]["weight_decay"] == 0.0
         assert len(ids) + len(opt.param_groups[1]["params"]) == len(list(model.parameters()))
@@ -130,7 +139,11 @@ def test_induction_warm_up_has_its_own_data_and_schedule():
     tc = cfg.train
     tc.steps, tc.induction_steps, tc.warmup, tc.lr, tc.min_lr_ratio = 300, 100, 10, 1.0, 0.1
     assert needle_settings(tc, 99) == (1.0, [4, 16], {"pairs": 1})
-    assert needle_settings(tc, 100) == (0.5, [16, 32], {"passkey": 1, "copy": 2, "pairs": 2, "niah": 1, "vt": 1, "mqar": 1})
+    assert needle_settings(tc, 100) == (
+        0.5,
+        [16, 32],
+        {"passkey": 1, "copy": 2, "pairs": 2, "niah": 1, "vt": 1, "mqar": 1},
+    )
     # the warm-up: linear warmup, then lr held; the language-model phase starts its warmup and cosine afresh
     assert lr_at(0, tc) == pytest.approx(0.1) and lr_at(9, tc) == pytest.approx(1.0)
     assert lr_at(50, tc) == lr_at(99, tc) == pytest.approx(1.0)

@@ -4,6 +4,7 @@ For each run: attention statistics by layer and head at each length (``attention
 read through its generic hooks (``encodings``); across runs: a drift ranking and which statistic tracks the
 perplexity ratio (``summary``). Writes ``RESULTS/analysis/``: analysis.md (numbers and sentences built from
 them), analysis.json (all data), and PNGs (``plots``)."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,14 @@ from ..fsutil import atomic_write_text
 from ..results import ResultsDir
 from . import plots, summary
 from .attention import attention_stats, windows_of
-from .encodings import (bias_by_distance, effective_window, learned_vs_reference, relative_vector_norms,
-                        rope_bound_curves, table_spectrum)
+from .encodings import (
+    bias_by_distance,
+    effective_window,
+    learned_vs_reference,
+    relative_vector_norms,
+    rope_bound_curves,
+    table_spectrum,
+)
 
 WINDOW_K = math.log(100)  # a key's weight falls to 1% of an equally scored key at distance 0
 
@@ -37,8 +44,14 @@ def _ppl_by_length(results: ResultsDir, run: str) -> dict:
     """Validation perplexity of the run's own records (nonoverlap, no RoPE scaling), by length."""
     out = {}
     for rec in results.iter_records([]):
-        if (rec["run"] == run and rec["task"] == "ppl" and rec["protocol"] == "nonoverlap" and rec["variant"] == "none"
-                and rec.get("split", "validation") == "validation" and rec["status"] == "ok"):
+        if (
+            rec["run"] == run
+            and rec["task"] == "ppl"
+            and rec["protocol"] == "nonoverlap"
+            and rec["variant"] == "none"
+            and rec.get("split", "validation") == "validation"
+            and rec["status"] == "ok"
+        ):
             out[str(rec["length"])] = rec["metrics"]["ppl"]
     return out
 
@@ -80,11 +93,18 @@ def analyze_run(results: ResultsDir, run: str, opts: AnalyzeOptions) -> dict:
         win = windows_of(stream, L, opts.tokens).to(dev)
         stats[str(L)] = attention_stats(model, win, far=T, batch=max(1, cfg.eval.batch_tokens // L))
     _, label = variant_label(cfg, model.pe, meta)
-    return {"run": run, "scheme": cfg.model.pe, "label": label, "context": T, "lengths": lengths,
-            "head_dim": cfg.model.d_model // cfg.model.n_heads,
-            "rope_base": model.pe.describe(T).get("base"),  # the scheme's rotary base; None without rotation
-            "stats": stats, "ppl": _ppl_by_length(results, run),
-            "encoding": _encoding(model.pe, T, max(lengths), opts.window_k)}
+    return {
+        "run": run,
+        "scheme": cfg.model.pe,
+        "label": label,
+        "context": T,
+        "lengths": lengths,
+        "head_dim": cfg.model.d_model // cfg.model.n_heads,
+        "rope_base": model.pe.describe(T).get("base"),  # the scheme's rotary base; None without rotation
+        "stats": stats,
+        "ppl": _ppl_by_length(results, run),
+        "encoding": _encoding(model.pe, T, max(lengths), opts.window_k),
+    }
 
 
 def _reference_tables(context: int, d_model: int) -> tuple[dict, float]:
@@ -96,9 +116,14 @@ def _reference_tables(context: int, d_model: int) -> tuple[dict, float]:
     return {"spectrum": table_spectrum(sinus), "label": "sinusoidal"}, noise
 
 
-def analyze(results: ResultsDir, runs: Optional[list[str]] = None, opts: AnalyzeOptions = AnalyzeOptions(),
-            on_run: Callable[[dict], None] = lambda a: None) -> dict:
+def analyze(
+    results: ResultsDir,
+    runs: Optional[list[str]] = None,
+    opts: Optional[AnalyzeOptions] = None,
+    on_run: Callable[[dict], None] = lambda a: None,
+) -> dict:
     """Analyse the runs (default: every finished run) and write RESULTS/analysis/. Returns the data."""
+    opts = opts or AnalyzeOptions()
     finished = results.runs_in("finished")
     runs = runs or finished
     if not runs:
@@ -152,19 +177,29 @@ def _global(data: dict, analyses: list[dict]) -> None:
 
 def _markdown(data: dict) -> str:
     analyses, k = data["runs"], data["window_k"]
-    lines = ["# Why schemes break: attention and encoding analysis", "",
-             f"Written by `pebench analyze` from {len(analyses)} runs; attention statistics over the first "
-             f"{data['tokens']} validation tokens at each length (mean over layers and heads).", "",
-             "## Attention drift from 1x to the longest length", ""]
+    lines = [
+        "# Why schemes break: attention and encoding analysis",
+        "",
+        f"Written by `pebench analyze` from {len(analyses)} runs; attention statistics over the first "
+        f"{data['tokens']} validation tokens at each length (mean over layers and heads).",
+        "",
+        "## Attention drift from 1x to the longest length",
+        "",
+    ]
     drift = data["drift"]
     if drift:
-        lines += ["| rank | run | length | entropy 1x | entropy long | mean abs entropy change | share beyond context "
-                  "| mean distance 1x | mean distance long | ppl ratio |", "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "| rank | run | length | entropy 1x | entropy long | mean abs entropy change | share beyond context "
+            "| mean distance 1x | mean distance long | ppl ratio |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in drift:
             ratio = f"{r['ppl_ratio']:.2f}" if summary.has_ratio(r) else "-"
-            lines.append(f"| {r['rank']} | {r['run']} | {r['length']} | {r['entropy_1x']:.2f} | {r['entropy_long']:.2f} "
-                         f"| {r['entropy_drift']:.2f} | {r['far_share']:.1%} | {r['distance_1x']:.1f} "
-                         f"| {r['distance_long']:.1f} | {ratio} |")
+            lines.append(
+                f"| {r['rank']} | {r['run']} | {r['length']} | {r['entropy_1x']:.2f} | {r['entropy_long']:.2f} "
+                f"| {r['entropy_drift']:.2f} | {r['far_share']:.1%} | {r['distance_1x']:.1f} "
+                f"| {r['distance_long']:.1f} | {ratio} |"
+            )
         context = {a["run"]: a["context"] for a in analyses}
         lines += [""] + [f"- {summary.attention_sentence(r, context[r['run']])}" for r in drift]
         lines += [f"- {s}" for s in map(summary.undefined_sentence, analyses) if s]
@@ -176,10 +211,19 @@ def _markdown(data: dict) -> str:
     for a in analyses:
         enc = a["encoding"]
         if "table" in enc and ref:
-            lines.append("- " + summary.table_sentence(a["run"], enc["table"]["spectrum"]["concentration"],
-                                                ref["spectrum"]["concentration"], ref["noise_concentration"]))
+            lines.append(
+                "- "
+                + summary.table_sentence(
+                    a["run"],
+                    enc["table"]["spectrum"]["concentration"],
+                    ref["spectrum"]["concentration"],
+                    ref["noise_concentration"],
+                )
+            )
         if "bias" in enc:
-            lines.append("- " + summary.window_sentence(a["run"], enc["bias"]["windows"], k, a["context"], max(a["lengths"])))
+            lines.append(
+                "- " + summary.window_sentence(a["run"], enc["bias"]["windows"], k, a["context"], max(a["lengths"]))
+            )
         if "relative" in enc:
             lines.append("- " + summary.relative_sentence(a["run"], enc["relative"]))
     lines += ["", "Plots: " + ", ".join(f"`{p}`" for p in plot_names(data)), ""]

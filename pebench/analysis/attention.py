@@ -6,6 +6,7 @@ context (keys no training window ever held), and the mass by distance in log2 bi
 The probabilities are recomputed from the model's own q, k and logit term (the exact chunked path), so no
 T x T tensor exists: memory is one block of queries x T per head.
 """
+
 from __future__ import annotations
 
 import math
@@ -74,7 +75,7 @@ class AttentionStats:
         for key, value in zip(KEYS, query_stats(p, q_offset, self.far)):
             v = value.sum((0, 2)).cpu().numpy()
             if key == "bins":
-                self.sums[key][layer, :, :v.shape[1]] += v
+                self.sums[key][layer, :, : v.shape[1]] += v
             else:
                 self.sums[key][layer] += v
         if layer == 0:
@@ -108,7 +109,7 @@ def attention_stats(model, windows: torch.Tensor, far: int, batch: int = 1, chun
     handles = [b.attn.register_forward_pre_hook(_hook(stats, i, chunk)) for i, b in enumerate(model.blocks)]
     try:
         for start in range(0, windows.shape[0], batch):
-            model(windows[start:start + batch])
+            model(windows[start : start + batch])
     finally:
         for h in handles:
             h.remove()

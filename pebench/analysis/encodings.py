@@ -3,6 +3,7 @@ decay bound under each frequency scaling, and logit terms (or relative vectors) 
 
 Everything here reads a scheme through its generic hooks (``position_table``, ``score_mod``), never by name,
 except the RoPE bound, which is about RoPE's frequencies by definition."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -27,15 +28,19 @@ def table_spectrum(table: torch.Tensor) -> dict:
     peak = power.argmax(0)
     padded = torch.nn.functional.pad(power.T, (1, 1)).T  # a zero bin either side
     near = padded.gather(0, peak[None] + torch.arange(3)[:, None]).sum(0)  # bins peak-1 .. peak+1
-    return {"freqs": freqs.tolist(), "power": (power / total).mean(1).tolist(),
-            "dominant": freqs[peak].tolist(), "concentration": float((near / total).mean())}
+    return {
+        "freqs": freqs.tolist(),
+        "power": (power / total).mean(1).tolist(),
+        "dominant": freqs[peak].tolist(),
+        "concentration": float((near / total).mean()),
+    }
 
 
 def table_components(table: torch.Tensor, k: int = 3) -> dict:
     """The top-k principal components of a [T, d] table as curves against position, and their variance shares."""
     x = table.double() - table.double().mean(0, keepdim=True)
     u, s, _ = torch.linalg.svd(x, full_matrices=False)
-    var = s ** 2
+    var = s**2
     return {"curves": (u[:, :k] * s[:k]).T.tolist(), "explained": (var[:k] / var.sum()).tolist()}
 
 
@@ -47,8 +52,9 @@ def rope_bound(inv_freq: torch.Tensor, distances: torch.Tensor) -> torch.Tensor:
     return s.abs().mean(1)
 
 
-def rope_bound_curves(head_dim: int, base: float, context: int, factor: float, distances: torch.Tensor,
-                      variants=None) -> dict:
+def rope_bound_curves(
+    head_dim: int, base: float, context: int, factor: float, distances: torch.Tensor, variants=None
+) -> dict:
     """The bound against distance for each frequency scaling at ``factor`` (default: unscaled): by default every
     registered scaling with a fixed factor (dynamic ones depend on the sequence, not a factor)."""
     from ..pe.rope import ROPE_VARIANTS, is_dynamic, rope_frequencies
@@ -79,8 +85,12 @@ def bias_by_distance(pe, max_distance: int, layer: int = 0) -> Optional[np.ndarr
     d = torch.arange(max_distance + 1)
     qi = torch.tensor(max_distance).view(1, 1, 1, 1)
     with torch.no_grad():
-        bias = mod.bias(torch.zeros(1, 1, 1, 1, dtype=torch.long), torch.arange(H).view(1, H, 1, 1), qi,
-                        (max_distance - d).view(1, 1, 1, -1))
+        bias = mod.bias(
+            torch.zeros(1, 1, 1, 1, dtype=torch.long),
+            torch.arange(H).view(1, H, 1, 1),
+            qi,
+            (max_distance - d).view(1, 1, 1, -1),
+        )
     return bias.expand(1, H, 1, max_distance + 1)[0, :, 0].double().numpy()
 
 

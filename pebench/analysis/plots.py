@@ -1,13 +1,13 @@
 """Analysis pictures: attention mass by distance per head, position-table spectra, logit terms by distance,
 RoPE's decay bound, relative-vector norms. Each function writes one PNG atomically."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
 
-from ..style import save_figure
-from ..style import CONTEXT_LINE, style_for
+from ..style import CONTEXT_LINE, save_figure, style_for
 
 
 def _plt():
@@ -52,8 +52,13 @@ def plot_tables(tables: dict, reference: dict, path: Path) -> None:
     for run, t in {**tables, "sinusoidal table (reference)": reference}.items():
         st = style_for(t.get("label", "sinusoidal"))
         sp = t["spectrum"]
-        ax.plot(sp["freqs"][1:], sp["power"][1:], label=run, color=st.color,
-                linestyle=st.linestyle if run in tables else ":")
+        ax.plot(
+            sp["freqs"][1:],
+            sp["power"][1:],
+            label=run,
+            color=st.color,
+            linestyle=st.linestyle if run in tables else ":",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("frequency (cycles per position)")
@@ -61,8 +66,12 @@ def plot_tables(tables: dict, reference: dict, path: Path) -> None:
     ax.legend(fontsize=7, frameon=False)
     for run, t in tables.items():
         for i, curve in enumerate(t["components"]["curves"][:2]):
-            ax2.plot(curve, label=f"{run} PC{i + 1} ({t['components']['explained'][i]:.0%})",
-                     color=style_for(t.get("label", run)).color, linestyle=["-", "--"][i])
+            ax2.plot(
+                curve,
+                label=f"{run} PC{i + 1} ({t['components']['explained'][i]:.0%})",
+                color=style_for(t.get("label", run)).color,
+                linestyle=["-", "--"][i],
+            )
     ax2.set_xlabel("position")
     ax2.set_ylabel("component value")
     save_figure(fig, ax2, path)
@@ -91,8 +100,13 @@ def plot_rope_bound(curves: dict, context: int, factor: float, path: Path) -> No
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     for v, c in curves.items():
         st = style_for("rope" if v == "default" else f"rope+{v}")
-        ax.plot(np.maximum(np.arange(len(c)), 0.5), c, label=v if v != "default" else "rope (unscaled)",
-                color=st.color, linestyle=st.linestyle)
+        ax.plot(
+            np.maximum(np.arange(len(c)), 0.5),
+            c,
+            label=v if v != "default" else "rope (unscaled)",
+            color=st.color,
+            linestyle=st.linestyle,
+        )
     ax.axvline(context, **CONTEXT_LINE)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("relative distance")

@@ -1,6 +1,7 @@
 """The command line: one module per command family, each command parsing its options, calling one library
 function per step (``jobs.plan``, ``jobs.sweep``, ``train``, ``evaluate``, ``findings.report``) and printing
 (``console``). Nothing here decides anything a test would want to check; nothing below imports this package."""
+
 from __future__ import annotations
 
 import os

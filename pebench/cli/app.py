@@ -1,13 +1,19 @@
 """The Typer app every command module registers on, its global ``--debug`` flag and the notes a command prints
 last."""
+
 from __future__ import annotations
 
 import typer
 
 from .console import OneLineErrors, warn
 
-app = typer.Typer(cls=OneLineErrors, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Benchmark positional encodings for length extrapolation of tiny decoder LMs.")
+app = typer.Typer(
+    cls=OneLineErrors,
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Benchmark positional encodings for length extrapolation of tiny decoder LMs.",
+)
 
 
 @app.callback()

@@ -1,6 +1,7 @@
 """What the commands show, and how their failures read: one-line errors (``OneLineErrors``, ``handle_errors``), the
 terminal's ``Reporter`` (lines, a progress bar or heartbeat lines in a log, one line per record), warnings about
 records that could not be read, tables. Presentation only: it prints, and every decision is the library's."""
+
 from __future__ import annotations
 
 import functools
@@ -19,8 +20,22 @@ _NO_ARGS = getattr(sys.modules[_USAGE_ERROR.__module__], "NoArgsIsHelpError", ()
 
 
 # The order --help lists the commands in (the modules register them in import order); any other comes last.
-COMMAND_ORDER = ("train", "eval", "report", "run", "tune", "analyze", "bench", "list", "check", "docs", "pack",
-                 "compare", "rope", "export")
+COMMAND_ORDER = (
+    "train",
+    "eval",
+    "report",
+    "run",
+    "tune",
+    "analyze",
+    "bench",
+    "list",
+    "check",
+    "docs",
+    "pack",
+    "compare",
+    "rope",
+    "export",
+)
 
 
 class OneLineErrors(TyperGroup):
@@ -113,8 +128,6 @@ def handle_errors(fn):
     return wrapper
 
 
-
-
 def echo(line: str = "", err: bool = False) -> None:
     typer.echo(line, err=err)
 
@@ -126,24 +139,17 @@ def warn(line: str) -> None:
 def reporter():
     """The terminal's reporter: lines on stdout, warnings and errors on stderr, each record as a line, a progress
     bar on a terminal (heartbeat lines in a log)."""
-    from ..tasks import record_line
     from ..progress import Reporter, for_stream
+    from ..tasks import record_line
 
     return Reporter(echo=echo, warn=warn, record=lambda r: echo(record_line(r)), progress=for_stream())
 
 
 def load_records(rd: ResultsDir):
     """The records as a frame; every record file that could not be used is named on stderr, one line each."""
-    from ..findings import report as rp
+    from ..findings.report import records_frame_noting
 
-    skipped: list = []
-    df = rp.records_frame(rd, skipped)
-    for path, reason in skipped:
-        warn(f"warning: skipped record {path}: {reason}")
-    if skipped:
-        warn(f"warning: {len(skipped)} record file(s) skipped; rerun `pebench eval` for those runs to measure "
-             "them again")
-    return df
+    return records_frame_noting(rd, warn)
 
 
 def show(out) -> None:
@@ -169,15 +175,19 @@ def analysis_table(rows: list[dict]) -> str:
     out = [head]
     for r in rows:
         ratio = f"{r['ppl_ratio']:.2f}" if has_ratio(r) else "-"
-        out.append(f"{r['rank']:>4}  {r['run']:<28} {r['length']:>5} {r['entropy_1x']:>6.2f} {r['entropy_long']:>6.2f} "
-                   f"{r['entropy_drift']:>5.2f} {r['far_share']:>6.1%} {ratio:>6}")
+        out.append(
+            f"{r['rank']:>4}  {r['run']:<28} {r['length']:>5} {r['entropy_1x']:>6.2f} {r['entropy_long']:>6.2f} "
+            f"{r['entropy_drift']:>5.2f} {r['far_share']:>6.1%} {ratio:>6}"
+        )
     return "\n".join(out)
 
 
 def bench_row(m) -> None:
     mfu = "" if m.model_flops is None else f"  {m.model_flops / 1e9:,.0f} GFLOP/s"
-    echo(f"{m.scheme:<10} {m.phase:<5} {m.path:<12} L={m.length:<6} {m.tokens_per_s:>10,.0f} tok/s "
-         f"{m.step_ms:>9.1f} ms  peak {m.peak_mem_mb:>7,.0f} MB{mfu}")
+    echo(
+        f"{m.scheme:<10} {m.phase:<5} {m.path:<12} L={m.length:<6} {m.tokens_per_s:>10,.0f} tok/s "
+        f"{m.step_ms:>9.1f} ms  peak {m.peak_mem_mb:>7,.0f} MB{mfu}"
+    )
 
 
 def list_text(results: ResultsDir) -> list[str]:
@@ -199,8 +209,10 @@ def list_text(results: ResultsDir) -> list[str]:
         extra = DecoderLM(replace(tiny.model, pe=n)).num_params() - base
         out.append(f"  {group_of(n):<8} {n:<11} {extra:>7,}  {SCHEMES.get(n).description}")
     out.append("evaluation-time variants (--rope-scaling): " + ", ".join(all_variants()))
-    out.append("evaluation tasks (eval --task), their options (--task-opt TASK.NAME=V) and metrics (report "
-               "--metric; + higher, - lower is better):")
+    out.append(
+        "evaluation tasks (eval --task), their options (--task-opt TASK.NAME=V) and metrics (report "
+        "--metric; + higher, - lower is better):"
+    )
     for n in task_names():
         t = TASKS.get(n)
         ms = ", ".join(f"{m.name} {'+' if m.higher_is_better else '-'}" for m in t.metrics)

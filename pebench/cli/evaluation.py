@@ -1,5 +1,6 @@
 """Commands that measure trained runs: ``eval`` (tasks at several lengths, or an outside model with --hf),
 ``analyze`` (why schemes break) and ``bench`` (speed and memory)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,8 +12,17 @@ from ..errors import UsageError
 from . import console
 from .app import app
 from .console import handle_errors
-from .options import (AttnOpt, DeviceOpt, GroupPeOpt, LengthsOpt, MaxTokensOpt, ResultsOpt, SplitOpt, TaskOptOpt,
-                      TrialsOpt)
+from .options import (
+    AttnOpt,
+    DeviceOpt,
+    GroupPeOpt,
+    LengthsOpt,
+    MaxTokensOpt,
+    ResultsOpt,
+    SplitOpt,
+    TaskOptOpt,
+    TrialsOpt,
+)
 
 
 @app.command("eval")
@@ -30,9 +40,9 @@ def eval_cmd(
     logit_scale: Optional[str] = typer.Option(None, "--logit-scale", help="none | logn | drope"),
     task: str = typer.Option("ppl", "--task", help="comma list of tasks (pebench list shows them)"),
     trials: Optional[int] = TrialsOpt,
-    task_opt: Optional[List[str]] = TaskOptOpt,
+    task_opts: Optional[List[str]] = TaskOptOpt,
     device: str = DeviceOpt,
-    attention: str = AttnOpt,
+    backend: str = AttnOpt,
     results: Path = ResultsOpt,
     hf: Optional[str] = typer.Option(None, "--hf", help="a Hugging Face causal LM (folder or Hub id) instead of runs"),
     context: Optional[int] = typer.Option(None, "--context", help="--hf: its context (default: from its config)"),
@@ -44,14 +54,12 @@ def eval_cmd(
     length)."""
     from ..evaluate import EvalFlags
     from ..jobs.plan import eval_request, outside_eval
-    from ..results import ResultsDir
     from ..jobs.sweep import evaluate_runs
+    from ..parsing import fields_from
+    from ..results import ResultsDir
 
-    req = eval_request(EvalFlags(lengths=None if hf else lengths, protocol=protocol, stride=stride, targets=targets,
-                                 rope_scaling=None if hf else rope_scaling, task=task, trials=trials,
-                                 task_opts=tuple(task_opt or ()), rope_factor=rope_factor, max_tokens=max_tokens,
-                                 split=split, logit_scale=logit_scale, device=device, backend=attention))
-    rd = ResultsDir(results)
+    outside = {"lengths": None, "rope_scaling": None} if hf else {}  # --hf parses its own (Kx lengths, NAME:k=v)
+    req, rd = eval_request(fields_from(EvalFlags, locals(), **outside)), ResultsDir(results)
     if hf:
         rd.ensure_writable()
         outside_eval(rd, hf, lengths, rope_scaling, req, context, dtype, revision, data, console.reporter())
@@ -59,8 +67,7 @@ def eval_cmd(
     names = run or rd.runs_in("finished")
     if not names:
         raise UsageError(f"no finished runs to evaluate in {rd.runs}; train one first (pebench train)")
-    rd.ensure_writable()
-    if evaluate_runs(rd, names, req, bool(run), console.reporter()):
+    if evaluate_runs(rd.ensure_writable(), names, req, bool(run), console.reporter()):
         raise typer.Exit(1)
 
 
@@ -85,8 +92,12 @@ def analyze(
     if tokens < 2 or not window_k > 0:
         raise UsageError(f"--tokens must be >= 2 and --window-k > 0, got {tokens} and {window_k}")
     rd = ResultsDir(results)
-    data = run_analyze(rd, parse_list(run, "--run"), AnalyzeOptions(parse_lengths(lengths), tokens, window_k, device),
-                       on_run=lambda a: console.echo(f"analysed {a['run']}"))
+    data = run_analyze(
+        rd,
+        parse_list(run, "--run"),
+        AnalyzeOptions(parse_lengths(lengths), tokens, window_k, device),
+        on_run=lambda a: console.echo(f"analysed {a['run']}"),
+    )
     console.echo(console.analysis_table(data["drift"]))
     console.echo(f"wrote {rd.root / 'analysis'}/analysis.md, analysis.json and plots")
 
@@ -118,7 +129,8 @@ def bench(
     rd = ResultsDir(results)
     rd.ensure_writable()
     cfg, schemes, dev = load_config(config), resolve_schemes(pe), str(resolve_device(device))
-    rows, peak = bm.run_bench(cfg, schemes, mults, dev, repeats, compile_, reference, on_row=console.bench_row,
-                              baseline=baseline)
+    rows, peak = bm.run_bench(
+        cfg, schemes, mults, dev, repeats, compile_, reference, on_row=console.bench_row, baseline=baseline
+    )
     console.echo(bm.write_bench(rd.root, rows, peak, dev, bm.floor_markdown(cfg, schemes, peak, rd.root)))
     console.echo(f"wrote {rd.root / 'bench.md'}, {rd.root / 'bench.csv'}")

@@ -1,5 +1,6 @@
 """Commands on the findings: ``report`` (tables and plots from records), ``check`` (decide every claim), ``docs``
 (regenerate the generated sections), ``pack`` (keep the evidence) and ``compare`` (a run against the reference)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -55,9 +56,10 @@ def report(
 
 @app.command()
 @handle_errors
-def check(sets: Optional[List[Path]] = typer.Argument(None, help="result sets or folders above them "
-                                                                  "(default: results)"),
-          quiet: bool = typer.Option(False, "--quiet", help="print failed claims only")):
+def check(
+    sets: Optional[List[Path]] = typer.Argument(None, help="result sets or folders above them (default: results)"),
+    quiet: bool = typer.Option(False, "--quiet", help="print failed claims only"),
+):
     """Decide every claim (claims.yaml beside each result set) from the committed evidence; exit 1 if any fails."""
     from ..findings.claims import check_set, claim_sets, render_verdicts
 
@@ -78,8 +80,10 @@ def check(sets: Optional[List[Path]] = typer.Argument(None, help="result sets or
 
 @app.command()
 @handle_errors
-def docs(check_only: bool = typer.Option(False, "--check", help="write nothing; exit 1 if a doc is stale"),
-         root: Path = typer.Option(Path("."), "--root", help="the repository root")):
+def docs(
+    check_only: bool = typer.Option(False, "--check", help="write nothing; exit 1 if a doc is stale"),
+    root: Path = typer.Option(Path("."), "--root", help="the repository root"),
+):
     """Regenerate every generated section (tables, claims) of README.md, docs/*.md and results/*/README.md."""
     from ..findings.docs import regenerate
 
@@ -94,9 +98,11 @@ def docs(check_only: bool = typer.Option(False, "--check", help="write nothing; 
 
 @app.command()
 @handle_errors
-def pack(dest: Path = typer.Argument(..., help="the result set folder to write records.jsonl.gz into"),
-         pe: Optional[str] = typer.Option(None, "--runs", help="comma list of runs (default: every run)"),
-         results: Path = ResultsOpt):
+def pack(
+    dest: Path = typer.Argument(..., help="the result set folder to write records.jsonl.gz into"),
+    pe: Optional[str] = typer.Option(None, "--runs", help="comma list of runs (default: every run)"),
+    results: Path = ResultsOpt,
+):
     """Keep the evidence: every record of the results folder in one compact records.jsonl.gz (no checkpoints)."""
     from ..parsing import parse_list
     from ..results import PACKED_RECORDS, ResultsDir
@@ -108,15 +114,20 @@ def pack(dest: Path = typer.Argument(..., help="the result set folder to write r
 
 @app.command()
 @handle_errors
-def compare(reference: Path = typer.Option(Path("results/reference"), "--reference", help="the committed set"),
-            metric: str = typer.Option("ppl", "--metric"), split: str = SplitOpt,
-            protocol: str = typer.Option("nonoverlap", "--protocol"), results: Path = ResultsOpt):
+def compare(
+    reference: Path = typer.Option(Path("results/reference"), "--reference", help="the committed set"),
+    metric: str = typer.Option("ppl", "--metric"),
+    split: str = SplitOpt,
+    protocol: str = typer.Option("nonoverlap", "--protocol"),
+    results: Path = ResultsOpt,
+):
     """Your run against the committed reference: per cell, yours, the same seed there, and the range a new seed
     is expected in."""
     from ..findings import reference as ref
     from ..results import ResultsDir
 
-    df = ref.compare_runs(console.load_records(ResultsDir(results)), console.load_records(ResultsDir(reference)),
-                          metric, split, protocol)
+    df = ref.compare_runs(
+        console.load_records(ResultsDir(results)), console.load_records(ResultsDir(reference)), metric, split, protocol
+    )
     console.echo(df.to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="-"))
     console.echo(ref.summary(df))

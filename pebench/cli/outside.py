@@ -1,5 +1,6 @@
 """Commands for outside (Hugging Face) models: ``rope`` (what a RoPE scaling does to a model's frequencies) and
 ``export`` (a pebench run as a Hugging Face checkpoint). ``eval --hf`` lives with the evaluation commands."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,17 +16,21 @@ from .options import ResultsOpt
 
 @app.command()
 @handle_errors
-def rope(hf: str = typer.Option(..., "--hf", help="a Hugging Face model folder, Hub id or config.json"),
-         rope_scaling: Optional[str] = typer.Option(None, "--rope-scaling",
-                                                    help="NAME[:key=value...] (default: the config's own)"),
-         length: Optional[int] = typer.Option(None, "--length", help="sequence length (default factor x context)")):
+def rope(
+    hf: str = typer.Option(..., "--hf", help="a Hugging Face model folder, Hub id or config.json"),
+    rope_scaling: Optional[str] = typer.Option(
+        None, "--rope-scaling", help="NAME[:key=value...] (default: the config's own)"
+    ),
+    length: Optional[int] = typer.Option(None, "--length", help="sequence length (default factor x context)"),
+):
     """What a RoPE scaling does to a model: frequencies per dimension, attention factor, the longest length it is
     meant for, pebench's own implementation of the same variant beside transformers', and the known traps."""
     from ..hf import rope_report
 
     r = rope_report(hf, rope_scaling, length)
-    console.echo("  ".join(f"{k}: {v:.6g}" if isinstance(v, float) else f"{k}: {v}" for k, v in r.facts.items()
-                           if v is not None))
+    console.echo(
+        "  ".join(f"{k}: {v:.6g}" if isinstance(v, float) else f"{k}: {v}" for k, v in r.facts.items() if v is not None)
+    )
     cols = list(r.rows[0])
     console.echo("  ".join(f"{c:>12}" for c in cols))
     for row in r.rows:
@@ -36,9 +41,11 @@ def rope(hf: str = typer.Option(..., "--hf", help="a Hugging Face model folder, 
 
 @app.command()
 @handle_errors
-def export(run: str = typer.Argument(..., help="a finished run (RoPE or NoPE)"),
-           dest: Path = typer.Option(..., "--hf", help="the folder to write the Hugging Face checkpoint into"),
-           results: Path = ResultsOpt):
+def export(
+    run: str = typer.Argument(..., help="a finished run (RoPE or NoPE)"),
+    dest: Path = typer.Option(..., "--hf", help="the folder to write the Hugging Face checkpoint into"),
+    results: Path = ResultsOpt,
+):
     """Write a pebench run as a Hugging Face GPT-NeoX checkpoint (with a byte tokenizer) that reproduces it
     exactly: `pebench eval --hf DEST` then gives the run's own loss."""
     from ..export import export_run

@@ -1,10 +1,18 @@
 """Corpora, byte tokenizer, deterministic document split, memmap cache and batch sampling."""
+
+from . import ruler  # noqa: F401,E402  (registers the niah, vt and mqar training-document kinds)
 from .corpora import CORPORA, Document, describe_corpora, iter_documents
 from .dataset import SPLITS, PreparedCorpus, prepare_corpus, sample_batch
 from .tokenizer import ByteTokenizer
-from . import ruler  # noqa: F401,E402  (registers the niah, vt and mqar training-document kinds)
 
 __all__ = [
-    "CORPORA", "Document", "describe_corpora", "iter_documents", "SPLITS", "PreparedCorpus",
-    "prepare_corpus", "sample_batch", "ByteTokenizer",
+    "CORPORA",
+    "Document",
+    "describe_corpora",
+    "iter_documents",
+    "SPLITS",
+    "PreparedCorpus",
+    "prepare_corpus",
+    "sample_batch",
+    "ByteTokenizer",
 ]

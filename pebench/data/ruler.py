@@ -9,6 +9,7 @@ bytes, for windows of a tiny model's 128-byte context); ``auto`` takes the stand
 least half the window to the haystack. Keys, values and names come from the caller's generator: the tasks seed
 it from the evaluation stream, training documents from the training stream.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -24,22 +25,30 @@ UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 VALUE_DIGITS = (5, 7)  # niah values: 5-7 digits (one count per prompt)
 MAX_WORD = 6  # keys: 2-3 syllables
 
-HEAD = ("Some special magic numbers are hidden within the following text. Make sure to memorize it. I will quiz "
-        "you about the numbers afterwards.")
+HEAD = (
+    "Some special magic numbers are hidden within the following text. Make sure to memorize it. I will quiz "
+    "you about the numbers afterwards."
+)
 NEEDLE = {"standard": "One of the special magic numbers for {key} is: {value}.", "compact": "{key}: {value}."}
-ASK_ONE = {"standard": "What is the special magic number for {key} mentioned in the provided text? The special magic "
-                       "number for {key} mentioned in the provided text is",
-           "compact": "{key}:"}
-ASK_ALL = {"standard": "What are all the special magic numbers for {key} mentioned in the provided text? The special "
-                       "magic numbers for {key} mentioned in the provided text are",
-           "compact": "{key}:"}
+ASK_ONE = {
+    "standard": "What is the special magic number for {key} mentioned in the provided text? The special magic "
+    "number for {key} mentioned in the provided text is",
+    "compact": "{key}:",
+}
+ASK_ALL = {
+    "standard": "What are all the special magic numbers for {key} mentioned in the provided text? The special "
+    "magic numbers for {key} mentioned in the provided text are",
+    "compact": "{key}:",
+}
 VT_HEAD = "Memorize and track the chain(s) of variable assignment hidden in the following text."
 VT_VALUE = {"standard": "VAR {name} = {value}.", "compact": "{name} = {value}."}
 VT_COPY = {"standard": "VAR {name} = VAR {source}.", "compact": "{name} = {source}."}
-VT_ASK = {"standard": "Question: Find all variables that are assigned the value {value} in the text above. Answer: "
-                      "According to the chain(s) of variable assignment in the text above, {n} variables are assigned "
-                      "the value {value}, they are:",
-          "compact": "{value} in"}
+VT_ASK = {
+    "standard": "Question: Find all variables that are assigned the value {value} in the text above. Answer: "
+    "According to the chain(s) of variable assignment in the text above, {n} variables are assigned "
+    "the value {value}, they are:",
+    "compact": "{value} in",
+}
 
 
 @dataclass
@@ -55,8 +64,10 @@ class Prompt:
 
 def random_word(rng: np.random.Generator) -> str:
     """A short pronounceable random word (2-3 consonant-vowel syllables)."""
-    return "".join(CONSONANTS[rng.integers(len(CONSONANTS))] + VOWELS[rng.integers(len(VOWELS))]
-                   for _ in range(int(rng.integers(2, 4))))
+    return "".join(
+        CONSONANTS[rng.integers(len(CONSONANTS))] + VOWELS[rng.integers(len(VOWELS))]
+        for _ in range(int(rng.integers(2, 4)))
+    )
 
 
 def distinct(rng: np.random.Generator, make, n: int, avoid=()) -> list[str]:
@@ -81,8 +92,9 @@ def fixed_bytes(inserts: list[str], tail: str, head: str = "") -> int:
     return (len(head) + 1 if head else 0) + sum(len(s) + 2 for s in inserts) + (len(tail) + 1 if tail else 0)
 
 
-def assemble(length: int, inserts: list[tuple[float, str]], tail: str, haystack=None, head: str = ""
-             ) -> tuple[np.ndarray, list[int]]:
+def assemble(
+    length: int, inserts: list[tuple[float, str]], tail: str, haystack=None, head: str = ""
+) -> tuple[np.ndarray, list[int]]:
     """[head] hay ins hay ins ... hay [tail] with single spaces around every insert: exactly ``length`` bytes, insert i
     at fraction ``inserts[i][0]`` of the haystack (equal fractions keep the given order). Returns the bytes and each
     insert's start index."""
@@ -125,8 +137,15 @@ def choose_form(form: str, need_standard: int, need_compact: int, length: int) -
 NIAH_VARIANTS = ("single", "multikey", "multivalue", "multiquery")
 
 
-def niah_layout(variant: str, form: str, keys: int, values: int, queries: int, digits: int = VALUE_DIGITS[1],
-                key_len: int = MAX_WORD) -> tuple[list[str], str, str]:
+def niah_layout(
+    variant: str,
+    form: str,
+    keys: int,
+    values: int,
+    queries: int,
+    digits: int = VALUE_DIGITS[1],
+    key_len: int = MAX_WORD,
+) -> tuple[list[str], str, str]:
     """(needles, tail, head) of the longest prompt of a variant, with placeholder keys and values."""
     k, v = "k" * key_len, "9" * digits
     needle = NEEDLE[form].format(key=k, value=v)
@@ -151,12 +170,26 @@ def niah_need(variant: str, form: str, keys: int, values: int, queries: int) -> 
 
 
 def niah_form(variant: str, form: str, length: int, keys: int, values: int, queries: int) -> Optional[str]:
-    return choose_form(form, niah_need(variant, "standard", keys, values, queries),
-                       niah_need(variant, "compact", keys, values, queries), length)
+    return choose_form(
+        form,
+        niah_need(variant, "standard", keys, values, queries),
+        niah_need(variant, "compact", keys, values, queries),
+        length,
+    )
 
 
-def niah_prompt(rng: np.random.Generator, variant: str, length: int, depth: float, form: str = "auto",
-                keys: int = 4, values: int = 4, queries: int = 2, distractors: int = 3, haystack=None) -> Prompt:
+def niah_prompt(
+    rng: np.random.Generator,
+    variant: str,
+    length: int,
+    depth: float,
+    form: str = "auto",
+    keys: int = 4,
+    values: int = 4,
+    queries: int = 2,
+    distractors: int = 3,
+    haystack=None,
+) -> Prompt:
     """One needle-in-a-haystack prompt. The first listed needle (the asked one; multivalue: the first value; multiquery:
     the first queried key) sits at ``depth`` of the haystack, the others at uniform random depths. Teacher-forced
     variants score the value digits in ``answers``; multivalue ranks each true value (``texts``) against
@@ -191,9 +224,21 @@ def niah_prompt(rng: np.random.Generator, variant: str, length: int, depth: floa
     answers = [(t0 + o, t0 + o + len(v)) for o, v in zip(offs, qv)]
     starts = [starts[order.index(i)] for i in range(len(pairs))]  # back to the order of `pairs`
     cands = distinct(rng, lambda r: random_number(r, digits), distractors, avoid=vs) if variant == "multivalue" else []
-    return Prompt(tokens, fm, starts, answers, list(vs) if variant == "multivalue" else qv, cands,
-                  {"variant": variant, "keys": [p[0] for p in pairs], "values": [p[1] for p in pairs],
-                   "asked": asked, "digits": digits})
+    return Prompt(
+        tokens,
+        fm,
+        starts,
+        answers,
+        list(vs) if variant == "multivalue" else qv,
+        cands,
+        {
+            "variant": variant,
+            "keys": [p[0] for p in pairs],
+            "values": [p[1] for p in pairs],
+            "asked": asked,
+            "digits": digits,
+        },
+    )
 
 
 def multiquery_tail(form: str, keys: list[str], values: list[str]) -> tuple[str, list[int]]:
@@ -213,10 +258,11 @@ def fill_source(haystack, length: int, rng: np.random.Generator):
     if haystack is None:
         return None
     start = int(rng.integers(0, max(1, len(haystack) - length + 1)))
-    return np.asarray(haystack[start:start + length])
+    return np.asarray(haystack[start : start + length])
 
 
 # ----- variable tracking -----
+
 
 def vt_layout(form: str, chains: int, hops: int) -> tuple[list[str], str, str]:
     name, value = "N" * 5, "9" * 5
@@ -227,12 +273,17 @@ def vt_layout(form: str, chains: int, hops: int) -> tuple[list[str], str, str]:
 
 
 def vt_form(form: str, length: int, chains: int, hops: int) -> Optional[str]:
-    return choose_form(form, fixed_bytes(*vt_layout("standard", chains, hops)),
-                       fixed_bytes(*vt_layout("compact", chains, hops)), length)
+    return choose_form(
+        form,
+        fixed_bytes(*vt_layout("standard", chains, hops)),
+        fixed_bytes(*vt_layout("compact", chains, hops)),
+        length,
+    )
 
 
-def vt_prompt(rng: np.random.Generator, length: int, form: str = "auto", chains: int = 2, hops: int = 2,
-              haystack=None) -> Prompt:
+def vt_prompt(
+    rng: np.random.Generator, length: int, form: str = "auto", chains: int = 2, hops: int = 2, haystack=None
+) -> Prompt:
     """``chains`` chains of ``hops`` + 1 variables ("VAR A = 12345.", "VAR B = VAR A.", ...), every chain's
     statements in order at sorted random depths (the chains interleaved). The question asks for the first chain's
     value; ``texts`` are that chain's names (the true candidates), ``candidates`` the other chains' names; one name
@@ -245,18 +296,29 @@ def vt_prompt(rng: np.random.Generator, length: int, form: str = "auto", chains:
     inserts, where = [], []
     for c in range(chains):
         depths = np.sort(rng.random(hops + 1))
-        chain = names[c * (hops + 1):(c + 1) * (hops + 1)]
+        chain = names[c * (hops + 1) : (c + 1) * (hops + 1)]
         for h in range(hops + 1):
-            text = VT_VALUE[fm].format(name=chain[0], value=values[c]) if h == 0 else \
-                VT_COPY[fm].format(name=chain[h], source=chain[h - 1])
+            text = (
+                VT_VALUE[fm].format(name=chain[0], value=values[c])
+                if h == 0
+                else VT_COPY[fm].format(name=chain[h], source=chain[h - 1])
+            )
             inserts.append((float(depths[h]), text))
             where.append((c, h))
     tail = VT_ASK[fm].format(value=values[0], n=hops + 1) + " " + names[0]
-    tokens, starts = assemble(length, inserts, tail, fill_source(haystack, length, rng),
-                              VT_HEAD if fm == "standard" else "")
-    true = names[:hops + 1]
-    return Prompt(tokens, fm, starts, [(length - 5, length)], true, names[hops + 1:],
-                  {"names": names, "values": values, "statements": where})
+    tokens, starts = assemble(
+        length, inserts, tail, fill_source(haystack, length, rng), VT_HEAD if fm == "standard" else ""
+    )
+    true = names[: hops + 1]
+    return Prompt(
+        tokens,
+        fm,
+        starts,
+        [(length - 5, length)],
+        true,
+        names[hops + 1 :],
+        {"names": names, "values": values, "statements": where},
+    )
 
 
 # ----- multi-query associative recall -----
@@ -286,18 +348,29 @@ def mqar_prompt(rng: np.random.Generator, length: int, pairs: int = 4, queries: 
     tokens, starts = assemble(length, inserts, asks[-1], fill_source(haystack, length, rng))
     starts.append(length - len(asks[-1]))
     answers = [(s + MQAR_KEY + 1, s + MQAR_KEY + 1 + MQAR_VALUE) for s in starts[1:]]
-    return Prompt(tokens, "compact", starts, answers, [vals[i] for i in asked],
-                  meta={"keys": keys, "values": vals, "asked": asked})
+    return Prompt(
+        tokens,
+        "compact",
+        starts,
+        answers,
+        [vals[i] for i in asked],
+        meta={"keys": keys, "values": vals, "asked": asked},
+    )
 
 
 # ----- training documents (train.needle_kinds: niah, vt, mqar) -----
+
 
 def _haystack(rng, background):
     return None if rng.random() < 0.5 else background
 
 
-@doc_kind("niah", "a RULER needle prompt (single, multikey, multivalue or multiquery; 1-4 keys, values and "
-                  "queries; the form that fits), answered", False)
+@doc_kind(
+    "niah",
+    "a RULER needle prompt (single, multikey, multivalue or multiquery; 1-4 keys, values and "
+    "queries; the form that fits), answered",
+    False,
+)
 def _niah_doc(rng, background, k, lengths):
     n = len(background)
     variant = NIAH_VARIANTS[int(rng.integers(len(NIAH_VARIANTS)))]
@@ -315,8 +388,11 @@ def _niah_doc(rng, background, k, lengths):
     return p.tokens
 
 
-@doc_kind("vt", "a variable-tracking prompt (2 chains of 1-3 hops where they fit), answered with one of the "
-                "chain's names", False)
+@doc_kind(
+    "vt",
+    "a variable-tracking prompt (2 chains of 1-3 hops where they fit), answered with one of the chain's names",
+    False,
+)
 def _vt_doc(rng, background, k, lengths):
     n = len(background)
     hops = int(rng.integers(1, 4))

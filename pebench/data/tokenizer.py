@@ -1,4 +1,5 @@
 """Bytes are tokens: vocabulary 256, nothing to download or train; byte 0 separates documents."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -27,6 +27,7 @@ A cell from a committed markdown table: ``file``, ``row``, ``col`` (header text)
 ``where`` ({column: value} for rows keyed by more than their first column). A number from a committed JSON file
 (such as the ``profile.json`` a run writes): ``file`` (ending ``.json``) and ``key`` (a dotted path into it).
 """
+
 from __future__ import annotations
 
 import csv
@@ -46,8 +47,23 @@ from ..stats import mean_ci
 RELATIONS = ("lower", "higher", "flat", "overlap", "above", "below", "undefined")
 RULES = ("intervals", "paired", "one-seed", "ratio", "point", "seeds")
 CLAIMS_FILE = "claims.yaml"
-_CELL_KEYS = {"label", "length", "metric", "split", "protocol", "seeds", "file", "row", "col", "table", "where",
-              "task", "over", "part", "key"}
+_CELL_KEYS = {
+    "label",
+    "length",
+    "metric",
+    "split",
+    "protocol",
+    "seeds",
+    "file",
+    "row",
+    "col",
+    "table",
+    "where",
+    "task",
+    "over",
+    "part",
+    "key",
+}
 
 
 @dataclass
@@ -97,12 +113,13 @@ class Verdict:
 
 # ---- loading -------------------------------------------------------------------------------------------------
 
+
 def load_claims(path: Path) -> list[dict]:
     """The claims of one file, defaults merged in and every field checked (a bad file is one clear line)."""
     try:
         data = yaml.safe_load(Path(path).read_text()) or {}
     except (OSError, yaml.YAMLError) as e:
-        raise UsageError(f"cannot read claims file {path}: {e}")
+        raise UsageError(f"cannot read claims file {path}: {e}") from e
     defaults, out = data.get("defaults") or {}, []
     for i, c in enumerate(data.get("claims") or []):
         out.append(_checked_claim(c, defaults, f"{path}: claim {i + 1}"))
@@ -139,36 +156,47 @@ def _checked_claim(c: dict, defaults: dict, where: str) -> dict:
         return {**c, "a": a, "b": None, "b_inherits": []}
     b = {**a, **c["b"], "where": {**(a.get("where") or {}), **(c["b"].get("where") or {})}}
     inherited = sorted(set(a) - set(c["b"]) - {"where"}) + [
-        f"where.{k}" for k in (a.get("where") or {}) if k not in (c["b"].get("where") or {})]
-    return {**c, "a": a, "b": b if b["where"] else {k: v for k, v in b.items() if k != "where"},
-            "b_inherits": inherited}
+        f"where.{k}" for k in (a.get("where") or {}) if k not in (c["b"].get("where") or {})
+    ]
+    return {
+        **c,
+        "a": a,
+        "b": b if b["where"] else {k: v for k, v in b.items() if k != "where"},
+        "b_inherits": inherited,
+    }
 
 
 def _check_seed_count(c: dict, where: str) -> None:
     of, count = c.get("of"), c.get("count")
     counts = count if isinstance(count, list) else [count]
     if not (isinstance(of, int) and of >= 1 and counts and all(isinstance(k, int) and 0 <= k <= of for k in counts)):
-        raise UsageError(f"{where}: rule seeds needs of (the number of seeds, >= 1) and count (a number of them, "
-                         f"or a list of numbers, each 0..of)")
+        raise UsageError(
+            f"{where}: rule seeds needs of (the number of seeds, >= 1) and count (a number of them, "
+            f"or a list of numbers, each 0..of)"
+        )
     if f"of {of} seeds" not in c["text"]:
         raise UsageError(f"{where}: a seeds claim must say how many of how many seeds in its text ('of {of} seeds')")
 
 
 def expand(spec: dict) -> list[dict]:
     """A cell spec with lists (label: [a, b], or inside where) as one spec per combination."""
-    keys = [k for k in ("label", "length", "row", "col", "protocol", "split", "metric", "file", "key")
-            if isinstance(spec.get(k), list)]
+    keys = [
+        k
+        for k in ("label", "length", "row", "col", "protocol", "split", "metric", "file", "key")
+        if isinstance(spec.get(k), list)
+    ]
     wkeys = [k for k, v in (spec.get("where") or {}).items() if isinstance(v, list)]
     out = []
     for combo in itertools.product(*(spec[k] for k in keys), *(spec["where"][k] for k in wkeys)):
-        one = {**spec, **dict(zip(keys, combo[:len(keys)]))}
+        one = {**spec, **dict(zip(keys, combo[: len(keys)]))}
         if wkeys:
-            one["where"] = {**spec["where"], **dict(zip(wkeys, combo[len(keys):]))}
+            one["where"] = {**spec["where"], **dict(zip(wkeys, combo[len(keys) :]))}
         out.append(one)
     return out
 
 
 # ---- deciding ------------------------------------------------------------------------------------------------
+
 
 def decide(claim: dict, a: Cell, b: Optional[Cell]) -> tuple[bool, str]:
     """Whether the relation holds under the claim's rule, and the numbers that decided it."""
@@ -225,11 +253,14 @@ def _per_seed(claim: dict, a: Cell, b: Optional[Cell]) -> tuple[bool, str]:
         ok = decide({**claim, "rule": rule}, one_a, one_b)[0]
         if ok:
             held.append(s)
-        each.append(f"{s}: {a.values[s]:.3g}" + (f" vs {b.values[s]:.3g}" if b is not None else "")
-                    + ("" if ok else " no"))
+        each.append(
+            f"{s}: {a.values[s]:.3g}" + (f" vs {b.values[s]:.3g}" if b is not None else "") + ("" if ok else " no")
+        )
     counts = claim["count"] if isinstance(claim["count"], list) else [claim["count"]]
-    return len(held) in counts, (f"holds in seeds {held}: {len(held)} of {len(seeds)} "
-                                 f"(claimed {' or '.join(map(str, counts))}; by seed {', '.join(each)})")
+    return len(held) in counts, (
+        f"holds in seeds {held}: {len(held)} of {len(seeds)} "
+        f"(claimed {' or '.join(map(str, counts))}; by seed {', '.join(each)})"
+    )
 
 
 def _has_trials(a: Cell, b: Optional[Cell]) -> bool:
@@ -246,6 +277,7 @@ def _paired(a: Cell, b: Cell, rel: str) -> tuple[bool, str]:
 
 
 # ---- cells from evidence -------------------------------------------------------------------------------------
+
 
 def parse_length(v, context: int) -> int:
     if isinstance(v, str) and v.endswith("x"):
@@ -264,8 +296,8 @@ class Evidence:
     @property
     def df(self):
         if self._df is None:
-            from .report import records_frame
             from ..results import ResultsDir
+            from .report import records_frame
 
             self._df = records_frame(ResultsDir(self.root))
         return self._df
@@ -291,20 +323,29 @@ class Evidence:
         df = df[df["task"] == find_metric(metric).task]
         ctx = int(df["train_context"].mode().iloc[0]) if not df.empty else 0
         L = parse_length(spec["length"], ctx)
-        sel = df[(df["label"] == spec["label"]) & (df["length"] == L)
-                 & (df["split"] == spec.get("split", "validation"))
-                 & (df["protocol"] == spec.get("protocol", "nonoverlap"))]
+        sel = df[
+            (df["label"] == spec["label"])
+            & (df["length"] == L)
+            & (df["split"] == spec.get("split", "validation"))
+            & (df["protocol"] == spec.get("protocol", "nonoverlap"))
+        ]
         if spec.get("seeds") is not None:
             sel = sel[sel["seed"].isin(spec["seeds"] if isinstance(spec["seeds"], list) else [spec["seeds"]])]
         undefined = int((sel["status"] == "undefined").sum())
         sel = sel[sel["status"] == "ok"]
         values = {int(s): float(v) for s, v in zip(sel["seed"], sel[metric]) if v is not None and not pd_isna(v)}
-        trials = {int(s): tuple(iv[metric]) for s, iv in zip(sel["seed"], sel["intervals"])
-                  if iv.get(metric) and int(s) in values}
+        trials = {
+            int(s): tuple(iv[metric])
+            for s, iv in zip(sel["seed"], sel["intervals"])
+            if iv.get(metric) and int(s) in values
+        }
         prot = spec.get("protocol", "nonoverlap")
-        name = (f"{spec['label']} {metric} @{spec['length']} ({spec.get('split', 'validation')}"
-                + ("" if prot == "nonoverlap" else f", {prot}") + (f", seed {spec['seeds']}" if "seeds" in spec else "")
-                + ")")
+        name = (
+            f"{spec['label']} {metric} @{spec['length']} ({spec.get('split', 'validation')}"
+            + ("" if prot == "nonoverlap" else f", {prot}")
+            + (f", seed {spec['seeds']}" if "seeds" in spec else "")
+            + ")"
+        )
         cell = Cell.from_values(name, values, next(iter(trials.values()), None))
         cell.undefined, cell.trials = undefined, trials
         return cell
@@ -319,7 +360,7 @@ class Evidence:
         try:
             value = json.loads(path.read_text())
         except (OSError, ValueError) as e:
-            raise UsageError(f"cannot read {path}: {e}")
+            raise UsageError(f"cannot read {path}: {e}") from e
         for part in key.split("."):
             if not isinstance(value, dict) or part not in value:
                 raise UsageError(f"{path}: no number at {key!r} ({part!r} is missing)")
@@ -375,7 +416,7 @@ def markdown_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
     for i, line in enumerate(lines[:-1]):
         if line.startswith("|") and re.match(r"^\|[\s|:-]+\|$", lines[i + 1].strip()):
             header, rows = _cells(line), []
-            for row_line in itertools.takewhile(lambda x: x.startswith("|"), lines[i + 2:]):
+            for row_line in itertools.takewhile(lambda x: x.startswith("|"), lines[i + 2 :]):
                 row = _cells(row_line)
                 if rows and not row[0]:
                     row[0] = rows[-1][0]
@@ -408,6 +449,7 @@ def table_value(name: str, text: str) -> Cell:
 
 
 # ---- checking ------------------------------------------------------------------------------------------------
+
 
 def check_claim(ev: Evidence, claim: dict) -> Verdict:
     """Every expansion of a claim must hold; the verdict keeps each compared cell and the deciding numbers."""

@@ -11,6 +11,7 @@ tag: every claim, or those tagged, with held/failed and its numbers), ``include`
 by pebench), ``profile`` (set: the phases of the run's time, from its profile.md),
 ``budgets`` (sets: one row per result set from its profile.json).
 """
+
 from __future__ import annotations
 
 import re
@@ -34,8 +35,8 @@ _FRAMES: dict = {}  # one read of a result set's records per regeneration, share
 
 
 def _frame(root: Path, set_: str):
-    from .report import records_frame
     from ..results import ResultsDir
+    from .report import records_frame
 
     key = (root / set_).resolve()
     if key not in _FRAMES:
@@ -45,16 +46,21 @@ def _frame(root: Path, set_: str):
 
 @GENERATORS.register("table")
 def _table(root: Path, args: dict) -> str:
-    from . import report as rp
     from ..parsing import parse_list
+    from . import report as rp
 
     df = _frame(root, args["set"])
     if "seeds" in args:
         df = df[df["seed"].isin([int(s) for s in args["seeds"].split(",")])]
     if "labels" in args:  # exact row labels, '_' for a space: rope+yarn_ft512
         df = df[df["label"].isin([x.replace("_", " ") for x in args["labels"].split(",")])]
-    t = rp.build_table(df, args.get("metric", "ppl"), args.get("protocol"), parse_list(args.get("pe"), "pe"),
-                       args.get("split", "validation"))
+    t = rp.build_table(
+        df,
+        args.get("metric", "ppl"),
+        args.get("protocol"),
+        parse_list(args.get("pe"), "pe"),
+        args.get("split", "validation"),
+    )
     seeds = sorted(int(x) for x in df[df["label"].isin(t.rows)]["seed"].unique())
     n = f"{len(seeds)} seeds" if len(seeds) > 1 else "one seed"
     return f"Seeds behind these cells: {', '.join(map(str, seeds))} ({n}).\n" + rp.to_markdown(t)
@@ -76,8 +82,9 @@ def _seeds(root: Path, args: dict) -> str:
     if "labels" in args:
         df = df[df["label"].isin(args["labels"].split(","))]
     ctx = int(df["train_context"].mode().iloc[0]) if not df.empty else 0
-    return rp.by_seed_markdown(df, args["metrics"].split(","), parse_length(args.get("length", "1x"), ctx),
-                               args.get("split", "validation"))
+    return rp.by_seed_markdown(
+        df, args["metrics"].split(","), parse_length(args.get("length", "1x"), ctx), args.get("split", "validation")
+    )
 
 
 @GENERATORS.register("claims")
@@ -110,31 +117,40 @@ def _budgets(root: Path, args: dict) -> str:
     same run, and the bf16 floor where the runs trained in bf16."""
     import json
 
-    rows = ["| result set | measured | machine (cores) | precision | workers | cores busy | wall | training / "
-            "evaluation (worker s) | fp32 peak | fp32 floor | wall / fp32 floor | bf16 peak | wall / bf16 floor |",
-            "|" + "---|" * 13]
+    rows = [
+        "| result set | measured | machine (cores) | precision | workers | cores busy | wall | training / "
+        "evaluation (worker s) | fp32 peak | fp32 floor | wall / fp32 floor | bf16 peak | wall / bf16 floor |",
+        "|" + "---|" * 13,
+    ]
     for set_ in args["sets"].split(","):
         f = json.loads((root / set_ / "profile.json").read_text())
         ratio = f"{f['ratio']:.2f}x" if f.get("ratio") else "n/a"  # no training in the run: no floor
-        bf = f"{f['peak_bf16_gflops']:,.0f} GFLOP/s | {f['wall_s'] / f['floor_bf16_s']:.2f}x" \
-            if f.get("floor_bf16_s") else " | "
+        bf = (
+            f"{f['peak_bf16_gflops']:,.0f} GFLOP/s | {f['wall_s'] / f['floor_bf16_s']:.2f}x"
+            if f.get("floor_bf16_s")
+            else " | "
+        )
         busy = "" if f.get("core_use") is None else f"{f['core_use']:.0%}"  # not in profiles before it was added
-        rows.append(f"| `{set_}` | {f['measured']} | {f['cpu']} ({f['cores']}) | {', '.join(f['precision'])} | "
-                    f"{f['workers']} | {busy} | {f['wall_s']:,.0f} s | {f['train_s']:,.0f} s / {f['eval_s']:,.0f} s | "
-                    f"{f['peak_gflops']:,.0f} GFLOP/s | {f['floor_s']:,.0f} s | **{ratio}** | {bf} |")
+        rows.append(
+            f"| `{set_}` | {f['measured']} | {f['cpu']} ({f['cores']}) | {', '.join(f['precision'])} | "
+            f"{f['workers']} | {busy} | {f['wall_s']:,.0f} s | {f['train_s']:,.0f} s / {f['eval_s']:,.0f} s | "
+            f"{f['peak_gflops']:,.0f} GFLOP/s | {f['floor_s']:,.0f} s | **{ratio}** | {bf} |"
+        )
     return "\n".join(rows) + "\n"
 
 
 def render(text: str, root: Path, where: str = "") -> str:
     """The text with every generated section rewritten."""
+
     def fill(m: re.Match) -> str:
         kind, args = m.group(2), _args(m.group(3))
         gen: Callable = GENERATORS.get(kind)
         try:
             body = gen(Path(root), args)
         except (KeyError, FileNotFoundError) as e:
-            raise UsageError(f"{where}: section {kind} {m.group(3).strip()}: missing {e}")
+            raise UsageError(f"{where}: section {kind} {m.group(3).strip()}: missing {e}") from e
         return m.group(1) + "\n" + body + "\n" + m.group(5)
+
     return SECTION.sub(fill, text)
 
 

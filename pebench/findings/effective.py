@@ -5,6 +5,7 @@ row's own 1x score (relative rule) and at least the threshold (absolute rule), a
 each cell's 95% interval: lo with every score at its lower end against 85% of the 1x score's upper end, hi the
 reverse (at 1x itself only the absolute rule applies). Torch-free; reports and the HTML page use it.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -91,7 +92,9 @@ def plots(tables: dict, root: Path) -> list[Path]:
             ax.set_xlabel("evaluation length (tokens)")
             ax.set_title(t.metric, fontsize=9)
         axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-        fig.suptitle(f"{name}: score by length (star: effective length, >= {RELATIVE:.0%} of 1x and >= the dashed "
-                     "threshold)", fontsize=9)
+        fig.suptitle(
+            f"{name}: score by length (star: effective length, >= {RELATIVE:.0%} of 1x and >= the dashed threshold)",
+            fontsize=9,
+        )
         paths.append(save_png(fig, root / f"effective_{name}.png"))
     return paths

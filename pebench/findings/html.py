@@ -1,6 +1,7 @@
 """One self-contained HTML page of a result set: its tables (intervals, the best value per column marked by the
 metric's direction), every plot embedded as data, its checked claims and its provenance. No network: no external
 script, style sheet, font or image."""
+
 from __future__ import annotations
 
 import base64
@@ -30,11 +31,14 @@ def table_html(t) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in _header(t))
     body = []
     for lab in t.rows:
-        cells = "".join((BEST if t.is_best(lab, L) else "<td>") + html.escape(_fmt(t.cells.get((lab, L)), t.digits))
-                        + "</td>" for L in t.lengths)
+        cells = "".join(
+            (BEST if t.is_best(lab, L) else "<td>") + html.escape(_fmt(t.cells.get((lab, L)), t.digits)) + "</td>"
+            for L in t.lengths
+        )
         last = [t.ratio_text(lab)] + ([effective_text(t, lab)] if has_effective(t) else [])
-        body.append(f"<tr><td>{html.escape(lab)}</td>{cells}" + "".join(f"<td>{html.escape(x)}</td>" for x in last)
-                    + "</tr>")
+        body.append(
+            f"<tr><td>{html.escape(lab)}</td>{cells}" + "".join(f"<td>{html.escape(x)}</td>" for x in last) + "</tr>"
+        )
     best = "highest" if t.higher_is_better else "lowest"
     cap = f"{t.metric} ({t.protocol}, {t.split} split; {best} is best, marked)"
     return f"<table><caption>{html.escape(cap)}</caption><tr>{head}</tr>{''.join(body)}</table>"
@@ -60,8 +64,10 @@ def _images(root: Path) -> list[str]:
     out = []
     for p in sorted(root.glob("*.png")):
         data = base64.b64encode(p.read_bytes()).decode("ascii")
-        out.append(f'<figure><img alt="{html.escape(p.name)}" src="data:image/png;base64,{data}">'
-                   f"<figcaption>{html.escape(p.name)}</figcaption></figure>")
+        out.append(
+            f'<figure><img alt="{html.escape(p.name)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(p.name)}</figcaption></figure>"
+        )
     return out
 
 
@@ -73,21 +79,34 @@ def _claims(root: Path, df: pd.DataFrame) -> list[str]:
     out = []
     for v in check_set(root, df):
         cls, mark = ("held", "held") if v.held else ("failed", "FAILED")
-        out.append(f'<li><span class="{cls}">{mark}</span> ({html.escape(v.claim["rule"])}) '
-                   f"{html.escape(v.claim['text'])}<pre>{html.escape(v.id)}\n{html.escape(v.why)}</pre></li>")
+        out.append(
+            f'<li><span class="{cls}">{mark}</span> ({html.escape(v.claim["rule"])}) '
+            f"{html.escape(v.claim['text'])}<pre>{html.escape(v.id)}\n{html.escape(v.why)}</pre></li>"
+        )
     return ["<ul>" + "".join(out) + "</ul>"]
 
 
 def _provenance(df_prov: list[dict], created: list[str]) -> str:
-    keys = ("git_commit", "config_hash", "config_name", "device", "host", "threads", "torch_version",
-            "pebench_version", "corpus", "steps")
+    keys = (
+        "git_commit",
+        "config_hash",
+        "config_name",
+        "device",
+        "host",
+        "threads",
+        "torch_version",
+        "pebench_version",
+        "corpus",
+        "steps",
+    )
     rows = []
     for k in keys:
         vals = sorted({str(p[k]) for p in df_prov if p.get(k) is not None})
         if not vals:
             continue
-        rows.append(f"<tr><td>{k}</td><td>{html.escape(', '.join(vals[:6]) + (' ...' if len(vals) > 6 else ''))}"
-                    "</td></tr>")
+        rows.append(
+            f"<tr><td>{k}</td><td>{html.escape(', '.join(vals[:6]) + (' ...' if len(vals) > 6 else ''))}</td></tr>"
+        )
     if created:
         rows.append(f"<tr><td>measured</td><td>{html.escape(min(created))} .. {html.escape(max(created))}</td></tr>")
     return "<table>" + "".join(rows) + "</table>"
@@ -96,8 +115,8 @@ def _provenance(df_prov: list[dict], created: list[str]) -> str:
 def write_html(root: Path, dest: Path | None = None) -> Path:
     """``report.html`` of the result set at ``root`` (tables, plots, claims, provenance), written atomically."""
     from ..fsutil import atomic_write_text
-    from .report import records_frame
     from ..results import ResultsDir
+    from .report import records_frame
 
     rd = ResultsDir(root)
     df = records_frame(rd)
@@ -105,13 +124,23 @@ def write_html(root: Path, dest: Path | None = None) -> Path:
         raise PebenchError(f"no records in {root}; run `pebench eval` first")
     recs = list(rd.iter_records())
     prov, created = [r["provenance"] for r in recs], [r["created"] for r in recs if r.get("created")]
-    parts = [f"<h1>pebench: {html.escape(str(root))}</h1>",
-             f"<p>{len(df)} records, {df['run'].nunique()} runs; written "
-             f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}</p>",
-             "<h2>Tables</h2>", *_tables(df), "<h2>Claims</h2>", *_claims(Path(root), df),
-             "<h2>Plots</h2>", *_images(Path(root)), "<h2>Provenance</h2>", _provenance(prov, created)]
-    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>pebench report</title>"
-            f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n")
+    parts = [
+        f"<h1>pebench: {html.escape(str(root))}</h1>",
+        f"<p>{len(df)} records, {df['run'].nunique()} runs; written "
+        f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}</p>",
+        "<h2>Tables</h2>",
+        *_tables(df),
+        "<h2>Claims</h2>",
+        *_claims(Path(root), df),
+        "<h2>Plots</h2>",
+        *_images(Path(root)),
+        "<h2>Provenance</h2>",
+        _provenance(prov, created),
+    ]
+    page = (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>pebench report</title>"
+        f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>\n"
+    )
     dest = Path(dest or Path(root) / "report.html")
     atomic_write_text(dest, page)
     return dest

@@ -2,6 +2,7 @@
 the reference's seeds (mean and 95% interval) and the range one new seed is expected in (a 95% prediction
 interval over the reference seeds, m ± t * s * sqrt(1 + 1/n)), so a run on another CPU can tell a correct
 reproduction from a broken one."""
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,12 @@ def prediction_interval(values: list[float]) -> tuple[float, float] | None:
 def _cells(df: pd.DataFrame, metric: str, split: str, protocol: str) -> dict:
     from ..tasks import metric as find_metric
 
-    df = df[(df["task"] == find_metric(metric).task) & (df["split"] == split) & (df["protocol"] == protocol)
-            & (df["status"] == "ok")]
+    df = df[
+        (df["task"] == find_metric(metric).task)
+        & (df["split"] == split)
+        & (df["protocol"] == protocol)
+        & (df["status"] == "ok")
+    ]
     out: dict = {}
     for lab, L, seed, v in zip(df["label"], df["length"], df["seed"], df[metric]):
         if v is not None and not pd.isna(v):
@@ -36,8 +41,9 @@ def _cells(df: pd.DataFrame, metric: str, split: str, protocol: str) -> dict:
     return out
 
 
-def compare_runs(yours: pd.DataFrame, ref: pd.DataFrame, metric: str = "ppl", split: str = "validation",
-                 protocol: str = "nonoverlap") -> pd.DataFrame:
+def compare_runs(
+    yours: pd.DataFrame, ref: pd.DataFrame, metric: str = "ppl", split: str = "validation", protocol: str = "nonoverlap"
+) -> pd.DataFrame:
     """One row per cell of your run: yours, reference (same seed), reference mean ± ci (n), expected range,
     and whether your value lies inside it."""
     mine, theirs = _cells(yours, metric, split, protocol), _cells(ref, metric, split, protocol)
@@ -49,10 +55,21 @@ def compare_runs(yours: pd.DataFrame, ref: pd.DataFrame, metric: str = "ppl", sp
         for seed, v in sorted(seeds.items()):
             m, ci = mean_ci(list(ref_seeds.values())) if ref_seeds else (None, None)
             pi = prediction_interval(list(ref_seeds.values()))
-            rows.append({"label": lab, "length": L, "seed": seed, "yours": v, "ref_same_seed": ref_seeds.get(seed),
-                         "ref_mean": m, "ref_ci95": ci, "ref_seeds": len(ref_seeds),
-                         "expected_lo": pi[0] if pi else None, "expected_hi": pi[1] if pi else None,
-                         "verdict": _verdict(v, pi)})
+            rows.append(
+                {
+                    "label": lab,
+                    "length": L,
+                    "seed": seed,
+                    "yours": v,
+                    "ref_same_seed": ref_seeds.get(seed),
+                    "ref_mean": m,
+                    "ref_ci95": ci,
+                    "ref_seeds": len(ref_seeds),
+                    "expected_lo": pi[0] if pi else None,
+                    "expected_hi": pi[1] if pi else None,
+                    "verdict": _verdict(v, pi),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -65,5 +82,7 @@ def _verdict(v: float, pi) -> str:
 def summary(df: pd.DataFrame) -> str:
     n_in = int((df["verdict"] == "inside").sum())
     n_ref = int((df["verdict"] != "no reference").sum())
-    return (f"{n_in} of {n_ref} cells inside the range one new seed is expected in (95% prediction interval over "
-            f"the reference seeds); a few outside is expected of 95% intervals, many is not")
+    return (
+        f"{n_in} of {n_ref} cells inside the range one new seed is expected in (95% prediction interval over "
+        f"the reference seeds); a few outside is expected of 95% intervals, many is not"
+    )

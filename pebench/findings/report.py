@@ -1,4 +1,5 @@
 """Reports: records -> pandas -> tables (rich, markdown, CSV, LaTeX, JSON) and plots. Reads records only."""
+
 from __future__ import annotations
 
 import json
@@ -8,17 +9,18 @@ from typing import Optional
 
 import pandas as pd
 
-from . import effective
 from ..errors import PebenchError
 from ..fsutil import atomic_path, atomic_write_text
 from ..groups import row_key
 from ..registry import Registry
 from ..results import ResultsDir, protocol_key
-from ..style import CONTEXT_LINE, style_for
 from ..stats import mean_ci
-from ..style import save_figure
+from ..style import CONTEXT_LINE, save_figure, style_for
 from ..tasks import TASKS, task_names
 from ..tasks import metric as find_metric
+from . import effective
+
+
 def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.DataFrame:
     """One row per usable record (runs that failed in training left out); files that could not be used are
     appended to ``skipped`` as (path, reason), so the caller can name them."""
@@ -31,15 +33,39 @@ def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.Dat
             if skipped is not None:
                 skipped.append((results.record_path(rec), stale))
             continue
-        rows.append({
-            "task": rec["task"], "run": rec["run"], "label": rec["label"], "scheme": rec["scheme"],
-            "variant": rec["variant"], "seed": rec["seed"], "protocol": protocol_key(rec), "length": rec["length"],
-            "train_context": rec["train_context"], "status": rec["status"], **(rec["metrics"] or {}),
-            "intervals": rec.get("intervals") or {}, "details": rec.get("details") or {},
-            "position_buckets": (rec.get("details") or {}).get("position_buckets"),
-            "split": rec.get("split", "validation"),
-        })
+        rows.append(
+            {
+                "task": rec["task"],
+                "run": rec["run"],
+                "label": rec["label"],
+                "scheme": rec["scheme"],
+                "variant": rec["variant"],
+                "seed": rec["seed"],
+                "protocol": protocol_key(rec),
+                "length": rec["length"],
+                "train_context": rec["train_context"],
+                "status": rec["status"],
+                **(rec["metrics"] or {}),
+                "intervals": rec.get("intervals") or {},
+                "details": rec.get("details") or {},
+                "position_buckets": (rec.get("details") or {}).get("position_buckets"),
+                "split": rec.get("split", "validation"),
+            }
+        )
     return pd.DataFrame(rows)
+
+
+def records_frame_noting(results: ResultsDir, warn) -> pd.DataFrame:
+    """``records_frame``, with every record file that could not be used named through ``warn``, one line each."""
+    skipped: list = []
+    df = records_frame(results, skipped)
+    for path, reason in skipped:
+        warn(f"warning: skipped record {path}: {reason}")
+    if skipped:
+        warn(
+            f"warning: {len(skipped)} record file(s) skipped; rerun `pebench eval` for those runs to measure them again"
+        )
+    return df
 
 
 def stale_version(rec: dict) -> Optional[str]:
@@ -47,8 +73,14 @@ def stale_version(rec: dict) -> Optional[str]:
     if rec["task"] not in TASKS:
         return None
     have, want = rec.get("task_version", 1), TASKS.get(rec["task"]).version
-    return None if have == want else (f"measured by version {have} of task {rec['task']!r}, this pebench's is "
-                                      f"version {want}; rerun `pebench eval --task {rec['task']}`")
+    return (
+        None
+        if have == want
+        else (
+            f"measured by version {have} of task {rec['task']!r}, this pebench's is "
+            f"version {want}; rerun `pebench eval --task {rec['task']}`"
+        )
+    )
 
 
 @dataclass
@@ -77,7 +109,9 @@ class Table:
 
     def best(self, length: int) -> Optional[str]:
         vals = [(c[0], lab) for lab in self.rows if (c := self.cells.get((lab, length))) and c[0] is not None]
-        return min(vals)[1] if vals and not self.higher_is_better else max(vals, key=lambda v: v[0])[1] if vals else None
+        return (
+            min(vals)[1] if vals and not self.higher_is_better else max(vals, key=lambda v: v[0])[1] if vals else None
+        )
 
     def is_best(self, label: str, length: int) -> bool:
         """Whether the cell holds the column's best value (every tied cell does)."""
@@ -85,20 +119,23 @@ class Table:
         return b is not None and self.cells.get((label, length), (None,))[0] == self.cells[(b, length)][0]
 
 
-def build_table(df: pd.DataFrame, metric: str = "ppl", protocol: Optional[str] = None,
-                schemes: Optional[list[str]] = None, split: str = "validation") -> Table:
-    m = find_metric(metric)  # registered with its task and direction (derived ones such as ppl's ratio too)
+def _records_of(
+    df: pd.DataFrame, m, metric: str, protocol: Optional[str], schemes: Optional[list[str]], split: str
+) -> tuple[pd.DataFrame, str]:
+    """The records a table of ``metric`` reads: its task's, on ``split``, under ``protocol`` (default nonoverlap, else
+    the first present), of ``schemes``; and the protocol chosen. One line naming what is there when nothing is."""
     if df.empty:
         raise PebenchError("no records to report; run `pebench eval` first")
     if not (df["task"] == m.task).any():
         raise PebenchError(f"no {m.task} records for the metric {metric}; run `pebench eval --task {m.task}`")
     df = df[df["task"] == m.task]
     if not (df["split"] == split).any():
-        raise PebenchError(f"no records on the {split} split; splits present: {', '.join(sorted(df['split'].unique()))}"
-                           + ("; evaluate with `pebench eval --split test`" if split == "test" else ""))
+        raise PebenchError(
+            f"no records on the {split} split; splits present: {', '.join(sorted(df['split'].unique()))}"
+            + ("; evaluate with `pebench eval --split test`" if split == "test" else "")
+        )
     df = df[df["split"] == split]
     protocols = sorted(df["protocol"].unique())
-    chosen = protocol is not None
     protocol = protocol or ("nonoverlap" if "nonoverlap" in protocols else protocols[0])
     if protocol not in protocols:
         raise PebenchError(f"no {m.task} records with protocol {protocol!r}; protocols present: {', '.join(protocols)}")
@@ -106,30 +143,68 @@ def build_table(df: pd.DataFrame, metric: str = "ppl", protocol: Optional[str] =
     if schemes:
         df = df[df["scheme"].isin(schemes) | df["label"].isin(schemes)]
     if df.empty:
-        raise PebenchError(f"no records match protocol {protocol!r}" + (f" and schemes {schemes}" if schemes else "")
-                           + f"; protocols present: {', '.join(protocols)}")
-    if m.derived:  # computed from the task's records by the task (ppl's ratio to 1x)
-        df = TASKS.get(m.task).derive(df, metric)
-    lengths = sorted(int(x) for x in df["length"].unique())
-    ctx = int(df["train_context"].mode().iloc[0])
-    contexts = {L: f"{L / ctx:g}x" for L in lengths}
-    rows = sorted(df["label"].unique(), key=row_key)
+        raise PebenchError(
+            f"no records match protocol {protocol!r}"
+            + (f" and schemes {schemes}" if schemes else "")
+            + f"; protocols present: {', '.join(protocols)}"
+        )
+    return df, protocol
+
+
+def _cells(df: pd.DataFrame, metric: str) -> dict:
+    """(label, length) -> (mean over seeds, 95% half-width, seeds, one seed's own trials' interval or None)."""
     cells = {}
     for (label, L), g in df.groupby(["label", "length"]):
-        ok = [(float(v), iv.get(metric)) for v, s, iv in zip(g[metric], g["status"], g["intervals"])
-              if s == "ok" and v is not None and not pd.isna(v)]
+        ok = [
+            (float(v), iv.get(metric))
+            for v, s, iv in zip(g[metric], g["status"], g["intervals"])
+            if s == "ok" and v is not None and not pd.isna(v)
+        ]
         if ok:
             mean, ci = mean_ci([v for v, _ in ok])
             one = tuple(ok[0][1]) if len(ok) == 1 and ok[0][1] else None  # a single seed: its trials' interval
             cells[(label, int(L))] = (mean, ci, len(ok), one)
         else:
             cells[(label, int(L))] = (None, 0.0, 0, None)
+    return cells
+
+
+def build_table(
+    df: pd.DataFrame,
+    metric: str = "ppl",
+    protocol: Optional[str] = None,
+    schemes: Optional[list[str]] = None,
+    split: str = "validation",
+) -> Table:
+    m = find_metric(metric)  # registered with its task and direction (derived ones such as ppl's ratio too)
+    chosen = protocol is not None
+    df, protocol = _records_of(df, m, metric, protocol, schemes, split)
+    if m.derived:  # computed from the task's records by the task (ppl's ratio to 1x)
+        df = TASKS.get(m.task).derive(df, metric)
+    lengths = sorted(int(x) for x in df["length"].unique())
+    ctx = int(df["train_context"].mode().iloc[0])
+    contexts = {L: f"{L / ctx:g}x" for L in lengths}
+    rows = sorted(df["label"].unique(), key=row_key)
+    cells = _cells(df, metric)
     ratio = {}  # always the longest length over 1x (the training context): never a silently different base
     for lab in rows:
         top, one = cells.get((lab, lengths[-1]), (None,))[0], cells.get((lab, ctx), (None,))[0]
         ratio[lab] = top / one if top is not None and one else None
-    return Table(metric, protocol, lengths, contexts, rows, cells, ratio, ctx, split, m.higher_is_better, m.digits,
-                 m.task, chosen)
+    return Table(
+        metric,
+        protocol,
+        lengths,
+        contexts,
+        rows,
+        cells,
+        ratio,
+        ctx,
+        split,
+        m.higher_is_better,
+        m.digits,
+        m.task,
+        chosen,
+    )
 
 
 def _fmt(cell, digits: int) -> str:
@@ -146,8 +221,12 @@ def _fmt(cell, digits: int) -> str:
 
 def _header(t: Table) -> list[str]:
     last = f"{t.metric} {t.contexts[t.lengths[-1]]}/1x"
-    return ["scheme"] + [f"{L} ({t.contexts[L]})" for L in t.lengths] + [last] + \
-        (["effective length"] if effective.has_effective(t) else [])
+    return (
+        ["scheme"]
+        + [f"{L} ({t.contexts[L]})" for L in t.lengths]
+        + [last]
+        + (["effective length"] if effective.has_effective(t) else [])
+    )
 
 
 def _rows(t: Table, bold, cell=lambda s: s):
@@ -158,16 +237,23 @@ def _rows(t: Table, bold, cell=lambda s: s):
         for L in t.lengths:
             s = cell(_fmt(t.cells.get((lab, L)), t.digits))
             cells.append(bold(s) if t.is_best(lab, L) else s)
-        yield lab, cells, [t.ratio_text(lab)] + ([effective.effective_text(t, lab)] if effective.has_effective(t) else [])
+        yield (
+            lab,
+            cells,
+            [t.ratio_text(lab)] + ([effective.effective_text(t, lab)] if effective.has_effective(t) else []),
+        )
 
 
 def to_markdown(t: Table) -> str:
     head = _header(t)
     best = "highest" if t.higher_is_better else "lowest"
-    lines = [f"Metric: {t.metric}; protocol: {t.protocol}; split: {t.split}; best ({best}) value per column in bold."
-             + (" Brackets: 95% interval over one seed's trials." if any(c[3] for c in t.cells.values()) else ""),
-             "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [
+        f"Metric: {t.metric}; protocol: {t.protocol}; split: {t.split}; best ({best}) value per column in bold."
+        + (" Brackets: 95% interval over one seed's trials." if any(c[3] for c in t.cells.values()) else ""),
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     for lab, cells, last in _rows(t, lambda s: f"**{s}**"):
         lines.append(f"| {lab} | " + " | ".join(cells + last) + " |")
     return "\n".join(lines) + "\n"
@@ -187,17 +273,41 @@ def to_frame(t: Table) -> pd.DataFrame:
     for lab in t.rows:
         for L in t.lengths:
             m, ci, n, one = t.cells.get((lab, L), (None, 0.0, 0, None))
-            rows.append({"label": lab, "length": L, "multiple": t.contexts[L], "protocol": t.protocol,
-                         "split": t.split, "metric": t.metric, "value": m, "ci95": ci if n > 1 else None, "seeds": n,
-                         "lo": one[0] if one else None, "hi": one[1] if one else None})
+            rows.append(
+                {
+                    "label": lab,
+                    "length": L,
+                    "multiple": t.contexts[L],
+                    "protocol": t.protocol,
+                    "split": t.split,
+                    "metric": t.metric,
+                    "value": m,
+                    "ci95": ci if n > 1 else None,
+                    "seeds": n,
+                    "lo": one[0] if one else None,
+                    "hi": one[1] if one else None,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def to_json(t: Table) -> str:
     eff = {lab: effective.effective_length(t, lab) for lab in t.rows} if effective.has_effective(t) else None
-    return json.dumps({"metric": t.metric, "protocol": t.protocol, "split": t.split, "lengths": t.lengths,
-                       "rows": to_frame(t).to_dict(orient="records"), "ratio": t.ratio,
-                       **({"effective_length": eff} if eff else {})}, indent=2) + "\n"
+    return (
+        json.dumps(
+            {
+                "metric": t.metric,
+                "protocol": t.protocol,
+                "split": t.split,
+                "lengths": t.lengths,
+                "rows": to_frame(t).to_dict(orient="records"),
+                "ratio": t.ratio,
+                **({"effective_length": eff} if eff else {}),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 def to_rich(t: Table):
@@ -219,17 +329,31 @@ def compare_tables(a: Table, b: Table) -> pd.DataFrame:
         for L in sorted(set(a.lengths) | set(b.lengths)):
             va = a.cells.get((lab, L), (None,))[0]
             vb = b.cells.get((lab, L), (None,))[0]
-            rows.append({"label": lab, "length": L, "A": va, "B": vb,
-                         "diff": (vb - va) if va is not None and vb is not None else None})
+            rows.append(
+                {
+                    "label": lab,
+                    "length": L,
+                    "A": va,
+                    "B": vb,
+                    "diff": (vb - va) if va is not None and vb is not None else None,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def report_suffix(t: Table, schemes: Optional[list[str]] = None) -> str:
     """'' for the default view; otherwise e.g. '-sliding-s64-ratio', so a filtered report never
     replaces the main one."""
-    parts = [p for p in (t.split if t.split != "validation" else "",
-                         t.protocol if t.protocol != "nonoverlap" and t.chosen_protocol else "", t.metric if t.metric != "ppl" else "",
-                         "+".join(schemes) if schemes else "") if p]
+    parts = [
+        p
+        for p in (
+            t.split if t.split != "validation" else "",
+            t.protocol if t.protocol != "nonoverlap" and t.chosen_protocol else "",
+            t.metric if t.metric != "ppl" else "",
+            "+".join(schemes) if schemes else "",
+        )
+        if p
+    ]
     return ("-" + "-".join(parts)).replace(" ", "_") if parts else ""
 
 
@@ -286,8 +410,9 @@ def context_metrics(df: pd.DataFrame) -> list[str]:
     return [m for n in task_names() if n in present for m in TASKS.get(n).summary_metrics()]
 
 
-def context_markdown(df: pd.DataFrame, metrics=None, split: str = "validation",
-                     protocols: Optional[dict] = None) -> str:
+def context_markdown(
+    df: pd.DataFrame, metrics=None, split: str = "validation", protocols: Optional[dict] = None
+) -> str:
     """The context-use table: one row per (label, metric), lengths as columns, each metric's best per column in
     bold (lowest perplexity, highest accuracy); metrics without records are left out."""
     metrics = metrics or context_metrics(df)
@@ -303,15 +428,30 @@ def context_markdown(df: pd.DataFrame, metrics=None, split: str = "validation",
     ctx = tables[0].context
     eff = any(effective.has_effective(t) for t in tables)
     head = ["scheme", "metric"] + [f"{L} ({L / ctx:g}x)" for L in lengths] + (["effective length"] if eff else [])
-    lines = ["Context use: " + "; ".join(f"{t.metric} ({t.protocol}, {'higher' if t.higher_is_better else 'lower'}"
-                                         " is better)" for t in tables)
-             + f"; split: {split}; best per column in bold; brackets: 95% interval over one seed's trials, "
-               "± over seeds." + (f" Effective length: the longest length up to which the score stays >= "
-                                  f"{effective.RELATIVE:.0%} of its 1x score and >= the metric's threshold "
-                                  "(" + ", ".join(f"{t.metric} {effective.find_metric(t.metric).threshold:g}"
-                                                 for t in tables if effective.has_effective(t))
-                                  + "), 0 if none; brackets: the same rule on the intervals' ends." if eff else ""),
-             "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [
+        "Context use: "
+        + "; ".join(
+            f"{t.metric} ({t.protocol}, {'higher' if t.higher_is_better else 'lower'} is better)" for t in tables
+        )
+        + f"; split: {split}; best per column in bold; brackets: 95% interval over one seed's trials, "
+        "± over seeds."
+        + (
+            f" Effective length: the longest length up to which the score stays >= "
+            f"{effective.RELATIVE:.0%} of its 1x score and >= the metric's threshold "
+            "("
+            + ", ".join(
+                f"{t.metric} {effective.find_metric(t.metric).threshold:g}"
+                for t in tables
+                if effective.has_effective(t)
+            )
+            + "), 0 if none; brackets: the same rule on the intervals' ends."
+            if eff
+            else ""
+        ),
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     rows = []
     for t in tables:
         rows += [lab for lab in t.rows if lab not in rows]
@@ -332,22 +472,28 @@ def context_markdown(df: pd.DataFrame, metrics=None, split: str = "validation",
     return "\n".join(lines) + "\n"
 
 
-def by_seed_markdown(df: pd.DataFrame, metrics: list[str], length: int, split: str = "validation",
-                     protocols: Optional[dict] = None) -> str:
+def by_seed_markdown(
+    df: pd.DataFrame, metrics: list[str], length: int, split: str = "validation", protocols: Optional[dict] = None
+) -> str:
     """One length, seed by seed: a row per label, a column per (metric, seed), each seed's value with the 95%
     interval over its prompts where the task has one. What a mean over seeds hides (an outcome that came in some
     seeds and not in others) shows here."""
     seeds = sorted(int(s) for s in df["seed"].unique()) if not df.empty else []
-    tables = {s: [build_table(df[df["seed"] == s], m, (protocols or {}).get(m), split=split) for m in metrics]
-              for s in seeds}
+    tables = {
+        s: [build_table(df[df["seed"] == s], m, (protocols or {}).get(m), split=split) for m in metrics] for s in seeds
+    }
     if not seeds or any(length not in t.lengths for ts in tables.values() for t in ts):
         raise PebenchError(f"no records at {length} tokens for every seed and metric ({', '.join(metrics)})")
     first = tables[seeds[0]]
     head = ["scheme"] + [f"{t.metric}, seed {s}" for t in first for s in seeds]
-    lines = [f"Seed by seed at {length} tokens ({length / first[0].context:g}x): "
-             + "; ".join(f"{t.metric} ({t.protocol})" for t in first)
-             + f"; split: {split}; brackets: 95% interval over the seed's prompts.",
-             "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [
+        f"Seed by seed at {length} tokens ({length / first[0].context:g}x): "
+        + "; ".join(f"{t.metric} ({t.protocol})" for t in first)
+        + f"; split: {split}; brackets: 95% interval over the seed's prompts.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     rows = sorted({lab for ts in tables.values() for t in ts for lab in t.rows}, key=row_key)
     for lab in rows:
         cells = [_fmt(tables[s][i].cells.get((lab, length)), t.digits) for i, t in enumerate(first) for s in seeds]
@@ -368,8 +514,14 @@ def _plot_length(t: Table, path: Path) -> Path:
         st = style_for(lab)
         ax.plot(xs, ys, label=lab, **st.kwargs())
         if any(c > 0 for c in cis):  # 95% interval over seeds
-            ax.fill_between(xs, [y - c for y, c in zip(ys, cis)], [y + c for y, c in zip(ys, cis)],
-                            color=st.color, alpha=0.15, linewidth=0)
+            ax.fill_between(
+                xs,
+                [y - c for y, c in zip(ys, cis)],
+                [y + c for y, c in zip(ys, cis)],
+                color=st.color,
+                alpha=0.15,
+                linewidth=0,
+            )
     if t.context in t.lengths:
         ax.axvline(t.context, label="training context", **CONTEXT_LINE)
     ax.set_xscale("log", base=2)

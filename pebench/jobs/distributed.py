@@ -1,4 +1,5 @@
 """Data parallelism under torchrun: NCCL on CUDA, gloo on CPU. Rank 0 alone writes files."""
+
 from __future__ import annotations
 
 import contextlib
@@ -41,8 +42,9 @@ def distributed(device: str = "auto") -> Iterator[DistInfo]:
         torch.cuda.set_device(local)
     dist.init_process_group("nccl" if use_cuda else "gloo")
     try:
-        yield DistInfo(dist.get_rank(), dist.get_world_size(), local, f"cuda:{local}" if use_cuda else "cpu",
-                       dist.group.WORLD)
+        yield DistInfo(
+            dist.get_rank(), dist.get_world_size(), local, f"cuda:{local}" if use_cuda else "cpu", dist.group.WORLD
+        )
     finally:
         # DistributedDataParallel sits in a reference cycle, and its reducer holds the process group: left to
         # the interpreter's exit, the group (and gloo's worker threads) is finalized there, which aborted about

@@ -10,6 +10,7 @@ finishes the step and saves its checkpoint), then submitit requeues the task and
 checkpoint. The run lock is a PID file: it holds on one machine only; across nodes the scheduler must not start two
 tasks of the same run at once (one array never does: each run is in exactly one task).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -52,8 +53,9 @@ class LaunchPlan:
     emit: Optional[Path] = None  # --emit-sbatch FILE: a plain sbatch script instead of submitting
 
 
-def launch_plan(kind: Optional[str], assignments: Optional[list], emit: Optional[Path], config: str,
-                devices: Optional[str]) -> Optional[LaunchPlan]:
+def launch_plan(
+    kind: Optional[str], assignments: Optional[list], emit: Optional[Path], config: str, devices: Optional[str]
+) -> Optional[LaunchPlan]:
     """The launcher a `pebench run` asked for (None: run here); --devices and a launcher exclude each other."""
     from ..config import config_section
 
@@ -92,7 +94,7 @@ def launch_options(section: Optional[dict], assignments: list[str]) -> LaunchOpt
 def packs(job_files: list[Path], pack: int) -> list[list[str]]:
     """The job files in array tasks of ``pack`` each, in the plan's order (longest first)."""
     files = [str(p) for p in job_files]
-    return [files[i:i + pack] for i in range(0, len(files), pack)]
+    return [files[i : i + pack] for i in range(0, len(files), pack)]
 
 
 def pending(job_files: list[Path]) -> list[Path]:
@@ -121,15 +123,16 @@ class JobPack:
     def _one(self, path: Path) -> None:
         from ..device import resolve_device
         from ..progress import Reporter
+        from ..tasks import record_line
         from ..train import TrainingInterrupted
         from .sweep import run_job_file
-        from ..tasks import record_line
 
         errors: list[str] = []
         dev = str(resolve_device(self.device))
         try:
-            failed = run_job_file(path, dev, Reporter.for_log(lambda r: print(record_line(r), flush=True),
-                                                              on_error=errors.append))
+            failed = run_job_file(
+                path, dev, Reporter.for_log(lambda r: print(record_line(r), flush=True), on_error=errors.append)
+            )
         except TrainingInterrupted as e:
             if e.signal == "SIGUSR2":
                 print(f"{e}; preempted: the task is requeued and resumes from this checkpoint", flush=True)
@@ -158,17 +161,33 @@ def executor(kind: str, folder: Path, opts: LaunchOptions):
     try:
         import submitit
     except ImportError:
-        raise UsageError("--launcher needs submitit: pip install 'pebench[slurm]'")
+        raise UsageError("--launcher needs submitit: pip install 'pebench[slurm]'") from None
     if kind == "local":
         ex = submitit.LocalExecutor(folder=folder)
-        ex.update_parameters(timeout_min=opts.time_min, signal_delay_s=opts.signal_delay_s,
-                             gpus_per_node=opts.gpus_per_task)
+        ex.update_parameters(
+            timeout_min=opts.time_min, signal_delay_s=opts.signal_delay_s, gpus_per_node=opts.gpus_per_task
+        )
         return ex
     ex = submitit.SlurmExecutor(folder=folder)
-    params = dict(time=opts.time_min, cpus_per_task=opts.cpus_per_task, signal_delay_s=opts.signal_delay_s,
-                  array_parallelism=opts.parallelism or 256, job_name="pebench")
-    params.update({k: v for k, v in (("partition", opts.partition), ("account", opts.account), ("qos", opts.qos),
-                                     ("gpus_per_task", opts.gpus_per_task)) if v})
+    params = dict(
+        time=opts.time_min,
+        cpus_per_task=opts.cpus_per_task,
+        signal_delay_s=opts.signal_delay_s,
+        array_parallelism=opts.parallelism or 256,
+        job_name="pebench",
+    )
+    params.update(
+        {
+            k: v
+            for k, v in (
+                ("partition", opts.partition),
+                ("account", opts.account),
+                ("qos", opts.qos),
+                ("gpus_per_task", opts.gpus_per_task),
+            )
+            if v
+        }
+    )
     if opts.mem_gb:
         params["mem"] = f"{int(opts.mem_gb)}GB"
     ex.update_parameters(**params)
@@ -187,8 +206,9 @@ class TaskResult:
     error: str = ""
 
 
-def submit(kind: str, rd: ResultsDir, job_files: list[Path], opts: LaunchOptions, device: str = "auto",
-           on_submitted=None) -> list[TaskResult]:
+def submit(
+    kind: str, rd: ResultsDir, job_files: list[Path], opts: LaunchOptions, device: str = "auto", on_submitted=None
+) -> list[TaskResult]:
     """The pending jobs as one array (the local launcher: in waves), waited for; one result per array task."""
     todo = packs(pending(job_files), opts.pack)
     if not todo:
@@ -197,7 +217,7 @@ def submit(kind: str, rd: ResultsDir, job_files: list[Path], opts: LaunchOptions
     ex = executor(kind, folder, opts)
     fn = JobPack(device, opts.cpus_per_task if kind == "local" else 0)
     w = local_waves(opts) if kind == "local" else len(todo)  # slurm: one array; local: waves of the cores' worth
-    waves = [todo[i:i + w] for i in range(0, len(todo), w)]
+    waves = [todo[i : i + w] for i in range(0, len(todo), w)]
     results = []
     for wave in waves:
         jobs = ex.map_array(fn, wave)
@@ -235,8 +255,11 @@ def _last_lines(job, fallback: str, n: int = 2) -> str:
         text = job.stderr() or job.stdout() or ""
     except Exception:  # noqa: BLE001 - a log that cannot be read leaves the exception's text
         text = ""
-    lines = [x for x in text.strip().splitlines()  # the log without submitit's lines and traceback frames
-             if x.strip() and not x.startswith(("submitit", " ", "Traceback"))]
+    lines = [
+        x
+        for x in text.strip().splitlines()  # the log without submitit's lines and traceback frames
+        if x.strip() and not x.startswith(("submitit", " ", "Traceback"))
+    ]
     tail = lines[-n:] if lines else [x for x in fallback.strip().splitlines() if x.strip()][-n:]
     return " | ".join(tail)
 
@@ -267,10 +290,18 @@ def run_launched(rd: ResultsDir, runs: list, req, overwrite: bool, plan, reporte
         reporter.echo(f"wrote {path} and {path}.jobs ({len(pending(files))} jobs): submit with `sbatch {path}`")
         return 0
     n = len(todo := pending(files))
-    reporter.echo(f"{plan.kind} launcher: {n} of {len(files)} jobs pending, {len(packs(todo, plan.options.pack))} "
-         f"array tasks of up to {plan.options.pack}; logs in {plan.options.folder or rd.root / 'launcher'}")
-    results = submit(plan.kind, rd, files, plan.options, req.device,
-                     on_submitted=lambda jobs: reporter.echo(f"submitted {jobs[0].job_id.split('_')[0]}" if jobs else ""))
+    reporter.echo(
+        f"{plan.kind} launcher: {n} of {len(files)} jobs pending, {len(packs(todo, plan.options.pack))} "
+        f"array tasks of up to {plan.options.pack}; logs in {plan.options.folder or rd.root / 'launcher'}"
+    )
+    results = submit(
+        plan.kind,
+        rd,
+        files,
+        plan.options,
+        req.device,
+        on_submitted=lambda jobs: reporter.echo(f"submitted {jobs[0].job_id.split('_')[0]}" if jobs else ""),
+    )
     for r in results:
         if not r.ok:
             reporter.error(f"array task with {', '.join(Path(f).stem for f in r.files)} failed: {r.error}")
@@ -295,25 +326,45 @@ def emit_sbatch(dest: Path, rd: ResultsDir, job_files: list[Path], opts: LaunchO
 
 def _sbatch_text(listing: Path, n: int, opts: LaunchOptions, device: str, rd: ResultsDir) -> str:
     par = f"%{opts.parallelism}" if opts.parallelism else ""
-    flags = ["--job-name=pebench", f"--array=0-{n - 1}{par}", f"--time={opts.time_min}",
-             f"--cpus-per-task={opts.cpus_per_task}", f"--output={rd.root.resolve()}/launcher/%A_%a.out",
-             f"--signal=B:TERM@{opts.signal_delay_s}", "--requeue", "--open-mode=append"]
-    flags += [f"--{k.replace('_', '-')}={v}" for k, v in (("partition", opts.partition), ("account", opts.account),
-                                                            ("qos", opts.qos), ("gpus_per_task", opts.gpus_per_task))
-              if v]
+    flags = [
+        "--job-name=pebench",
+        f"--array=0-{n - 1}{par}",
+        f"--time={opts.time_min}",
+        f"--cpus-per-task={opts.cpus_per_task}",
+        f"--output={rd.root.resolve()}/launcher/%A_%a.out",
+        f"--signal=B:TERM@{opts.signal_delay_s}",
+        "--requeue",
+        "--open-mode=append",
+    ]
+    flags += [
+        f"--{k.replace('_', '-')}={v}"
+        for k, v in (
+            ("partition", opts.partition),
+            ("account", opts.account),
+            ("qos", opts.qos),
+            ("gpus_per_task", opts.gpus_per_task),
+        )
+        if v
+    ]
     if opts.mem_gb:
         flags.append(f"--mem={int(opts.mem_gb)}G")
     py = shlex.quote(sys.executable)
-    return "\n".join(["#!/bin/bash"] + [f"#SBATCH {f}" for f in flags] + [
-        f"# {n} array tasks; task i runs the job files on line i+1 of {listing.name}, one after another.",
-        f"LINE=$(sed -n \"$((SLURM_ARRAY_TASK_ID + 1))p\" {shlex.quote(str(listing.resolve()))})",
-        "for f in $LINE; do",
-        "  [ -e \"${f%.json}.done\" ] && continue",
-        f"  {py} -m pebench job \"$f\" --device {device} &",
-        "  PID=$!",
-        "  # Slurm's TERM before the limit: training saves its step, then the task is requeued and resumes",
-        "  trap 'kill -TERM $PID; wait $PID; scontrol requeue \"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}\"; "
-        "exit 0' TERM",
-        "  wait $PID || exit $?",
-        "  touch \"${f%.json}.done\"",
-        "done", ""])
+    return "\n".join(
+        ["#!/bin/bash"]
+        + [f"#SBATCH {f}" for f in flags]
+        + [
+            f"# {n} array tasks; task i runs the job files on line i+1 of {listing.name}, one after another.",
+            f'LINE=$(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" {shlex.quote(str(listing.resolve()))})',
+            "for f in $LINE; do",
+            '  [ -e "${f%.json}.done" ] && continue',
+            f'  {py} -m pebench job "$f" --device {device} &',
+            "  PID=$!",
+            "  # Slurm's TERM before the limit: training saves its step, then the task is requeued and resumes",
+            '  trap \'kill -TERM $PID; wait $PID; scontrol requeue "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"; '
+            "exit 0' TERM",
+            "  wait $PID || exit $?",
+            '  touch "${f%.json}.done"',
+            "done",
+            "",
+        ]
+    )

@@ -2,6 +2,7 @@
 continuation and fine-tune plans, suites, which scheme variants an evaluation applies, the evaluation request of
 a command's flags. These train and evaluate nothing (an outside model's evaluation, ``outside_eval``, is planned and
 then handed to ``evaluate``); the commands call them, then train and evaluate what they return."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
@@ -14,13 +15,13 @@ from ..evaluate import EvalFlags, EvalRequest, parse_lengths, parse_variants
 from ..parsing import parse_list
 from ..results import ResultsDir
 from ..scoring import Protocol
-from .suites import get_suite
 from ..tasks import parse_task_opts, resolve_tasks, task_options
+from .suites import get_suite
 
 
 def parse_seeds(seed: Optional[int], seeds: Optional[str], default: int) -> list[int]:
     if seeds is not None:
-        return parse_list(seeds, "--seeds", int)
+        return parse_list(seeds, "--seeds", int, lo=0)
     return [default if seed is None else seed]
 
 
@@ -36,8 +37,11 @@ def plan_runs(base: Config, schemes: list[str], seeds: list[int]) -> list[tuple[
     for s in schemes:
         for sd in seeds:
             lr = float(base.train.lr_by_scheme.get(s, base.train.lr))
-            cfg = replace(base, model=replace(base.model, pe=s, pe_source=SOURCES.get(s, "")),
-                          train=replace(base.train, seed=sd, lr=lr)).validate()
+            cfg = replace(
+                base,
+                model=replace(base.model, pe=s, pe_source=SOURCES.get(s, "")),
+                train=replace(base.train, seed=sd, lr=lr),
+            ).validate()
             build_model(cfg)
             out.append((f"{s}-{cfg.name}-s{sd}", cfg))
     return out
@@ -60,8 +64,11 @@ def recalibration_config(parent: Config, scheme: str, steps: int, source: str = 
     cleared, so it can never be read as another rate than the one used."""
     model = replace(parent.model, pe=scheme, pe_source=source)
     warm = min(parent.train.warmup, max(1, steps // 10))
-    return replace(parent, model=model, train=replace(parent.train, steps=steps, warmup=warm, random_positions=0,
-                                                      induction_steps=0, lr_by_scheme={})).validate()
+    return replace(
+        parent,
+        model=model,
+        train=replace(parent.train, steps=steps, warmup=warm, random_positions=0, induction_steps=0, lr_by_scheme={}),
+    ).validate()
 
 
 def finetune_config(parent: Config, context: int, scaling: str, factor: Optional[float], steps: int) -> Config:
@@ -69,14 +76,17 @@ def finetune_config(parent: Config, context: int, scaling: str, factor: Optional
     parent's learning rate (``lr_by_scheme`` cleared, as for every continuation)."""
     pe_options = {k: dict(v) for k, v in parent.model.pe_options.items()}
     opts = pe_options.setdefault(parent.model.pe, {})
-    opts.update(scaling=scaling, factor=float(factor or context / parent.model.context),
-                original_context=parent.model.context)
+    opts.update(
+        scaling=scaling, factor=float(factor or context / parent.model.context), original_context=parent.model.context
+    )
     model = replace(parent.model, context=context, pe_options=pe_options)
     warm = min(parent.train.warmup, max(1, steps // 10))
     batch = max(1, parent.train.batch_size * parent.model.context // context)  # same tokens per step
-    return replace(parent, model=model,
-                   train=replace(parent.train, steps=steps, warmup=warm, batch_size=batch, induction_steps=0,
-                                 lr_by_scheme={})).validate()  # the parent's warm-up is behind it
+    return replace(
+        parent,
+        model=model,
+        train=replace(parent.train, steps=steps, warmup=warm, batch_size=batch, induction_steps=0, lr_by_scheme={}),
+    ).validate()  # the parent's warm-up is behind it
 
 
 def parse_context(spec: str, parent_ctx: int) -> int:
@@ -84,7 +94,7 @@ def parse_context(spec: str, parent_ctx: int) -> int:
     try:
         ctx = int(float(spec[:-1]) * parent_ctx) if spec.endswith("x") else int(spec)
     except ValueError:
-        raise UsageError(f"--context must be N or Kx (e.g. 512 or 4x), got {spec!r}")
+        raise UsageError(f"--context must be N or Kx (e.g. 512 or 4x), got {spec!r}") from None
     if ctx < 2:
         raise UsageError(f"--context must be >= 2, got {spec!r}")
     return ctx
@@ -129,8 +139,9 @@ def _continued_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
     if len(schemes) != 1:
         raise UsageError("--init-from continues one run with one scheme; --pe names one")
     scheme = schemes[0]
-    cfg = recalibration_config(parent_cfg, scheme, c.steps or max(1, parent_cfg.train.steps // 8),
-                               SOURCES.get(scheme, ""))
+    cfg = recalibration_config(
+        parent_cfg, scheme, c.steps or max(1, parent_cfg.train.steps // 8), SOURCES.get(scheme, "")
+    )
     if scheme == parent_cfg.model.pe:  # the same scheme continued (a retrieval phase): labelled ftN
         meta, suffix = {"continued": {"steps": cfg.train.steps}}, "cont"
     else:
@@ -148,14 +159,16 @@ def _finetune_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
     from ..pe import SCHEMES
 
     if c.overlays or c.needles is not None:
-        raise UsageError("--overlay and --needles with --init-from apply to a run continued at its own context "
-                         "(without --context)")
+        raise UsageError(
+            "--overlay and --needles with --init-from apply to a run continued at its own context (without --context)"
+        )
     ctx = parse_context(c.context, parent_cfg.model.context)
     scaling = c.rope_scaling or "linear"
     parse_variants(scaling)
     if not SCHEMES.get(parent_cfg.model.pe).variants():
-        raise UsageError(f"--init-from with --rope-scaling needs a run of the RoPE family; {c.parent!r} uses "
-                         f"{parent_cfg.model.pe!r}")
+        raise UsageError(
+            f"--init-from with --rope-scaling needs a run of the RoPE family; {c.parent!r} uses {parent_cfg.model.pe!r}"
+        )
     cfg = finetune_config(parent_cfg, ctx, scaling, c.rope_factor, c.steps or max(1, parent_cfg.train.steps // 4))
     meta = {"finetune": {"context": ctx, "scaling": scaling, "factor": cfg.model.pe_options[cfg.model.pe]["factor"]}}
     return RunPlan(c.name or f"{c.parent}-ft-{scaling}-{ctx}", cfg, meta)
@@ -179,10 +192,17 @@ def eval_request(flags: EvalFlags = EvalFlags(), **settings) -> EvalRequest:
     given = {**parse_task_opts(list(flags.task_opts)), **({"trials": flags.trials} if flags.trials is not None else {})}
     same = {f.name for f in fields(EvalRequest)} & {f.name for f in fields(EvalFlags)}
     copied = {n: getattr(flags, n) for n in same if getattr(flags, n) is not None}
-    req = EvalRequest(**{**copied, "lengths": parse_lengths(flags.lengths),
-                         "protocol": Protocol(flags.protocol, flags.stride, flags.targets).validate(),
-                         "variants": parse_variants(flags.rope_scaling), "tasks": tasks,
-                         "options": task_options(tasks, given), **settings})
+    req = EvalRequest(
+        **{
+            **copied,
+            "lengths": parse_lengths(flags.lengths),
+            "protocol": Protocol(flags.protocol, flags.stride, flags.targets).validate(),
+            "variants": parse_variants(flags.rope_scaling),
+            "tasks": tasks,
+            "options": task_options(tasks, given),
+            **settings,
+        }
+    )
     return req.validate()
 
 
@@ -194,12 +214,10 @@ class SuitePlan:
     runs: list  # (name, config)
     request: EvalRequest
     notes: list = field(default_factory=list)
-    # local (this process: the default; N single-threaded CPU workers, --devices cpu:N, measured no faster for the
-    # main job: 603 s against 611 s in fp32, 315 against 316 in bf16, docs/speed.md) | auto | GPU indices | cpu:N
-    devices: str = "local"
+    devices: str = "local"  # local (this process) | auto | GPU indices | cpu:N (N single-threaded CPU workers)
     config: str = "tiny"  # the config spec (its launcher section is read by launch.launch_plan)
+    overwrite: bool = False  # replace finished runs and records (else resume and reuse them)
     launch: object = None  # launch.LaunchPlan: --launcher local|slurm (a submitit job array) or --emit-sbatch
-
 
 
 def suite_task_opts(st, tasks: list, given: Optional[list[str]]) -> list[str]:
@@ -211,9 +229,17 @@ def suite_task_opts(st, tasks: list, given: Optional[list[str]]) -> list[str]:
     return keep + list(given or [])
 
 
-def suite_plan(suite: Optional[str], pe: Optional[str], flags: ConfigFlags, seeds: Optional[str],
-               results: Optional[Path], ev: EvalFlags, overwrite: bool = False, final: bool = False,
-               devices: Optional[str] = None) -> SuitePlan:
+def suite_plan(
+    suite: Optional[str],
+    pe: Optional[str],
+    flags: ConfigFlags,
+    seeds: Optional[str],
+    results: Optional[Path],
+    ev: EvalFlags,
+    overwrite: bool = False,
+    final: bool = False,
+    devices: Optional[str] = None,
+) -> SuitePlan:
     """A suite (default: the README's main job) resolved with the flags that override its settings: its config,
     tasks (with their trials and options), protocol and stream length unless a flag gives them."""
     from ..pe import resolve_schemes
@@ -223,17 +249,33 @@ def suite_plan(suite: Optional[str], pe: Optional[str], flags: ConfigFlags, seed
     base, notes = resolve_config(flags)
     tasks = resolve_tasks(ev.task or st.tasks)
     trials = ev.trials if ev.trials is not None or not any("trials" in t.options for t in tasks) else st.trials
-    ev = replace(ev, task=",".join(t.name for t in tasks), trials=trials, protocol=st.protocol[0],
-                 stride=st.protocol[1], task_opts=tuple(suite_task_opts(st, tasks, list(ev.task_opts))),
-                 max_tokens=ev.max_tokens or st.max_tokens, split="test" if final else "validation")
+    ev = replace(
+        ev,
+        task=",".join(t.name for t in tasks),
+        trials=trials,
+        protocol=st.protocol[0],
+        stride=st.protocol[1],
+        task_opts=tuple(suite_task_opts(st, tasks, list(ev.task_opts))),
+        max_tokens=ev.max_tokens or st.max_tokens,
+        split="test" if final else "validation",
+    )
     req = eval_request(ev, skip_existing=not overwrite)
     runs = plan_runs(base, resolve_schemes(pe or st.pe), parse_seeds(None, seeds, base.train.seed))
-    return SuitePlan(Path(results or st.results), runs, req, notes, devices or "local", flags.config)
+    return SuitePlan(Path(results or st.results), runs, req, notes, devices or "local", flags.config, overwrite)
 
 
-def outside_eval(results: ResultsDir, spec: str, lengths: Optional[str], rope_scaling: Optional[str],
-                 req: EvalRequest, context: Optional[int] = None, dtype: str = "float32",
-                 revision: Optional[str] = None, data: Optional[str] = None, reporter=None) -> list:
+def outside_eval(
+    results: ResultsDir,
+    spec: str,
+    lengths: Optional[str],
+    rope_scaling: Optional[str],
+    req: EvalRequest,
+    context: Optional[int] = None,
+    dtype: str = "float32",
+    revision: Optional[str] = None,
+    data: Optional[str] = None,
+    reporter=None,
+) -> list:
     """``pebench eval --hf``: parse the scalings, load the model, resolve lengths (default 1x,2x,4x of its context),
     evaluate; every setting is checked before the model runs."""
     from ..device import resolve_device
@@ -241,8 +283,10 @@ def outside_eval(results: ResultsDir, spec: str, lengths: Optional[str], rope_sc
     from ..hf import open_model, parse_hf_lengths, parse_hf_scalings
 
     if req.logit_scale or req.rope_factor:
-        raise UsageError("with --hf, scalings are --rope-scaling NAME[:key=value...] (linear, dynamic, yarn, llama3, "
-                         "longrope); --rope-factor and --logit-scale do not apply")
+        raise UsageError(
+            "with --hf, scalings are --rope-scaling NAME[:key=value...] (linear, dynamic, yarn, llama3, "
+            "longrope); --rope-factor and --logit-scale do not apply"
+        )
     scalings = parse_hf_scalings(rope_scaling)
     if context is not None and context < 2:
         raise UsageError(f"--context must be >= 2, got {context}")

@@ -4,6 +4,7 @@ trained in this process and on parallel workers. The floor is the training FLOPs
 6N + 12LTd) over the fp32 matmul peak measured in the same invocation. Runs that train in bf16 autocast on a CPU
 with native bf16 matmuls (``device.train_precision``) are also put against the bf16 matmul peak measured alongside:
 the fp32 floor is then no bound, the bf16 one is."""
+
 from __future__ import annotations
 
 import time
@@ -60,8 +61,10 @@ class Profile:
         """The bf16 floor, where the runs trained in bf16 on the CPU; empty otherwise."""
         if not self.floor_bf16_s:
             return ""
-        return (f"Trained in bf16 autocast: at the bf16 matmul peak of {self.peak_bf16 / 1e9:,.1f} GFLOP/s measured "
-                f"in this run the floor is {self.floor_bf16_s:,.0f} s, {self.wall_s / self.floor_bf16_s:.2f}x.")
+        return (
+            f"Trained in bf16 autocast: at the bf16 matmul peak of {self.peak_bf16 / 1e9:,.1f} GFLOP/s measured "
+            f"in this run the floor is {self.floor_bf16_s:,.0f} s, {self.wall_s / self.floor_bf16_s:.2f}x."
+        )
 
     def total(self, kind: str) -> float:
         return sum(p.seconds for p in self.phases if p.kind == kind)
@@ -74,15 +77,24 @@ def _after(stamp, since: datetime) -> bool:
         return False
 
 
-def collect(rd: ResultsDir, runs: list, since: datetime, wall_s: float, peak_flops: float, workers: int,
-            setup_s: float = 0.0, flops: dict = None) -> Profile:
+def collect(
+    rd: ResultsDir,
+    runs: list,
+    since: datetime,
+    wall_s: float,
+    peak_flops: float,
+    workers: int,
+    setup_s: float = 0.0,
+    flops: dict = None,
+) -> Profile:
     """The phases of the runs (name, config) that this invocation trained or evaluated (stamped after ``since``):
     training per run, evaluation per (run, row label, length) with every task summed. ``flops``: each run's
     training FLOPs, where already computed."""
     import os
 
-    prof = Profile(wall_s, peak_flops, workers, [Phase("setup", "corpus, plan, workers", setup_s)],
-                   cores=os.cpu_count() or 0)
+    prof = Profile(
+        wall_s, peak_flops, workers, [Phase("setup", "corpus, plan, workers", setup_s)], cores=os.cpu_count() or 0
+    )
     for name, cfg in runs:
         st = rd.status(name)
         if st.get("state") == "finished" and _after(st.get("updated"), since) and "wall_s" in st:
@@ -105,19 +117,27 @@ def _cpu_threads(env) -> int:
 
 
 def markdown(p: Profile, title: str = "pebench run") -> str:
-    lines = [f"{title}: wall {p.wall_s:,.0f} s on {p.workers} worker(s); training floor {p.floor_s:,.0f} s "
-             f"({sum(x.flops for x in p.phases):.2e} FLOPs at the fp32 matmul peak of {p.peak_flops / 1e9:,.1f} "
-             f"GFLOP/s measured in this run): **{p.ratio} the floor**. Seconds per phase are each phase's own wall "
-             "time; with several workers they overlap, so their sum exceeds the wall time." + _core_use_line(p) +
-             (" " + p.bf16_line() if p.bf16_line() else ""), "",
-             "| phase | seconds | share of wall | what |", "|---|---|---|---|"]
+    lines = [
+        f"{title}: wall {p.wall_s:,.0f} s on {p.workers} worker(s); training floor {p.floor_s:,.0f} s "
+        f"({sum(x.flops for x in p.phases):.2e} FLOPs at the fp32 matmul peak of {p.peak_flops / 1e9:,.1f} "
+        f"GFLOP/s measured in this run): **{p.ratio} the floor**. Seconds per phase are each phase's own wall "
+        "time; with several workers they overlap, so their sum exceeds the wall time."
+        + _core_use_line(p)
+        + (" " + p.bf16_line() if p.bf16_line() else ""),
+        "",
+        "| phase | seconds | share of wall | what |",
+        "|---|---|---|---|",
+    ]
     for kind in ("setup", "train", "eval", "report", "other"):
         n = sum(1 for x in p.phases if x.kind == kind)
         if n:
             lines.append(f"| {kind} | {p.total(kind):,.1f} | {p.total(kind) / p.wall_s:.0%} | {n} item(s) |")
     peaks = [p.peak_flops] + ([p.peak_bf16] if p.peak_bf16 else [])
-    lines += ["", "| phase | item | seconds | MFU |" + (" MFU at the bf16 peak |" if p.peak_bf16 else ""),
-              "|---|---|---|---|" + ("---|" if p.peak_bf16 else "")]
+    lines += [
+        "",
+        "| phase | item | seconds | MFU |" + (" MFU at the bf16 peak |" if p.peak_bf16 else ""),
+        "|---|---|---|---|" + ("---|" if p.peak_bf16 else ""),
+    ]
     for x in p.phases:
         mfus = [f"{x.flops / x.seconds / peak:.0%}" if x.flops and x.seconds and peak else "" for peak in peaks]
         lines.append(f"| {x.kind} | {x.name} | {x.seconds:,.2f} | " + " | ".join(mfus) + " |")
@@ -125,20 +145,34 @@ def markdown(p: Profile, title: str = "pebench run") -> str:
 
 
 def _core_use_line(p: Profile) -> str:
-    return "" if p.core_use is None else (f" The cores were busy {p.core_use:.0%} of the wall (each item's seconds "
-                                          "times its threads, over cores x wall).")
+    return (
+        ""
+        if p.core_use is None
+        else (
+            f" The cores were busy {p.core_use:.0%} of the wall (each item's seconds "
+            "times its threads, over cores x wall)."
+        )
+    )
 
 
 def facts(p: Profile, precisions: list, machine: dict) -> dict:
     """The profile's totals as data (profile.json: what the docs' budget tables are generated from)."""
-    return {"measured": datetime.now(timezone.utc).date().isoformat(), "wall_s": round(p.wall_s, 1),
-            "workers": p.workers, "train_s": round(p.total("train"), 1), "eval_s": round(p.total("eval"), 1),
-            "train_flops": sum(x.flops for x in p.phases), "peak_gflops": round(p.peak_flops / 1e9, 1),
-            "floor_s": round(p.floor_s, 1), "ratio": round(p.wall_s / p.floor_s, 3) if p.floor_s else None,
-            "peak_bf16_gflops": round(p.peak_bf16 / 1e9, 1) if p.peak_bf16 else None,
-            "floor_bf16_s": round(p.floor_bf16_s, 1) if p.peak_bf16 else None,
-            "core_use": None if p.core_use is None else round(p.core_use, 3),
-            "precision": sorted(set(precisions)), **machine}
+    return {
+        "measured": datetime.now(timezone.utc).date().isoformat(),
+        "wall_s": round(p.wall_s, 1),
+        "workers": p.workers,
+        "train_s": round(p.total("train"), 1),
+        "eval_s": round(p.total("eval"), 1),
+        "train_flops": sum(x.flops for x in p.phases),
+        "peak_gflops": round(p.peak_flops / 1e9, 1),
+        "floor_s": round(p.floor_s, 1),
+        "ratio": round(p.wall_s / p.floor_s, 3) if p.floor_s else None,
+        "peak_bf16_gflops": round(p.peak_bf16 / 1e9, 1) if p.peak_bf16 else None,
+        "floor_bf16_s": round(p.floor_bf16_s, 1) if p.peak_bf16 else None,
+        "core_use": None if p.core_use is None else round(p.core_use, 3),
+        "precision": sorted(set(precisions)),
+        **machine,
+    }
 
 
 def machine() -> dict:
@@ -168,11 +202,13 @@ def write(rd: ResultsDir, p: Profile, precisions: list = ()) -> list[Path]:
 
 
 def summary(p: Profile) -> str:
-    return (f"time: {p.wall_s:,.0f} s wall ({p.total('train'):,.0f} s training, {p.total('eval'):,.0f} s evaluation, "
-            f"{p.workers} worker(s)); training floor {p.floor_s:,.0f} s at {p.peak_flops / 1e9:,.0f} GFLOP/s: "
-            f"{p.ratio}" + (f"; bf16 floor {p.floor_bf16_s:,.0f} s: {p.wall_s / p.floor_bf16_s:.2f}x"
-                            if p.floor_bf16_s else "")
-            + ("" if p.core_use is None else f"; cores busy {p.core_use:.0%}"))
+    return (
+        f"time: {p.wall_s:,.0f} s wall ({p.total('train'):,.0f} s training, {p.total('eval'):,.0f} s evaluation, "
+        f"{p.workers} worker(s)); training floor {p.floor_s:,.0f} s at {p.peak_flops / 1e9:,.0f} GFLOP/s: "
+        f"{p.ratio}"
+        + (f"; bf16 floor {p.floor_bf16_s:,.0f} s: {p.wall_s / p.floor_bf16_s:.2f}x" if p.floor_bf16_s else "")
+        + ("" if p.core_use is None else f"; cores busy {p.core_use:.0%}")
+    )
 
 
 def peak_for_work(device: str, flops: float, dtype=None) -> float:
@@ -182,8 +218,9 @@ def peak_for_work(device: str, flops: float, dtype=None) -> float:
     from ..device import resolve_device
 
     dev = str(resolve_device(device))
-    return matmul_peak(dev, dtype=dtype) if flops >= 1e12 else matmul_peak(dev, n=512, runs=2, seconds=0.05,
-                                                                           dtype=dtype)
+    return (
+        matmul_peak(dev, dtype=dtype) if flops >= 1e12 else matmul_peak(dev, n=512, runs=2, seconds=0.05, dtype=dtype)
+    )
 
 
 def trains_bf16_on_cpu(device: str, runs: list) -> bool:

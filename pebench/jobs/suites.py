@@ -4,6 +4,7 @@
 retrieval data (``configs/context.yaml``) and measures whether they use the context: perplexity with ppl_far,
 passkey retrieval, copying, RULER-style needles, variable tracking and associative recall.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,15 +28,28 @@ class Suite:
 
 
 SUITES = {
-    "default": Suite("default", "tiny", "classic", "ppl", "results",
-                     description="perplexity of the classic seven from 1x to 16x (the README's main job)"),
-    "context": Suite("context", "context", "classic", "ppl,passkey,copy,niah,vt,mqar", "results/context", trials=20,
-                     protocol=("sliding", 64), max_tokens=16384,
-                     task_opts=("niah.form=compact", "vt.form=compact", "niah.trials=10", "vt.trials=40",
-                                "mqar.trials=40"),
-                     description="the classic seven trained with retrieval data: ppl and ppl_far scored with "
-                                 "long context (sliding, S = 64), passkey, copy, RULER's needles (compact form), "
-                                 "variable tracking, MQAR"),
+    "default": Suite(
+        "default",
+        "tiny",
+        "classic",
+        "ppl",
+        "results",
+        description="perplexity of the classic seven from 1x to 16x (the README's main job)",
+    ),
+    "context": Suite(
+        "context",
+        "context",
+        "classic",
+        "ppl,passkey,copy,niah,vt,mqar",
+        "results/context",
+        trials=20,
+        protocol=("sliding", 64),
+        max_tokens=16384,
+        task_opts=("niah.form=compact", "vt.form=compact", "niah.trials=10", "vt.trials=40", "mqar.trials=40"),
+        description="the classic seven trained with retrieval data: ppl and ppl_far scored with "
+        "long context (sliding, S = 64), passkey, copy, RULER's needles (compact form), "
+        "variable tracking, MQAR",
+    ),
 }
 
 

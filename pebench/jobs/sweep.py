@@ -6,6 +6,7 @@ For a worker the parent writes the resolved job (the run's full config and the e
 the worker runs ``pebench job FILE``: it reads that file and plans nothing, so a worker can never plan differently
 from its parent. A crash in one job cannot take the others down, and an interrupted sweep resumes where it stopped.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,13 @@ def request_from_dict(d: dict) -> EvalRequest:
 def write_job(results: ResultsDir, name: str, cfg: Config, req: EvalRequest, overwrite: bool) -> Path:
     """The job file a worker runs: the run's resolved config and this run's evaluation request."""
     sc = variants_for(cfg.model.pe, list(req.variants), explicit=False)
-    spec = {"name": name, "results": str(results.root), "overwrite": overwrite, "config": cfg.to_dict(),
-            "eval": request_dict(replace(req, variants=sc))}
+    spec = {
+        "name": name,
+        "results": str(results.root),
+        "overwrite": overwrite,
+        "config": cfg.to_dict(),
+        "eval": request_dict(replace(req, variants=sc)),
+    }
     path = results.root / JOBS / f"{name}.json"
     atomic_write_json(path, spec)
     return path
@@ -63,7 +69,7 @@ def _read_spec(path: Path) -> dict:
     try:
         return json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
-        raise UsageError(f"job file {path} cannot be read: {e}")
+        raise UsageError(f"job file {path} cannot be read: {e}") from e
 
 
 def _unpack(spec: dict) -> tuple[ResultsDir, str, Config, EvalRequest, bool]:
@@ -114,8 +120,8 @@ class Job:
 
 def job_cost(cfg: Config, req: EvalRequest) -> float:
     """Expected work of a job: its training FLOPs, times 1 + its evaluation variants (RoPE's six cost more)."""
-    from ..pe import SCHEMES
     from ..checkpoint import train_flops
+    from ..pe import SCHEMES
 
     variants = variants_for(cfg.model.pe, list(req.variants), explicit=False) or []
     n = len(SCHEMES.get(cfg.model.pe).variants()) if variants == ["all"] else len(variants)
@@ -124,8 +130,10 @@ def job_cost(cfg: Config, req: EvalRequest) -> float:
 
 def jobs_for(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool) -> list[Job]:
     """One job per planned run (name, config), its resolved file written for the worker; the longest first."""
-    jobs = [Job(name, cfg.model.pe, cfg.train.seed, write_job(rd, name, cfg, req, overwrite), job_cost(cfg, req))
-            for name, cfg in runs]
+    jobs = [
+        Job(name, cfg.model.pe, cfg.train.seed, write_job(rd, name, cfg, req, overwrite), job_cost(cfg, req))
+        for name, cfg in runs
+    ]
     return sorted(jobs, key=lambda j: -j.cost)  # stable: equal costs keep the plan's order
 
 
@@ -161,16 +169,29 @@ def split_evaluations(jobs: list[Job]) -> list[Job]:
         for part in ([max(lengths)], sorted(set(lengths) - {max(lengths)})):
             name = f"{job.name} eval L={','.join(map(str, part))}"
             share = (job.cost - train.cost) * sum(part) / sum(lengths)
-            shares.append(replace(job, name=name, run=job.name, spec=_part_file(job.spec, spec, "eval", part),
-                                  cost=share, after=train, log=[]))
+            shares.append(
+                replace(
+                    job,
+                    name=name,
+                    run=job.name,
+                    spec=_part_file(job.spec, spec, "eval", part),
+                    cost=share,
+                    after=train,
+                    log=[],
+                )
+            )
     return trains + sorted(shares, key=lambda j: -j.cost) + last
 
 
 def _part_file(path: Path, spec: dict, part: str, lengths: Optional[list]) -> Path:
     """A job file for one part of a job: its training alone, or the evaluation of ``lengths`` alone."""
     tag = part if lengths is None else f"eval-{'-'.join(map(str, lengths))}"
-    out = {**spec, "train": part == "train", "evaluate": part == "eval",
-           "eval": {**spec["eval"], "only_lengths": lengths}}
+    out = {
+        **spec,
+        "train": part == "train",
+        "evaluate": part == "eval",
+        "eval": {**spec["eval"], "only_lengths": lengths},
+    }
     dest = Path(path).with_name(f"{Path(path).stem}.{tag}.json")
     atomic_write_json(dest, out)
     return dest
@@ -204,8 +225,15 @@ def _env_for(device: str, job: Job) -> dict:
 
 def _run_job(job: Job, device: str) -> None:
     job.device, job.state = device, "running"
-    cmd = [sys.executable, "-m", "pebench", "job", str(job.spec), "--device",
-           "cuda" if device.startswith("cuda") else "cpu"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pebench",
+        "job",
+        str(job.spec),
+        "--device",
+        "cuda" if device.startswith("cuda") else "cpu",
+    ]
     p = subprocess.run(cmd, env=_env_for(device, job), capture_output=True, text=True)
     job.log.append(p.stdout + p.stderr)
     if p.returncode != 0:
@@ -223,8 +251,12 @@ def _view(jobs: list[Job], workers: int, results: ResultsDir):
         t.add_column(col)
     for j in jobs:
         st = results.status(j.run or j.name)
-        t.add_row(j.name, j.device, j.state if not j.error else f"failed: {j.error}",
-                  f"{st.get('step', 0)}/{st.get('steps', '?')}")
+        t.add_row(
+            j.name,
+            j.device,
+            j.state if not j.error else f"failed: {j.error}",
+            f"{st.get('step', 0)}/{st.get('steps', '?')}",
+        )
     return t
 
 
@@ -276,8 +308,11 @@ def run_sweep(jobs: list[Job], devices: list[str], results: ResultsDir, show: bo
     threads = [threading.Thread(target=worker, args=(d,), daemon=True) for d in devices]
     for t in threads:
         t.start()
-    with Live(_view(jobs, len(devices), results), refresh_per_second=2, redirect_stdout=False) if show \
-            else nullcontext() as live:
+    with (
+        Live(_view(jobs, len(devices), results), refresh_per_second=2, redirect_stdout=False)
+        if show
+        else nullcontext() as live
+    ):
         while any(t.is_alive() for t in threads):
             time.sleep(0.5)
             if show:
@@ -298,8 +333,9 @@ def run_local(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool, rep
     return evaluate_runs(rd, [n for n, _ in runs], req, False, reporter)
 
 
-def run_all(rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool, devices: str, reporter: Reporter,
-            show: bool = False) -> int:
+def run_all(
+    rd: ResultsDir, runs: list, req: EvalRequest, overwrite: bool, devices: str, reporter: Reporter, show: bool = False
+) -> int:
     """The runs of a plan trained and evaluated: in this process (``devices`` local), else on parallel workers
     (``auto``, GPU indices or ``cpu:N``). Returns the number of runs or jobs that failed, each reported."""
     if devices == "local":
@@ -326,5 +362,16 @@ def run_job_file(path: Path, device: str, reporter: Reporter) -> int:
     return evaluate_runs(rd, [name], replace(req, device=device), False, reporter)
 
 
-__all__ = ["Job", "evaluate_runs", "jobs_for", "parse_devices", "read_job", "run_all", "run_job_file", "run_local",
-           "run_sweep", "split_evaluations", "write_job"]
+__all__ = [
+    "Job",
+    "evaluate_runs",
+    "jobs_for",
+    "parse_devices",
+    "read_job",
+    "run_all",
+    "run_job_file",
+    "run_local",
+    "run_sweep",
+    "split_evaluations",
+    "write_job",
+]

@@ -1,8 +1,13 @@
-"""One run trained as a command or a worker trains it: alone, or under torchrun (every rank trains, rank 0 alone
-reports), its progress and its outcome told through a ``Reporter``."""
+"""Training as a command or a worker does it: ``train_runs`` (every scheme x seed a config and its flags resolve to,
+or one run continued from a finished one), each run through ``train_run``: alone, or under torchrun (every rank
+trains, rank 0 alone reports), its progress and its outcome told through a ``Reporter``."""
+
 from __future__ import annotations
 
-from ..config import Config
+from typing import Optional
+
+from ..config import Config, ConfigFlags, resolve_config
+from ..errors import UsageError
 from ..progress import Reporter
 from ..results import ResultsDir
 from .distributed import distributed
@@ -15,15 +20,29 @@ def train_run(cfg: Config, results: ResultsDir, name: str, reporter: Reporter, d
     with distributed(device) as d:
         rep = reporter if d.is_main else Reporter.quiet()
         done = results.status(name).get("step", 0) if kw.get("resume") else 0
-        rep.progress.start(name, cfg.train.steps, f"{cfg.train.steps:,} steps of {cfg.train.batch_size} x "
-                           f"{cfg.model.context} tokens", "steps", initial=done or 0)
+        rep.progress.start(
+            name,
+            cfg.train.steps,
+            f"{cfg.train.steps:,} steps of {cfg.train.batch_size} x {cfg.model.context} tokens",
+            "steps",
+            initial=done or 0,
+        )
 
         def on_step(step, total, loss, tps):
             rep.progress.update(step, f"loss {loss:.3f}, {tps:,.0f} tok/s")
 
         try:
-            res = train(cfg, results, name, device=d.device, progress=on_step, rank=d.rank, world=d.world,
-                        process_group=d.group, **kw)
+            res = train(
+                cfg,
+                results,
+                name,
+                device=d.device,
+                progress=on_step,
+                rank=d.rank,
+                world=d.world,
+                process_group=d.group,
+                **kw,
+            )
         finally:
             rep.progress.finish()
     if res.skipped:
@@ -32,3 +51,33 @@ def train_run(cfg: Config, results: ResultsDir, name: str, reporter: Reporter, d
         rep.echo(f"{name}: trained {res.steps} steps in {res.wall_s:.0f}s, final loss {res.final_loss:.4f}")
     return res
 
+
+def train_runs(
+    rd: ResultsDir,
+    pe: str,
+    flags: ConfigFlags,
+    seeds: Optional[str],
+    reporter: Reporter,
+    name: Optional[str] = None,
+    continued=None,
+    device: str = "auto",
+    **kw,
+) -> list[str]:
+    """``pebench train``: one run per scheme and seed (``seeds``, a comma list, else the flags' or config's seed;
+    ``name`` for a single run), or, with ``continued`` (a
+    ``plan.Continuation``), one run initialised from a finished one. ``kw``: resume, overwrite. Returns the notes
+    on what a flag changed beyond itself."""
+    from ..pe import resolve_schemes
+    from . import plan
+
+    if continued is not None:
+        p = plan.continuation_plan(rd, continued)
+        train_run(p.cfg, rd, p.name, reporter, device, init_from=continued.parent, parent_meta=p.meta, **kw)
+        return []
+    base, notes = resolve_config(flags)
+    runs = plan.plan_runs(base, resolve_schemes(pe), plan.parse_seeds(None, seeds, base.train.seed))
+    if name and len(runs) > 1:
+        raise UsageError("--name names one run; omit it when training several schemes or seeds")
+    for run_name, cfg in runs:
+        train_run(cfg, rd, name or run_name, reporter, device, **kw)
+    return notes

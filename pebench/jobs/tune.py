@@ -10,6 +10,7 @@ A grid cell is ``(scheme, lr, options)`` where ``options`` is a tuple of ``(name
 from the scheme's defaults (``()``: the defaults), so a cell at the default options is the same run as a plain
 learning-rate cell and is trained once.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -84,8 +85,9 @@ def check_option_grid(schemes: list[str], grid: dict[str, list]) -> None:
     for name in grid:
         if name not in known:
             allowed = ", ".join(f"{k} ({'/'.join(v)})" for k, v in known.items()) or "none"
-            raise UsageError(f"--option {name}: no scheme of {', '.join(schemes)} has an option {name!r}; "
-                             f"their options: {allowed}")
+            raise UsageError(
+                f"--option {name}: no scheme of {', '.join(schemes)} has an option {name!r}; their options: {allowed}"
+            )
 
 
 def _fmt(v: Any) -> str:
@@ -105,8 +107,11 @@ def _one(base: Config, tr: ResultsDir, scheme: str, lr: float, opts: tuple, devi
     pe_options[scheme] = {**(pe_options.get(scheme) or {}), **dict(opts)}
     from ..pe import SOURCES
 
-    cfg = replace(base, model=replace(base.model, pe=scheme, pe_options=pe_options, pe_source=SOURCES.get(scheme, "")),
-                  train=replace(base.train, lr=lr, lr_by_scheme={})).validate()
+    cfg = replace(
+        base,
+        model=replace(base.model, pe=scheme, pe_options=pe_options, pe_source=SOURCES.get(scheme, "")),
+        train=replace(base.train, lr=lr, lr_by_scheme={}),
+    ).validate()
     name = grid_run_name(scheme, base.name, lr, cfg.train.seed, opts)
     try:
         train(cfg, tr, name, device=device, resume=True)
@@ -125,9 +130,15 @@ def overlay_dict(best: dict) -> dict:
     return out
 
 
-def tune(base: Config, schemes: list[str], lrs: list[float], results: ResultsDir, device: str = "auto",
-         on_result: Callable[[str, float, tuple, Optional[float]], None] = lambda s, lr, o, loss: None,
-         options: Optional[dict[str, list]] = None) -> TuneResult:
+def tune(
+    base: Config,
+    schemes: list[str],
+    lrs: list[float],
+    results: ResultsDir,
+    device: str = "auto",
+    on_result: Callable[[str, float, tuple, Optional[float]], None] = lambda s, lr, o, loss: None,
+    options: Optional[dict[str, list]] = None,
+) -> TuneResult:
     """Train every (scheme, learning rate, options) cell of the grid (resuming, skipping what is done), score each
     at 1x on validation, and write the overlay and a table into ``results/tune/``."""
     check_option_grid(schemes, options or {})
@@ -142,10 +153,14 @@ def tune(base: Config, schemes: list[str], lrs: list[float], results: ResultsDir
                 on_result(scheme, lr, opts, losses[(scheme, lr, opts)])
     best = pick_best(losses)
     overlay = tr.root / OVERLAY
-    header = (f"# Written by `pebench tune` from config {base.name!r} ({base.train.steps} steps, seed "
-              f"{base.train.seed}): per scheme, the learning rate of {', '.join(f'{x:g}' for x in lrs)}"
-              + (f" and the options ({describe_grid(options)})" if options else "")
-              + " with the lowest 1x validation loss.\n# Use: pebench run --overlay " + str(overlay) + "\n")
+    header = (
+        f"# Written by `pebench tune` from config {base.name!r} ({base.train.steps} steps, seed "
+        f"{base.train.seed}): per scheme, the learning rate of {', '.join(f'{x:g}' for x in lrs)}"
+        + (f" and the options ({describe_grid(options)})" if options else "")
+        + " with the lowest 1x validation loss.\n# Use: pebench run --overlay "
+        + str(overlay)
+        + "\n"
+    )
     atomic_write_text(overlay, header + yaml.safe_dump(overlay_dict(best), sort_keys=True))
     table = tr.root / "tune.md"
     atomic_write_text(table, grid_markdown(losses, best, lrs))
@@ -166,21 +181,23 @@ def parse_option_grid(specs: list[str]) -> dict[str, list]:
         try:
             name, values = parse_assignment(spec, "--option")
         except UsageError:
-            raise UsageError(f"--option must be NAME=V1,V2,..., got {spec!r}")
+            raise UsageError(f"--option must be NAME=V1,V2,..., got {spec!r}") from None
         if name in grid:
             raise UsageError(f"--option {name} is given twice")
         try:
             grid[name] = [yaml.safe_load(v) for v in parse_list(values, f"--option {name}", unique=False)]
         except yaml.YAMLError:
-            raise UsageError(f"--option {name}: values must be numbers, true/false or words, got {values!r}")
+            raise UsageError(f"--option {name}: values must be numbers, true/false or words, got {values!r}") from None
     return grid
 
 
 def grid_markdown(losses: dict, best: dict, lrs: list[float]) -> str:
     """Perplexity at 1x (validation) per scheme, options and learning rate, the best in bold; a best learning rate
     at the edge of the grid is flagged, since the optimum may lie beyond it."""
-    lines = ["| scheme | options | " + " | ".join(f"lr {x:g}" for x in lrs) + " | best | note |",
-             "|---|---|" + "---|" * (len(lrs) + 2)]
+    lines = [
+        "| scheme | options | " + " | ".join(f"lr {x:g}" for x in lrs) + " | best | note |",
+        "|---|---|" + "---|" * (len(lrs) + 2),
+    ]
     for scheme, opts in dict.fromkeys((s, o) for s, _, o in losses):
         cells = []
         for lr in lrs:

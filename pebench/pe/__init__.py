@@ -6,6 +6,7 @@ with ``@SCHEMES.add``. Nothing else needs to change. A scheme outside the packag
 ``pebench.schemes``; either registers under the class's ``name``, and a run records where it came from
 (``model.pe_source``) so later commands find it again.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -63,7 +64,7 @@ def load_scheme_file(spec: str) -> str:
         try:
             loader.loader.exec_module(module)
         except Exception as e:  # noqa: BLE001 - a user's file can fail in any way; say which and how
-            raise UsageError(f"--pe {spec!r}: importing {path} failed: {type(e).__name__}: {e}")
+            raise UsageError(f"--pe {spec!r}: importing {path} failed: {type(e).__name__}: {e}") from e
         sys.modules[mod_name] = module
     cls = getattr(sys.modules[mod_name], cls_name, None)
     if cls is None:
@@ -80,7 +81,7 @@ def load_entry_points() -> list[str]:
         try:
             cls = ep.load()
         except Exception as e:  # noqa: BLE001
-            raise UsageError(f"entry point {ep.name!r} ({ep.value}) failed to load: {type(e).__name__}: {e}")
+            raise UsageError(f"entry point {ep.name!r} ({ep.value}) failed to load: {type(e).__name__}: {e}") from e
         names.append(_register_user(cls, f"entry-point:{ep.name}"))
     return names
 
@@ -126,11 +127,23 @@ def all_variants() -> list[str]:
     return out
 
 
-def build_pe(name: str, ctx: PEContext, options: Optional[dict[str, Any]] = None, source: str = "") -> PositionalEncoding:
+def build_pe(
+    name: str, ctx: PEContext, options: Optional[dict[str, Any]] = None, source: str = ""
+) -> PositionalEncoding:
     if name not in SCHEMES and source:
         resolve_scheme(source)
     return SCHEMES.get(name)(ctx, options)
 
 
-__all__ = ["SCHEMES", "GROUPS", "SOURCES", "PEContext", "PositionalEncoding", "ScoreMod", "build_pe",
-           "scheme_names", "resolve_schemes", "all_variants"]
+__all__ = [
+    "SCHEMES",
+    "GROUPS",
+    "SOURCES",
+    "PEContext",
+    "PositionalEncoding",
+    "ScoreMod",
+    "build_pe",
+    "scheme_names",
+    "resolve_schemes",
+    "all_variants",
+]

@@ -1,4 +1,5 @@
 """ALiBi (Press et al. 2021): a per-head linear penalty -m_h (i - j) on the logits."""
+
 from __future__ import annotations
 
 import math

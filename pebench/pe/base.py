@@ -16,6 +16,7 @@ indices through them (:func:`at_positions`), so a term written in indices needs 
 A ``ScoreMod`` is written with broadcasting torch ops only, so the *same* definition runs inside
 FlexAttention (scalar index tensors) and on a materialized index grid (the reference path).
 """
+
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, fields
@@ -110,8 +111,10 @@ def at_positions(mod: Optional[ScoreMod], positions: torch.Tensor) -> Optional[S
     if mod is None or not mod.uses_positions:
         return mod
     if mod.relative is not None or mod.band is not None or mod.needs_lse:
-        raise UsageError("this scheme's attention paths assume consecutive positions; train.random_positions "
-                         "applies to schemes whose terms are functions of positions (not shaw)")
+        raise UsageError(
+            "this scheme's attention paths assume consecutive positions; train.random_positions "
+            "applies to schemes whose terms are functions of positions (not shaw)"
+        )
     fn, bias = mod.fn, mod.bias
 
     out = ScoreMod(lambda score, b, h, qi, ki: fn(score, b, h, positions[qi], positions[ki]), mod.dtype)
@@ -238,9 +241,7 @@ class PositionalEncoding(nn.Module):
         allowed = {f.name: f for f in fields(cls.Options)}
         for key, value in options.items():
             if key not in allowed:
-                raise UsageError(
-                    f"unknown option {key!r} for scheme {cls.name!r}; allowed: {', '.join(allowed)}"
-                )
+                raise UsageError(f"unknown option {key!r} for scheme {cls.name!r}; allowed: {', '.join(allowed)}")
             f = allowed[key]
             default = f.default if f.default is not MISSING else f.default_factory()
             if not type_matches(value, default):
@@ -274,8 +275,9 @@ class PositionalEncoding(nn.Module):
     def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, layer: int):
         return q, k
 
-    def score_mod(self, q: torch.Tensor, layer: int, k: Optional[torch.Tensor] = None,
-                  x: Optional[torch.Tensor] = None) -> Optional[ScoreMod]:
+    def score_mod(
+        self, q: torch.Tensor, layer: int, k: Optional[torch.Tensor] = None, x: Optional[torch.Tensor] = None
+    ) -> Optional[ScoreMod]:
         """The logit term for this layer's queries ``q`` [B, H, T, d_h]; data-dependent schemes also read the
         keys ``k`` (CoPE's gates) or the layer's input ``x`` [B, T, d_model] (FoX's forget gates)."""
         return None

@@ -6,6 +6,7 @@ j for query i is p_ij = sum_{t=j..i} g_it, clamped to p_max - 1, and the logit g
 The gates of a query need its whole row of scores (a suffix sum over keys), which a score function cannot see,
 so the term is materialized: whole at training lengths, one block of queries at a time beyond
 ``max_materialize`` (memory: a block x T per head, never T x T at 8192)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

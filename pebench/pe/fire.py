@@ -6,6 +6,7 @@ The input lies in [0, 1] at any length, which is FIRE's route to extrapolation.
 
 The term needs a small MLP per score, which FlexAttention's score function cannot hold efficiently, so it is
 materialized (one block of queries at a time beyond ``max_materialize``)."""
+
 from __future__ import annotations
 
 import math

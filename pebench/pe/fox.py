@@ -3,6 +3,7 @@ per head, f_{l,h} = sigmoid(w_h . x_l + b_h), from the layer's input x; the logi
 sum_{l=j+1..i} log f_{l,h} = F_i - F_j with F the prefix sum of log f, so it stays a score modification (two
 lookups per score, any length, FlexAttention included). No positions are read: the decay is learned from content.
 Gates per layer; the bias starts at 5 (sigmoid 0.993: forget little at first), as x-transformers does."""
+
 from __future__ import annotations
 
 import torch

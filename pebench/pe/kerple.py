@@ -4,6 +4,7 @@ positive scalars per head shared by all layers. As in the reference code, a para
 below 0.01 is reset to 0.01 (and p above 2 to 2 for the power kernel) after the step (``after_step``), so it keeps
 its gradient and can move back; clamping inside the forward pass instead would give it zero gradient forever.
 Added to the scaled logits as they are, like ALiBi."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ def kerple_bias(r: torch.Tensor, p: torch.Tensor, a: torch.Tensor, kind: str) ->
     if kind == "log":
         return -p * torch.log1p(a * r)
     safe = torch.where(r > 0, r, torch.ones_like(r))  # 0^p = 0, with a finite gradient in p
-    return torch.where(r > 0, -a * safe ** p, torch.zeros_like(r))
+    return torch.where(r > 0, -a * safe**p, torch.zeros_like(r))
 
 
 @SCHEMES.add

@@ -1,4 +1,5 @@
 """Learned absolute positions (GPT-2): a T_max x d table; positions >= T_max are undefined."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,7 +39,6 @@ class Learned(PositionalEncoding):
         if self.consecutive and positions.shape[0] > self.table.shape[0]:  # positions are 0 .. T-1
             # Never clamp: a made-up position would produce a made-up perplexity.
             raise PositionOutOfRange(
-                f"learned positions are defined for 0..{self.table.shape[0] - 1}, "
-                f"got position {positions.shape[0] - 1}"
+                f"learned positions are defined for 0..{self.table.shape[0] - 1}, got position {positions.shape[0] - 1}"
             )
         return x + self.table[positions].to(x.dtype)

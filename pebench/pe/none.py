@@ -1,4 +1,5 @@
 """NoPE: no positional signal; only the causal mask breaks permutation symmetry."""
+
 from .base import SCHEMES, PositionalEncoding
 
 

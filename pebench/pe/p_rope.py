@@ -2,6 +2,7 @@
 (1 - p) are left unrotated (inverse frequency 0), which frees them to carry content. ``fraction: 1`` is
 ``rope`` and ``fraction: 0`` is ``none``, exactly. The number kept is floor(p * d_h/2), as in the paper's code and
 Gemma's (p = 0.1, 0.3, 0.6 of 16 frequencies keep 1, 4, 9). Every RoPE scaling applies to the rotated part."""
+
 from __future__ import annotations
 
 import math
@@ -36,5 +37,5 @@ class PRoPE(RoPE):
     def resolved(self, seq_len):
         inv, att, factor = super().resolved(seq_len)
         inv = inv.clone()
-        inv[kept_frequencies(len(inv), self.options.fraction):] = 0.0  # frequencies fall with the index
+        inv[kept_frequencies(len(inv), self.options.fraction) :] = 0.0  # frequencies fall with the index
         return inv, att, factor

@@ -8,6 +8,7 @@ logits scale by its square (YaRN's temperature).
 Rotation uses the "halves" pairing (k, k + d_h/2) of GPT-NeoX / Llama; the frequencies are the same
 as with interleaved pairs.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -131,17 +132,16 @@ def canonical_variant(variant: str) -> str:
     return "default" if variant in ("none", "default", None, "") else variant
 
 
-def rope_frequencies(variant: str, head_dim: int, base: float = 10000.0, factor: float = 1.0,
-                     original_context: int = 2048, **options) -> tuple[torch.Tensor, float]:
+def rope_frequencies(
+    variant: str, head_dim: int, base: float = 10000.0, factor: float = 1.0, original_context: int = 2048, **options
+) -> tuple[torch.Tensor, float]:
     """Public entry point: float64 inverse frequencies [head_dim/2] and the attention factor."""
     fn = ROPE_VARIANTS.get(canonical_variant(variant))
     _check(head_dim, base, factor, original_context)
     allowed = set(inspect.signature(fn).parameters) - set(COMMON_ARGS)
     unknown = set(options) - allowed
     if unknown:
-        raise UsageError(
-            f"RoPE scaling {variant!r} takes options {sorted(allowed) or 'none'}, got {sorted(unknown)}"
-        )
+        raise UsageError(f"RoPE scaling {variant!r} takes options {sorted(allowed) or 'none'}, got {sorted(unknown)}")
     return fn(head_dim, base, factor, original_context, **options)
 
 
@@ -204,8 +204,10 @@ class RoPE(PositionalEncoding):
         known = {n: d for v in ROPE_VARIANTS.names() for n, d in variant_options(v).items()}
         for k, v in extra.items():
             if k not in known:
-                raise UsageError(f"unknown option {k!r} for scheme {cls.name!r}; allowed: {', '.join(sorted(own - {'params'}))}"
-                                 f", or a scaling's own: {', '.join(sorted(set(known) - own)) or 'none'}")
+                raise UsageError(
+                    f"unknown option {k!r} for scheme {cls.name!r}; allowed: {', '.join(sorted(own - {'params'}))}"
+                    f", or a scaling's own: {', '.join(sorted(set(known) - own)) or 'none'}"
+                )
             if not type_matches(v, known[k]):
                 raise UsageError(f"option {k!r} of scheme {cls.name!r} must be {type(known[k]).__name__}, got {v!r}")
         rest = {k: v for k, v in options.items() if k in own}
@@ -230,8 +232,12 @@ class RoPE(PositionalEncoding):
 
     def describe(self, seq_len: int) -> dict:
         _, att, factor = self.resolved(seq_len)
-        return {"variant": "none" if self.variant == "default" else self.variant, "factor": factor,
-                "attention_factor": att, "base": self.options.base}
+        return {
+            "variant": "none" if self.variant == "default" else self.variant,
+            "factor": factor,
+            "attention_factor": att,
+            "base": self.options.base,
+        }
 
     def frequencies(self, seq_len: int) -> torch.Tensor:
         return self.resolved(seq_len)[0]

@@ -6,6 +6,7 @@ d' is the model width by default, the paper's d (its embeddings are model-width 
 uses the head dimension instead. ``pe_options.sandwich.dim`` sets it (e.g. to the head dimension, to follow NeMo).
 The term is a lookup in a table of max(T, positions the model was built for) distances; the model refuses
 positions beyond what it was built for (``DecoderLM.forward``), so the lookup is never clamped short."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -7,6 +7,7 @@ The mass at d < k_max is one probability a_{i,i-d} = exp(s_{i,i-d} - lse_i), rec
 k_max diagonals; whatever is left (1 - band mass) sits at d = k_max. So only the row log-sum-exp is
 needed from the attention backend. One (aK, aV) pair per layer, as in the paper.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,5 @@
 """Sinusoidal absolute positions (Vaswani et al. 2017), computed on the fly for any length."""
+
 from __future__ import annotations
 
 import math

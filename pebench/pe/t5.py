@@ -6,6 +6,7 @@ and multiplies the table by ``scale`` (default sqrt(d_h)) instead. Why: Adam mov
 most about lr per step, so an unscaled table could not leave [-1, 1] within the default 600-step CPU
 budget (measured: the trained entries saturated at +-1.0), which left T5 optimization-limited rather
 than position-limited."""
+
 from __future__ import annotations
 
 import math
@@ -51,7 +52,7 @@ class T5Bias(PositionalEncoding):
         self.table = nn.Parameter(torch.zeros(ctx.n_heads, self.options.num_buckets))
 
     def score_mod(self, q, layer, k=None, x=None):
-        scale = self.options.scale or self.ctx.head_dim ** 0.5
+        scale = self.options.scale or self.ctx.head_dim**0.5
         table = (self.table * scale).to(q.dtype)
         nb, md = self.options.num_buckets, self.options.max_distance
 

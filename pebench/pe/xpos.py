@@ -6,6 +6,7 @@ Positions are centred on the middle of the positions used (of 0..T-1, or of rand
 normal range as long as that exponent's log stays below ``LOG_LIMIT``. Longer spans are refused with one line
 (training) or marked undefined (evaluation, via ``max_positions``). Every RoPE scaling applies to the rotation, and
 the decay stays."""
+
 from __future__ import annotations
 
 import math
@@ -54,9 +55,11 @@ class XPos(RoPE):
         self._xcache: dict = {}
         limit = xpos_span_limit(self.options.scale_base, self.options.gamma)
         if ctx.positions > limit:
-            raise UsageError(f"xpos with scale_base {self.options.scale_base:g} keeps its scales finite in float32 for "
-                             f"positions spanning at most {limit:,}; train.random_positions is {ctx.positions:,}: "
-                             f"lower it or raise pe_options.xpos.scale_base")
+            raise UsageError(
+                f"xpos with scale_base {self.options.scale_base:g} keeps its scales finite in float32 for "
+                f"positions spanning at most {limit:,}; train.random_positions is {ctx.positions:,}: "
+                f"lower it or raise pe_options.xpos.scale_base"
+            )
 
     def max_positions(self) -> Optional[int]:
         return xpos_span_limit(self.options.scale_base, self.options.gamma)

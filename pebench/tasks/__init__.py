@@ -4,14 +4,30 @@ The interface and the registries live in :mod:`pebench.tasks.base`; every other 
 that registers itself, discovered like the schemes. Adding a task is one new module here (or anywhere, calling
 :func:`register_task`). This package is torch-free (reports use it).
 """
+
 from __future__ import annotations
 
 import importlib
 import pkgutil
 
-from .base import (METRICS, TASKS, EvalContext, Metric, Task, mean_interval, metric, parse_floats, parse_task_opts,
-                   record_line,
-                   register_task, resolve_tasks, task_names, task_options, unregister_task, wilson)
+from .base import (
+    METRICS,
+    TASKS,
+    EvalContext,
+    Metric,
+    Task,
+    mean_interval,
+    metric,
+    parse_floats,
+    parse_task_opts,
+    record_line,
+    register_task,
+    resolve_tasks,
+    task_names,
+    task_options,
+    unregister_task,
+    wilson,
+)
 
 
 def _discover() -> None:
@@ -22,5 +38,21 @@ def _discover() -> None:
 
 _discover()
 
-__all__ = ["METRICS", "TASKS", "EvalContext", "Metric", "Task", "mean_interval", "metric", "parse_floats", "record_line",
-           "parse_task_opts", "register_task", "resolve_tasks", "task_names", "task_options", "unregister_task", "wilson"]
+__all__ = [
+    "METRICS",
+    "TASKS",
+    "EvalContext",
+    "Metric",
+    "Task",
+    "mean_interval",
+    "metric",
+    "parse_floats",
+    "record_line",
+    "parse_task_opts",
+    "register_task",
+    "resolve_tasks",
+    "task_names",
+    "task_options",
+    "unregister_task",
+    "wilson",
+]

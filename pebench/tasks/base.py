@@ -10,15 +10,16 @@ A task measures one finished model at one evaluation length and returns the meas
 Adding a task is one module that subclasses :class:`Task` and calls :func:`register_task`; ``pebench eval
 --task NAME``, ``report --metric NAME`` and ``run`` then know it. This module is torch-free (reports use it).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..errors import UsageError
-from ..stats import mean_interval, wilson  # noqa: F401  (tasks import them from here)
 from ..parsing import typed_value
 from ..registry import Registry, unknown_name_message
+from ..stats import mean_interval, wilson  # noqa: F401  (tasks import them from here)
 
 
 @dataclass(frozen=True)
@@ -109,8 +110,10 @@ class Task:
     def check_record(self, rec: dict) -> None:
         """The writer's guard: a record holds exactly this task's metrics (and, measured, its details)."""
         if rec["status"] == "ok" and set(rec["details"]) != set(self.fields):
-            raise ValueError(f"{self.name} record details {sorted(rec['details'])} do not match the task's fields "
-                             f"{sorted(self.fields)}")
+            raise ValueError(
+                f"{self.name} record details {sorted(rec['details'])} do not match the task's fields "
+                f"{sorted(self.fields)}"
+            )
         if set(rec["metrics"]) != {m.name for m in self.metrics}:
             raise ValueError(f"{self.name} record metrics {sorted(rec['metrics'])} are not the task's")
 
@@ -118,14 +121,22 @@ class Task:
         return self.summary or ((self.headline or self.metrics[0].name),)
 
     def undefined(self, reason: str) -> dict:
-        return {"status": "undefined", "reason": reason, "metrics": {m.name: None for m in self.metrics},
-                "intervals": {}, "details": {}}
+        return {
+            "status": "undefined",
+            "reason": reason,
+            "metrics": {m.name: None for m in self.metrics},
+            "intervals": {},
+            "details": {},
+        }
 
 
 def record_line(r: dict) -> str:
     """A record as one line: its row label, task, length and metrics (each to its metric's digits)."""
-    val = "n/a (undefined)" if r["status"] != "ok" else "  ".join(
-        f"{k} {v:.{METRICS[k].digits + 1}f}" for k, v in r["metrics"].items() if v is not None)
+    val = (
+        "n/a (undefined)"
+        if r["status"] != "ok"
+        else "  ".join(f"{k} {v:.{METRICS[k].digits + 1}f}" for k, v in r["metrics"].items() if v is not None)
+    )
     return f"{r['label']:<22} {r['task']:<8} L={r['length']:<6} {val}"
 
 
@@ -180,9 +191,11 @@ def task_options(tasks: list[Task], given: dict) -> dict:
         targets = [by_name[tname]] if tname else [t for t in tasks if opt in t.options]
         if not targets or opt not in targets[0].options:
             takes = [n for n in TASKS if opt in TASKS.get(n).options]
-            raise UsageError(f"--task-opt {key}: {opt!r} is an option of the task(s) {', '.join(takes) or 'none'}, "
-                             f"not of {', '.join(t.name for t in targets or tasks)}"
-                             + "".join(f"; {t.name} takes {', '.join(t.options) or 'none'}" for t in targets or tasks))
+            raise UsageError(
+                f"--task-opt {key}: {opt!r} is an option of the task(s) {', '.join(takes) or 'none'}, "
+                f"not of {', '.join(t.name for t in targets or tasks)}"
+                + "".join(f"; {t.name} takes {', '.join(t.options) or 'none'}" for t in targets or tasks)
+            )
         for t in targets:
             out[t.name][opt] = typed_value(value, t.options[opt], f"--task-opt {key}")
     return out
@@ -265,7 +278,7 @@ def ranking_scores(ctx, prompts: list) -> list[list[float]]:
             r[s:e] = np.frombuffer(c.encode("ascii"), dtype=np.uint8)
         slots.append((rows, s, e))
     ll = [lp.sum(1) for lp in slot_logprobs(ctx, slots)]
-    return [rank_credit(list(x[:len(p.texts)]), list(x[len(p.texts):])) for p, x in zip(prompts, ll)]
+    return [rank_credit(list(x[: len(p.texts)]), list(x[len(p.texts) :])) for p, x in zip(prompts, ll)]
 
 
 def parse_floats(spec: Any, what: str, lo: float, hi: float) -> list[float]:

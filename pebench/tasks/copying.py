@@ -5,6 +5,7 @@ after its first 2 bytes (the model cannot know which string begins before then):
 all 256 bytes; chance about 1/62) and loss. Distances: powers of two from 16 (at least the string length) up to
 the farthest that fits, L - k - 2.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,7 +40,7 @@ def prompts(stream: np.ndarray, length: int, distance: int, k: int, trials: int,
         if encode is not None:
             s = encode(bytes(s).decode("ascii"))[:k]
         first = length - len(s) - distance
-        out.append(copy_window(np.asarray(stream[start:start + length]), s, first, distance))
+        out.append(copy_window(np.asarray(stream[start : start + length]), s, first, distance))
     return out
 
 
@@ -52,14 +53,19 @@ class CopyTask(Task):
     name = "copy"
     description = "in-context copying: a random string repeated d tokens later, accuracy on the second copy"
     metrics = (
-        Metric("copy_acc", "copy", True, "copy: per-byte accuracy on the second copy, mean over the distances",
-               threshold=0.5),
+        Metric(
+            "copy_acc",
+            "copy",
+            True,
+            "copy: per-byte accuracy on the second copy, mean over the distances",
+            threshold=0.5,
+        ),
         Metric("copy_range", "copy", True, "copy: longest distance with accuracy >= 0.5 (0: none)", 0),
         Metric("copy_loss", "copy", False, "copy: mean loss on the second copy (nats)", 3),
     )
     fields = {
         "tokens": "bytes (pebench's models) or the outside model's tokenizer (--hf: the string is tokenized, cut to "
-                  "at most k tokens, and its tokens are what is copied and scored)",
+        "at most k tokens, and its tokens are what is copied and scored)",
         "string_length": "bytes of the random string (k)",
         "trials": "windows per distance",
         "cells": "per distance: {distance, trials, accuracy, accuracy_ci, loss}",
@@ -94,22 +100,42 @@ class CopyTask(Task):
         if encode is None:
             correct, loss = score_spans(ctx, np.stack([w.tokens for w in windows]), length - k + SKIP, length)
         else:  # each string's own token count; the same skip of its first tokens
-            correct, logprob = score_positions(ctx, np.stack([w.tokens for w in windows]), [
-                np.arange(length - len(w.string) + min(SKIP, len(w.string) - 1), length) for w in windows])
+            correct, logprob = score_positions(
+                ctx,
+                np.stack([w.tokens for w in windows]),
+                [np.arange(length - len(w.string) + min(SKIP, len(w.string) - 1), length) for w in windows],
+            )
             loss = [-lp for lp in logprob]
         per = [float(np.mean(c)) for c in correct]
         cells = []
         for i, d in enumerate(ds):
-            m, lo, hi = mean_interval(per[i * t:(i + 1) * t])
-            cells.append({"distance": d, "trials": t, "accuracy": m, "accuracy_ci": [lo, hi],
-                          "loss": float(np.mean(np.concatenate(list(loss[i * t:(i + 1) * t]))))})
+            m, lo, hi = mean_interval(per[i * t : (i + 1) * t])
+            cells.append(
+                {
+                    "distance": d,
+                    "trials": t,
+                    "accuracy": m,
+                    "accuracy_ci": [lo, hi],
+                    "loss": float(np.mean(np.concatenate(list(loss[i * t : (i + 1) * t])))),
+                }
+            )
         acc, lo, hi = mean_interval(per)
-        return {"status": "ok", "reason": None,
-                "metrics": {"copy_acc": acc, "copy_range": copy_range(cells),
-                            "copy_loss": float(np.mean(np.concatenate(list(loss))))},
-                "intervals": {"copy_acc": [lo, hi]},
-                "details": {"tokens": "bytes" if encode is None else type(ctx.tokenizer).__name__,
-                            "string_length": k, "trials": t, "cells": cells}}
+        return {
+            "status": "ok",
+            "reason": None,
+            "metrics": {
+                "copy_acc": acc,
+                "copy_range": copy_range(cells),
+                "copy_loss": float(np.mean(np.concatenate(list(loss)))),
+            },
+            "intervals": {"copy_acc": [lo, hi]},
+            "details": {
+                "tokens": "bytes" if encode is None else type(ctx.tokenizer).__name__,
+                "string_length": k,
+                "trials": t,
+                "cells": cells,
+            },
+        }
 
     def outputs(self, df, root, suffix: str = "") -> list:
         """copy_by_distance.md: accuracy by distance (columns) for each row label and length."""
@@ -123,14 +149,18 @@ class CopyTask(Task):
             for c in det["cells"]:
                 acc.setdefault((lab, int(L)), {}).setdefault(c["distance"], []).append(c["accuracy"])
         ds = sorted({d for v in acc.values() for d in v})
-        lines = ["Copy accuracy by distance (per-byte, mean over seeds); rows: label at window length.", "",
-                 "| label | length | " + " | ".join(str(d) for d in ds) + " | copy range |",
-                 "|---|---|" + "---|" * (len(ds) + 1)]
+        lines = [
+            "Copy accuracy by distance (per-byte, mean over seeds); rows: label at window length.",
+            "",
+            "| label | length | " + " | ".join(str(d) for d in ds) + " | copy range |",
+            "|---|---|" + "---|" * (len(ds) + 1),
+        ]
         for (lab, L), by in sorted(acc.items()):
             means = {d: sum(v) / len(v) for d, v in by.items()}
             rng = max([d for d, m in means.items() if m >= 0.5], default=0)
-            lines.append(f"| {lab} | {L} | " + " | ".join(f"{means[d]:.2f}" if d in means else "" for d in ds)
-                         + f" | {rng} |")
+            lines.append(
+                f"| {lab} | {L} | " + " | ".join(f"{means[d]:.2f}" if d in means else "" for d in ds) + f" | {rng} |"
+            )
         path = root / f"copy_by_distance{suffix}.md"
         atomic_write_text(path, "\n".join(lines) + "\n")
         return [path]

@@ -5,6 +5,7 @@ per digit among the ten (ties split): ``mqar_acc`` the fraction of values exactl
 the mean loss per value byte. Pairs, queries and length are options, so a model trained at one setting is tested at
 others (training documents: ``train.needle_kinds: {mqar: W}``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,8 +23,13 @@ class MqarTask(Task):
     name = "mqar"
     description = "multi-query associative recall: key=value pairs, then queries of the keys at spread-out gaps"
     metrics = (
-        Metric("mqar_acc", "mqar", True, f"mqar: fraction of queried values exactly right (chance 10^-{MQAR_VALUE})",
-               threshold=0.5),
+        Metric(
+            "mqar_acc",
+            "mqar",
+            True,
+            f"mqar: fraction of queried values exactly right (chance 10^-{MQAR_VALUE})",
+            threshold=0.5,
+        ),
         Metric("mqar_loss", "mqar", False, "mqar: mean loss per value byte of the queries (nats)", 3),
     )
     fields = {
@@ -41,14 +47,17 @@ class MqarTask(Task):
         check_int(options, "mqar", "trials")
         pairs, queries = check_int(options, "mqar", "pairs"), check_int(options, "mqar", "queries")
         if queries > pairs:
-            raise UsageError(f"mqar.queries ({queries}) must be at most mqar.pairs ({pairs}): each query asks a "
-                             "different key")
+            raise UsageError(
+                f"mqar.queries ({queries}) must be at most mqar.pairs ({pairs}): each query asks a different key"
+            )
         short = [L for L in lengths if mqar_need(pairs, queries) > L]
         if short:
             fit = max([p for p in range(1, pairs + 1) if mqar_need(p, min(p, queries)) <= min(lengths)], default=0)
-            raise UsageError(f"mqar with {pairs} pairs and {queries} queries needs windows of at least "
-                             f"{mqar_need(pairs, queries)} tokens; got lengths {short}"
-                             + (f" (at {min(lengths)} tokens at most {fit} pairs fit)" if fit else ""))
+            raise UsageError(
+                f"mqar with {pairs} pairs and {queries} queries needs windows of at least "
+                f"{mqar_need(pairs, queries)} tokens; got lengths {short}"
+                + (f" (at {min(lengths)} tokens at most {fit} pairs fit)" if fit else "")
+            )
         if options["haystack"] == "corpus" and max(lengths) > n_tokens:
             raise UsageError(f"mqar.haystack=corpus needs an evaluation split of at least {max(lengths)} tokens")
 
@@ -66,11 +75,18 @@ class MqarTask(Task):
         for j in range(o["queries"]):
             qm, qlo, qhi = mean_interval([e[j] for e in exact])
             by_query.append({"query": j, "accuracy": qm, "accuracy_ci": [qlo, qhi]})
-        return {"status": "ok", "reason": None,
-                "metrics": {"mqar_acc": m, "mqar_loss": float(np.mean(loss))},
-                "intervals": {"mqar_acc": [lo, hi]},
-                "details": {"haystack": o["haystack"], "trials": o["trials"],
-                            "options": {"pairs": o["pairs"], "queries": o["queries"]}, "by_query": by_query}}
+        return {
+            "status": "ok",
+            "reason": None,
+            "metrics": {"mqar_acc": m, "mqar_loss": float(np.mean(loss))},
+            "intervals": {"mqar_acc": [lo, hi]},
+            "details": {
+                "haystack": o["haystack"],
+                "trials": o["trials"],
+                "options": {"pairs": o["pairs"], "queries": o["queries"]},
+                "by_query": by_query,
+            },
+        }
 
 
 register_task(MqarTask())

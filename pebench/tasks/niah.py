@@ -11,6 +11,7 @@ Teacher-forced values are scored per digit among the ten digits (ties split, so 
 value). The asked needle (multivalue: the first value; multiquery: the first asked key) sits at each depth, the
 others at random depths. Prompts from the evaluation stream (seed, length, variant, depth), never training's.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,8 +20,18 @@ from ..data.needles import EVAL
 from ..data.ruler import NIAH_VARIANTS, niah_form, niah_need, niah_prompt
 from ..errors import UsageError
 from ..parsing import parse_list
-from .base import (Metric, Task, answer_scores, check_choice, check_int, mean_interval, parse_floats, ranking_scores,
-                   register_task, wilson)
+from .base import (
+    Metric,
+    Task,
+    answer_scores,
+    check_choice,
+    check_int,
+    mean_interval,
+    parse_floats,
+    ranking_scores,
+    register_task,
+    wilson,
+)
 
 DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
 HAYSTACKS, FORMS = ("filler", "corpus"), ("auto", "standard", "compact")
@@ -36,8 +47,12 @@ def variants(options: dict) -> list[str]:
 
 def cell_prompts(variant: str, length: int, depth_index: int, depth: float, o: dict, seed: int, haystack=None):
     rng = np.random.default_rng([seed, EVAL, 3, length, NIAH_VARIANTS.index(variant), depth_index])
-    return [niah_prompt(rng, variant, length, depth, o["form"], o["keys"], o["values"], o["queries"],
-                        o["distractors"], haystack) for _ in range(o["trials"])]
+    return [
+        niah_prompt(
+            rng, variant, length, depth, o["form"], o["keys"], o["values"], o["queries"], o["distractors"], haystack
+        )
+        for _ in range(o["trials"])
+    ]
 
 
 def summarize(scores: list[list[float]], one_answer: bool) -> tuple[float, list[float]]:
@@ -52,12 +67,19 @@ def summarize(scores: list[list[float]], one_answer: bool) -> tuple[float, list[
 class NiahTask(Task):
     name = "niah"
     description = "RULER needle in a haystack: single, multikey, multivalue, multiquery; by length and depth"
-    metrics = tuple(Metric(f"niah_{v}", "niah", True, d, threshold=0.5) for v, d in (
-        ("single", "niah single: fraction of prompts whose value is exact (chance 10^-digits)"),
-        ("multikey", "niah multikey: exact value of the asked key among `keys` needles (chance 10^-digits)"),
-        ("multivalue", "niah multivalue: recall of the key's values, each ranked against `distractors` random "
-                       "values (chance 1/(1 + distractors))"),
-        ("multiquery", "niah multiquery: fraction of the asked keys' values that are exact (chance 10^-digits)")))
+    metrics = tuple(
+        Metric(f"niah_{v}", "niah", True, d, threshold=0.5)
+        for v, d in (
+            ("single", "niah single: fraction of prompts whose value is exact (chance 10^-digits)"),
+            ("multikey", "niah multikey: exact value of the asked key among `keys` needles (chance 10^-digits)"),
+            (
+                "multivalue",
+                "niah multivalue: recall of the key's values, each ranked against `distractors` random "
+                "values (chance 1/(1 + distractors))",
+            ),
+            ("multiquery", "niah multiquery: fraction of the asked keys' values that are exact (chance 10^-digits)"),
+        )
+    )
     fields = {
         "form": "prompt form: standard (RULER's sentences) or compact (the same content in a few bytes)",
         "haystack": "filler (a sentence repeated) or corpus (evaluation-split text)",
@@ -65,8 +87,17 @@ class NiahTask(Task):
         "options": "keys, values, queries, distractors",
         "cells": "per variant and depth: {variant, depth, trials, score, score_ci}",
     }
-    options = {"variants": ",".join(NIAH_VARIANTS), "trials": 20, "depths": "0,0.5,1", "haystack": "filler",
-               "form": "auto", "keys": 4, "values": 4, "queries": 2, "distractors": 3}
+    options = {
+        "variants": ",".join(NIAH_VARIANTS),
+        "trials": 20,
+        "depths": "0,0.5,1",
+        "haystack": "filler",
+        "form": "auto",
+        "keys": 4,
+        "values": 4,
+        "queries": 2,
+        "distractors": 3,
+    }
     headline = "niah_single"
     summary = tuple(f"niah_{v}" for v in NIAH_VARIANTS)
     order = 30
@@ -77,23 +108,29 @@ class NiahTask(Task):
         for k in ("trials", "keys", "values", "queries", "distractors"):
             check_int(options, "niah", k)
         if options["queries"] > options["keys"]:
-            raise UsageError(f"niah.queries ({options['queries']}) must be at most niah.keys ({options['keys']}): "
-                             "only needles present can be asked")
+            raise UsageError(
+                f"niah.queries ({options['queries']}) must be at most niah.keys ({options['keys']}): "
+                "only needles present can be asked"
+            )
         parse_floats(options["depths"], "niah.depths (fractions of the haystack, 0 to 1)", 0.0, 1.0)
         o = options
         for v in variants(options):
             short = [L for L in lengths if niah_form(v, o["form"], L, o["keys"], o["values"], o["queries"]) is None]
             if short:
-                need = niah_need(v, "compact" if o["form"] == "auto" else o["form"], o["keys"], o["values"],
-                                 o["queries"])
-                raise UsageError(f"niah {v} with keys={o['keys']}, values={o['values']}, queries={o['queries']} "
-                                 f"needs windows of at least {need} tokens; got lengths {short}")
+                need = niah_need(
+                    v, "compact" if o["form"] == "auto" else o["form"], o["keys"], o["values"], o["queries"]
+                )
+                raise UsageError(
+                    f"niah {v} with keys={o['keys']}, values={o['values']}, queries={o['queries']} "
+                    f"needs windows of at least {need} tokens; got lengths {short}"
+                )
         if options["haystack"] == "corpus" and max(lengths) > n_tokens:
             raise UsageError(f"niah.haystack=corpus needs an evaluation split of at least {max(lengths)} tokens")
 
     def protocol(self, options, protocol):
-        return f"{options['haystack']}-{options['form']}", {k: options[k] for k in
-                                                            ("trials", "keys", "values", "queries", "distractors")}
+        return f"{options['haystack']}-{options['form']}", {
+            k: options[k] for k in ("trials", "keys", "values", "queries", "distractors")
+        }
 
     def measure(self, ctx, length: int) -> dict:
         o = ctx.options
@@ -109,12 +146,21 @@ class NiahTask(Task):
             metrics[f"niah_{v}"], intervals[f"niah_{v}"] = summarize(scores, one)
             t = o["trials"]
             for i, d in enumerate(depths):
-                s, ci = summarize(scores[i * t:(i + 1) * t], one)
+                s, ci = summarize(scores[i * t : (i + 1) * t], one)
                 cells.append({"variant": v, "depth": d, "trials": t, "score": s, "score_ci": ci})
-        return {"status": "ok", "reason": None, "metrics": metrics, "intervals": intervals,
-                "details": {"form": "/".join(sorted(forms)), "haystack": o["haystack"], "trials": o["trials"],
-                            "options": {k: o[k] for k in ("keys", "values", "queries", "distractors")},
-                            "cells": cells}}
+        return {
+            "status": "ok",
+            "reason": None,
+            "metrics": metrics,
+            "intervals": intervals,
+            "details": {
+                "form": "/".join(sorted(forms)),
+                "haystack": o["haystack"],
+                "trials": o["trials"],
+                "options": {k: o[k] for k in ("keys", "values", "queries", "distractors")},
+                "cells": cells,
+            },
+        }
 
 
 register_task(NiahTask())

@@ -3,10 +3,12 @@
 Each window is exactly L tokens: [task sentence] haystack with the needle "The pass key is NNNNN. Remember it.
 NNNNN is the pass key." at a depth, then "What is the pass key? The pass key is NNNNN". The five key digits are
 scored teacher-forced: per digit, whether the model ranks the right digit first among the ten (ties split, so
-chance is exactly 10%), and exact match of all five. Where the standard template leaves less than half the window to the haystack (the task
-sentence alone is ~150 bytes), the compact form (needle and question only) is used; the record says which.
+chance is exactly 10%), and exact match of all five. Where the standard template leaves less than half the window
+to the haystack (the task sentence alone is ~150 bytes), the compact form (needle and question only) is used; the
+record says which.
 Keys come from the evaluation stream (seed, length, depth, trial), never from training's.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,9 +33,12 @@ def prompts(length: int, depth_index: int, depth: float, trials: int, seed: int,
         hay = None
         if haystack is not None:
             start = int(rng.integers(0, len(haystack) - room + 1))
-            hay = np.asarray(haystack[start:start + room])
-        out.append(passkey_window(length, depth, key, hay) if encode is None else
-                   token_passkey(encode, length, depth, key, hay))
+            hay = np.asarray(haystack[start : start + room])
+        out.append(
+            passkey_window(length, depth, key, hay)
+            if encode is None
+            else token_passkey(encode, length, depth, key, hay)
+        )
     return out
 
 
@@ -50,14 +55,19 @@ class PasskeyTask(Task):
     name = "passkey"
     description = "passkey retrieval: 5-digit key in a haystack, teacher-forced, by length and depth"
     metrics = (
-        Metric("passkey_exact", "passkey", True, "passkey: fraction of prompts with all 5 key digits right",
-               threshold=0.5),
-        Metric("passkey_digit", "passkey", True, "passkey: per-digit accuracy (right digit ranked first of ten; "
-                                                 "chance 0.1)"),
+        Metric(
+            "passkey_exact", "passkey", True, "passkey: fraction of prompts with all 5 key digits right", threshold=0.5
+        ),
+        Metric(
+            "passkey_digit",
+            "passkey",
+            True,
+            "passkey: per-digit accuracy (right digit ranked first of ten; chance 0.1)",
+        ),
     )
     fields = {
         "tokens": "bytes (pebench's models: a digit a token) or the outside model's tokenizer (--hf: the pieces are "
-                  "tokenized on their own, and passkey_digit is the accuracy per answer token)",
+        "tokenized on their own, and passkey_digit is the accuracy per answer token)",
         "form": "passkey template: standard (task sentence, filler, needle, question) or compact (no task sentence)",
         "haystack": "filler (the standard sentence repeated) or corpus (evaluation-split text)",
         "trials": "prompts per depth",
@@ -89,18 +99,29 @@ class PasskeyTask(Task):
         t, encode = ctx.options["trials"], encoder(ctx)
         windows = [w for i, d in enumerate(depths) for w in prompts(length, i, d, t, ctx.seed, hay, encode)]
         # the key's digits among the ten for bytes; an outside tokenizer's answer tokens among its whole vocabulary
-        correct, _ = score_positions(ctx, np.stack([w.tokens for w in windows]),
-                                     [np.arange(length - w.answer, length) for w in windows],
-                                     DIGITS if encode is None else None)
-        cells = [{"depth": d, **score(correct[i * t:(i + 1) * t])} for i, d in enumerate(depths)]
+        correct, _ = score_positions(
+            ctx,
+            np.stack([w.tokens for w in windows]),
+            [np.arange(length - w.answer, length) for w in windows],
+            DIGITS if encode is None else None,
+        )
+        cells = [{"depth": d, **score(correct[i * t : (i + 1) * t])} for i, d in enumerate(depths)]
         total = score(correct)
-        return {"status": "ok", "reason": None,
-                "metrics": {"passkey_exact": total["exact"], "passkey_digit": total["digit"]},
-                "intervals": {"passkey_exact": total["exact_ci"], "passkey_digit": total["digit_ci"]},
-                "details": {"tokens": "bytes" if ctx.tokenizer is None else type(ctx.tokenizer).__name__,
-                            "form": windows[0].form, "haystack": ctx.options["haystack"], "trials": t,
-                            "cells": [{k: c[k] for k in ("depth", "trials", "exact", "exact_ci", "digit", "digit_ci")}
-                                      for c in cells]}}
+        return {
+            "status": "ok",
+            "reason": None,
+            "metrics": {"passkey_exact": total["exact"], "passkey_digit": total["digit"]},
+            "intervals": {"passkey_exact": total["exact_ci"], "passkey_digit": total["digit_ci"]},
+            "details": {
+                "tokens": "bytes" if ctx.tokenizer is None else type(ctx.tokenizer).__name__,
+                "form": windows[0].form,
+                "haystack": ctx.options["haystack"],
+                "trials": t,
+                "cells": [
+                    {k: c[k] for k in ("depth", "trials", "exact", "exact_ci", "digit", "digit_ci")} for c in cells
+                ],
+            },
+        }
 
     def outputs(self, df, root, suffix: str = "") -> list:
         """A heatmap per row label: exact match by depth (rows) and length (columns), the needle-in-a-haystack

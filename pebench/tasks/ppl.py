@@ -5,6 +5,7 @@ A target token i is *far* when the n bytes before it (tokens i-n .. i-1) occurre
 most recent earlier occurrence ends more than T tokens before i-1 (T = the training context): a model that sees
 only the last T tokens cannot copy its continuation, one that reads far enough back can.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,10 +48,17 @@ class PplTask(Task):
     description = "perplexity over the evaluation stream; ppl_far over the tokens only far context predicts"
     metrics = (
         Metric("ppl", "ppl", False, "perplexity: exp(mean cross-entropy per scored token)"),
-        Metric("ppl_far", "ppl", False, "perplexity over the far tokens (preceding n bytes last seen > T tokens "
-                                        "earlier)"),
-        Metric("bpb", "ppl", False, "bits per byte: summed loss over the UTF-8 bytes the scored tokens cover, / ln 2 "
-                                    "(= loss / ln 2 for the byte tokenizer); compares across tokenizers", 3),
+        Metric(
+            "ppl_far", "ppl", False, "perplexity over the far tokens (preceding n bytes last seen > T tokens earlier)"
+        ),
+        Metric(
+            "bpb",
+            "ppl",
+            False,
+            "bits per byte: summed loss over the UTF-8 bytes the scored tokens cover, / ln 2 "
+            "(= loss / ln 2 for the byte tokenizer); compares across tokenizers",
+            3,
+        ),
         Metric("loss", "ppl", False, "mean cross-entropy per scored token (nats)", 3),
     )
     derived = (Metric("ratio", "ppl", False, "ppl / ppl at 1x of the same run", 3, derived=True),)
@@ -87,27 +95,49 @@ class PplTask(Task):
     def measure(self, ctx, length: int) -> dict:
         from ..scoring import score_stream
 
-        out = score_stream(ctx.model, ctx.stream, length, ctx.protocol, ctx.cfg.eval.batch_tokens, ctx.dev,
-                           ctx.max_length, ctx.progress, ctx.title, far=ctx.state["far"], nbytes=ctx.token_bytes)
+        out = score_stream(
+            ctx.model,
+            ctx.stream,
+            length,
+            ctx.protocol,
+            ctx.cfg.eval.batch_tokens,
+            ctx.dev,
+            ctx.max_length,
+            ctx.progress,
+            ctx.title,
+            far=ctx.state["far"],
+            nbytes=ctx.token_bytes,
+        )
         loss, far = out["loss"], out.pop("far")
         # bits per byte: the scored tokens' summed loss over the UTF-8 bytes they cover (lm-evaluation-harness's
         # unit); for pebench's byte tokenizer every token is one byte, so it is loss / ln 2
         per_byte = loss * out["tokens_scored"] / out.pop("bytes_scored") if ctx.token_bytes is not None else loss
-        metrics = {"ppl": math.exp(loss), "ppl_far": math.exp(far["loss"]) if far["tokens"] else None,
-                   "bpb": per_byte / math.log(2), "loss": loss}
-        details = {**out, "far_tokens": far["tokens"], "far_n": ctx.options["far_n"],
-                   "far_distance": ctx.cfg.model.context}
+        metrics = {
+            "ppl": math.exp(loss),
+            "ppl_far": math.exp(far["loss"]) if far["tokens"] else None,
+            "bpb": per_byte / math.log(2),
+            "loss": loss,
+        }
+        details = {
+            **out,
+            "far_tokens": far["tokens"],
+            "far_n": ctx.options["far_n"],
+            "far_distance": ctx.cfg.model.context,
+        }
         details.pop("loss")
         return {"status": "ok", "reason": None, "metrics": metrics, "intervals": {}, "details": details}
-
 
     def derive(self, df, name: str):
         """``ratio``: ppl / ppl at 1x of the same run."""
         import pandas as pd
 
         one = df[(df["length"] == df["train_context"]) & (df["status"] == "ok")].set_index("run")["ppl"]
-        return df.assign(ratio=[p / one[r] if r in one.index and p is not None and not pd.isna(p) else None
-                                for r, p in zip(df["run"], df["ppl"])])
+        return df.assign(
+            ratio=[
+                p / one[r] if r in one.index and p is not None and not pd.isna(p) else None
+                for r, p in zip(df["run"], df["ppl"])
+            ]
+        )
 
     def plots(self, table, df, root, suffix: str = "") -> list:
         """Loss by token position at the longest length; with the main report, the learning curves."""
@@ -130,8 +160,14 @@ def plot_position(t, df, path: Path) -> Optional[Path]:
     L = t.lengths[-1]
     if t.task != "ppl":
         return None
-    sel = df[(df["task"] == "ppl") & (df["protocol"] == t.protocol) & (df["status"] == "ok") & (df["length"] == L) & df["label"].isin(t.rows)
-             & (df["split"] == t.split)]
+    sel = df[
+        (df["task"] == "ppl")
+        & (df["protocol"] == t.protocol)
+        & (df["status"] == "ok")
+        & (df["length"] == L)
+        & df["label"].isin(t.rows)
+        & (df["split"] == t.split)
+    ]
     if sel.empty or not any(sel["position_buckets"]):
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -146,8 +182,9 @@ def plot_position(t, df, path: Path) -> Optional[Path]:
         st = style_for(lab)
         ax.plot(xs, [m for m, _ in stats], label=lab, **{**st.kwargs(), "marker": "."})
         if any(c > 0 for _, c in stats):
-            ax.fill_between(xs, [m - c for m, c in stats], [m + c for m, c in stats], color=st.color, alpha=0.15,
-                            linewidth=0)
+            ax.fill_between(
+                xs, [m - c for m, c in stats], [m + c for m, c in stats], color=st.color, alpha=0.15, linewidth=0
+            )
     ax.axvline(int(sel["train_context"].iloc[0]), label="training context", **CONTEXT_LINE)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("context length of the scored token (bucket end)")
@@ -160,8 +197,19 @@ def curves_frame(results):
     """Learning curves, one row per (run, step, length): ppl against training tokens."""
     import pandas as pd
 
-    rows = [{"run": c["run"], "scheme": c["scheme"], "seed": c["seed"], "step": c["step"], "tokens": c["tokens"],
-             "length": int(L), "ppl": p} for c in results.learning_curves() for L, p in c["curve"].items()]
+    rows = [
+        {
+            "run": c["run"],
+            "scheme": c["scheme"],
+            "seed": c["seed"],
+            "step": c["step"],
+            "tokens": c["tokens"],
+            "length": int(L),
+            "ppl": p,
+        }
+        for c in results.learning_curves()
+        for L, p in c["curve"].items()
+    ]
     return pd.DataFrame(rows, columns=["run", "scheme", "seed", "step", "tokens", "length", "ppl"])
 
 
@@ -183,8 +231,14 @@ def plot_curves(cf, path: Path) -> Path:
             st = style_for(scheme)
             ax.plot(g.index, [m for m, _ in stats], label=scheme, **{**st.kwargs(), "marker": "."})
             if any(c > 0 for _, c in stats):
-                ax.fill_between(g.index, [m - c for m, c in stats], [m + c for m, c in stats], color=st.color,
-                                alpha=0.15, linewidth=0)
+                ax.fill_between(
+                    g.index,
+                    [m - c for m, c in stats],
+                    [m + c for m, c in stats],
+                    color=st.color,
+                    alpha=0.15,
+                    linewidth=0,
+                )
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.yaxis.set_minor_formatter(ScalarFormatter())
@@ -196,7 +250,4 @@ def plot_curves(cf, path: Path) -> Path:
     return save_png(fig, path)
 
 
-
-
 register_task(PplTask())
-

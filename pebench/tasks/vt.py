@@ -5,6 +5,7 @@ Every name of that chain holds the value: each is put in the answer slot and ran
 other chains' names (order-free recall; chance 1/(1 + the other chains' names)). ``vt_direct`` is the recall of the
 name assigned the value itself, the rest need one or more hops; ``details.hops`` has the recall by hop.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,14 @@ class VariableTrackingTask(Task):
     name = "vt"
     description = "variable tracking: which names hold a value through chains of assignments (ranked recall)"
     metrics = (
-        Metric("vt_recall", "vt", True, "vt: recall of the names holding the asked value, each ranked against the "
-                                        "other chains' names (chance 1/(1 + (chains - 1) (hops + 1)))", threshold=0.5),
+        Metric(
+            "vt_recall",
+            "vt",
+            True,
+            "vt: recall of the names holding the asked value, each ranked against the "
+            "other chains' names (chance 1/(1 + (chains - 1) (hops + 1)))",
+            threshold=0.5,
+        ),
         Metric("vt_direct", "vt", True, "vt: the same for the name assigned the value directly (no hop)"),
     )
     fields = {
@@ -44,10 +51,15 @@ class VariableTrackingTask(Task):
         check_int(options, "vt", "hops")
         short = [L for L in lengths if vt_form(options["form"], L, options["chains"], options["hops"]) is None]
         if short:
-            need = fixed_bytes(*vt_layout("compact" if options["form"] == "auto" else options["form"],
-                                          options["chains"], options["hops"]))
-            raise UsageError(f"vt with {options['chains']} chains of {options['hops']} hops needs windows of at least "
-                             f"{need} tokens; got lengths {short}")
+            need = fixed_bytes(
+                *vt_layout(
+                    "compact" if options["form"] == "auto" else options["form"], options["chains"], options["hops"]
+                )
+            )
+            raise UsageError(
+                f"vt with {options['chains']} chains of {options['hops']} hops needs windows of at least "
+                f"{need} tokens; got lengths {short}"
+            )
         if options["haystack"] == "corpus" and max(lengths) > n_tokens:
             raise UsageError(f"vt.haystack=corpus needs an evaluation split of at least {max(lengths)} tokens")
 
@@ -65,11 +77,19 @@ class VariableTrackingTask(Task):
         for h in range(o["hops"] + 1):
             hm, hlo, hhi = mean_interval([s[h] for s in scores])
             by_hop.append({"hop": h, "recall": hm, "recall_ci": [hlo, hhi]})
-        return {"status": "ok", "reason": None,
-                "metrics": {"vt_recall": m, "vt_direct": by_hop[0]["recall"]},
-                "intervals": {"vt_recall": [lo, hi], "vt_direct": by_hop[0]["recall_ci"]},
-                "details": {"form": prompts[0].form, "haystack": o["haystack"], "trials": o["trials"],
-                            "options": {"chains": o["chains"], "hops": o["hops"]}, "hops": by_hop}}
+        return {
+            "status": "ok",
+            "reason": None,
+            "metrics": {"vt_recall": m, "vt_direct": by_hop[0]["recall"]},
+            "intervals": {"vt_recall": [lo, hi], "vt_direct": by_hop[0]["recall_ci"]},
+            "details": {
+                "form": prompts[0].form,
+                "haystack": o["haystack"],
+                "trials": o["trials"],
+                "options": {"chains": o["chains"], "hops": o["hops"]},
+                "hops": by_hop,
+            },
+        }
 
 
 register_task(VariableTrackingTask())

@@ -1,15 +1,16 @@
 """End to end through the CLI on a very small config, and every bad input gets one line."""
+
 import json
 
 import pandas as pd
 import pytest
 import yaml
+
+from pebench.cli import app
 from support import invoke as _invoke  # noqa: F401
 from support import micro, runner, write_micro
 
-from pebench.cli import app
-
-MICRO = micro(train={'steps': 4, 'log_every': 2})
+MICRO = micro(train={"steps": 4, "log_every": 2})
 
 
 def invoke(*args):
@@ -55,8 +56,19 @@ def test_eval_records_with_provenance_and_undefined(trained):
     by = {(r["scheme"], r["length"]): r for r in recs}
     ok = by[("alibi", 64)]
     assert ok["status"] == "ok" and ok["metrics"]["ppl"] > 1 and ok["details"]["tokens_scored"] == 599
-    for key in ("pebench_version", "torch_version", "device", "seed", "steps", "params", "corpus",
-                "corpus_fingerprint", "config_hash", "wall_s", "git_commit"):
+    for key in (
+        "pebench_version",
+        "torch_version",
+        "device",
+        "seed",
+        "steps",
+        "params",
+        "corpus",
+        "corpus_fingerprint",
+        "config_hash",
+        "wall_s",
+        "git_commit",
+    ):
         assert key in ok["provenance"], key
     und = by[("learned", 64)]
     assert und["status"] == "undefined" and und["metrics"]["ppl"] is None
@@ -160,8 +172,23 @@ def test_help_for_every_command():
 
 def test_run_with_several_tasks_writes_the_context_table_and_needles_name_the_config(tmp_path, micro_config):
     res = tmp_path / "res"
-    r = invoke("run", "--pe", "rope", "--config", micro_config, "--results", res, "--task", "ppl,copy",
-               "--trials", "2", "--lengths", "64,128", "--rope-scaling", "none,yarn")
+    r = invoke(
+        "run",
+        "--pe",
+        "rope",
+        "--config",
+        micro_config,
+        "--results",
+        res,
+        "--task",
+        "ppl,copy",
+        "--trials",
+        "2",
+        "--lengths",
+        "64,128",
+        "--rope-scaling",
+        "none,yarn",
+    )
     assert r.exit_code == 0, r.output
     ctx = (res / "report-context.md").read_text()
     assert "| rope | ppl |" in ctx and "|  | copy_acc |" in ctx and "| rope+yarn | ppl |" in ctx
@@ -180,8 +207,23 @@ def test_run_with_several_tasks_writes_the_context_table_and_needles_name_the_co
 
 def test_suite_context_scores_ppl_with_long_context_and_writes_the_context_table(tmp_path, micro_config):
     res = tmp_path / "ctx"
-    r = invoke("run", "--suite", "context", "--pe", "alibi", "--config", micro_config, "--lengths", "128,256",
-               "--trials", "2", "--max-tokens", "3000", "--results", res)
+    r = invoke(
+        "run",
+        "--suite",
+        "context",
+        "--pe",
+        "alibi",
+        "--config",
+        micro_config,
+        "--lengths",
+        "128,256",
+        "--trials",
+        "2",
+        "--max-tokens",
+        "3000",
+        "--results",
+        res,
+    )
     assert r.exit_code == 0, r.output
     keys = sorted(p.name.split("__")[-2] for p in (res / "records" / "alibi-micro-s0").glob("alibi__*.json"))
     assert keys == ["sliding-s64", "sliding-s64"]  # ppl scored with at least L - 64 tokens of context
@@ -195,14 +237,28 @@ def test_a_retrieval_phase_continues_a_run_with_needles(tmp_path, micro_config):
     assert invoke("train", "--pe", "alibi", "--config", micro_config, "--results", res).exit_code == 0
     over = tmp_path / "dense.yaml"
     over.write_text("train: {needle_kinds: {repeat: 1}, needle_lengths: [4, 8]}\n")
-    r = invoke("train", "--pe", "alibi", "--init-from", "alibi-micro-s0", "--steps", "2", "--needles", "1",
-               "--overlay", over, "--results", res)
+    r = invoke(
+        "train",
+        "--pe",
+        "alibi",
+        "--init-from",
+        "alibi-micro-s0",
+        "--steps",
+        "2",
+        "--needles",
+        "1",
+        "--overlay",
+        over,
+        "--results",
+        res,
+    )
     assert r.exit_code == 0, r.output
     cfg = yaml.safe_load((res / "runs" / "alibi-micro-s0-cont-dense-needles1" / "config.yaml").read_text())
     assert cfg["train"]["needles"] == 1.0 and cfg["train"]["needle_kinds"] == {"repeat": 1}
     assert cfg["run"]["parent"] == "alibi-micro-s0" and cfg["train"]["steps"] == 2
-    r = invoke("train", "--pe", "alibi", "--init-from", "alibi-micro-s0", "--context", "2x", "--needles", "1",
-               "--results", res)
+    r = invoke(
+        "train", "--pe", "alibi", "--init-from", "alibi-micro-s0", "--context", "2x", "--needles", "1", "--results", res
+    )
     assert r.exit_code == 2 and "without --context" in r.output
 
 
@@ -213,8 +269,11 @@ def test_debug_works_anywhere_on_the_line():
 
 
 def test_a_usage_error_is_one_line():
-    for args, msg in ((["eval", "--bogus"], "No such option: --bogus"), (["evall"], "No such command 'evall'"),
-                      (["train", "--steps", "x"], "--steps")):
+    for args, msg in (
+        (["eval", "--bogus"], "No such option: --bogus"),
+        (["evall"], "No such command 'evall'"),
+        (["train", "--steps", "x"], "--steps"),
+    ):
         r = invoke(*args)
         lines = [x for x in r.output.splitlines() if x.strip()]
         assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and msg in lines[0], r.output
@@ -230,8 +289,11 @@ def test_a_continuation_saves_the_rate_it_trained_at(tmp_path):
     r = invoke("train", "--pe", "none", "--init-from", "rope-micro-s0", "--steps", "20", "--results", res)
     assert r.exit_code == 0, r.output
     saved = yaml.safe_load((res / "runs" / "rope-micro-s0-to-none" / "config.yaml").read_text())["train"]
-    logged = [json.loads(x)["lr"] for x in (res / "runs" / "rope-micro-s0-to-none" / "metrics.jsonl").read_text()
-              .splitlines() if '"lr"' in x]
+    logged = [
+        json.loads(x)["lr"]
+        for x in (res / "runs" / "rope-micro-s0-to-none" / "metrics.jsonl").read_text().splitlines()
+        if '"lr"' in x
+    ]
     assert saved["lr"] == 0.01 and saved["lr_by_scheme"] == {}
     assert max(logged) == pytest.approx(saved["lr"])  # the peak of the schedule is the saved rate
 

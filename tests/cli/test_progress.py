@@ -1,4 +1,5 @@
 """Long work says its cost and keeps talking when the output is a log; short work stays quiet."""
+
 import io
 
 from pebench.progress import (
@@ -81,10 +82,10 @@ def test_evaluation_reports_its_real_cost(tmp_path):
     """The cost line counts the windows the protocol really runs, and the updates reach the total."""
     import numpy as np
     import torch
-    from support import tiny_model_config
 
     from pebench.model import DecoderLM
     from pebench.scoring import Protocol, score_stream, windows
+    from support import tiny_model_config
 
     class Record(Progress):
         def __init__(self):
@@ -105,7 +106,14 @@ def test_evaluation_reports_its_real_cost(tmp_path):
     n_windows = len(windows(500, 32, proto)[0])
     rec = Record()
     score_stream(model, stream, 32, proto, 256, torch.device("cpu"), progress=rec, title="rope L=32")
-    assert rec.calls[0] == ("start", ("rope L=32", n_windows * 32, f"{n_windows:,} windows of 32 tokens "
-                                      f"({n_windows * 32:,} token positions)", "tokens"))
+    assert rec.calls[0] == (
+        "start",
+        (
+            "rope L=32",
+            n_windows * 32,
+            f"{n_windows:,} windows of 32 tokens ({n_windows * 32:,} token positions)",
+            "tokens",
+        ),
+    )
     updates = [c[1] for c in rec.calls if c[0] == "update"]
     assert updates == sorted(updates) and updates[-1] == n_windows * 32 and rec.calls[-1] == ("finish",)

@@ -1,4 +1,5 @@
 """Nothing lost, nothing trusted blindly: kill and resume, unsafe checkpoints, divergence, locks."""
+
 import json
 import os
 import signal
@@ -10,18 +11,25 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from support import runner
 
 from pebench.checkpoint import load_checkpoint
 from pebench.cli import app
 from pebench.errors import PebenchError
 from pebench.fsutil import RunLock
+from support import runner
 
 SLOW = {
     "name": "slow",
     "model": {"d_model": 64, "n_layers": 2, "n_heads": 2, "d_mlp": 128, "context": 32},
-    "train": {"steps": 40, "batch_size": 16, "lr": 0.003, "warmup": 2, "log_every": 1, "checkpoint_every": 4,
-              "data": "sotu"},
+    "train": {
+        "steps": 40,
+        "batch_size": 16,
+        "lr": 0.003,
+        "warmup": 2,
+        "log_every": 1,
+        "checkpoint_every": 4,
+        "data": "sotu",
+    },
     "eval": {"multiples": [1], "max_tokens": 400, "batch_tokens": 256},
 }
 
@@ -103,7 +111,6 @@ def test_interrupt_saves_the_current_step_and_resumes_bitwise(tmp_path, slow_cfg
     _resume_matches(res, slow_cfg, "stopped", straight)
 
 
-
 class Evil:
     def __reduce__(self):
         return (Path.write_text, (Path(os.environ["PEBENCH_MARKER"]), "pwned"))
@@ -148,8 +155,9 @@ def test_truncated_checkpoint_names_the_file(tmp_path):
 
 def test_incompatible_checkpoint_names_the_difference(tmp_path, slow_cfg):
     res = tmp_path / "res"
-    r = runner.invoke(app, ["train", "--pe", "rope", "--config", str(slow_cfg), "--steps", "4", "--results",
-                            str(res), "--name", "x"])
+    r = runner.invoke(
+        app, ["train", "--pe", "rope", "--config", str(slow_cfg), "--steps", "4", "--results", str(res), "--name", "x"]
+    )
     assert r.exit_code == 0, r.output
     cfg = yaml.safe_load((res / "runs" / "x" / "config.yaml").read_text())
     cfg["model"]["d_model"] = 32
@@ -194,14 +202,38 @@ def test_lock_refuses_a_live_owner_and_takes_over_a_dead_one(tmp_path):
 def test_two_trainings_of_one_run_refuse_each_other(tmp_path, slow_cfg):
     res = tmp_path / "res"
     # far more steps than the second process needs to start, even on a loaded machine (it is killed below)
-    p = cli("train", "--pe", "alibi", "--config", slow_cfg, "--steps", "100000", "--results", res, "--name", "same",
-            wait=False)
+    p = cli(
+        "train",
+        "--pe",
+        "alibi",
+        "--config",
+        slow_cfg,
+        "--steps",
+        "100000",
+        "--results",
+        res,
+        "--name",
+        "same",
+        wait=False,
+    )
     lock = res / "runs" / "same" / ".lock"
     deadline = time.time() + 120
     while not lock.exists() and time.time() < deadline:
         time.sleep(0.05)
-    r = cli("train", "--pe", "alibi", "--config", slow_cfg, "--steps", "100000", "--results", res, "--name", "same",
-            "--resume")
+    r = cli(
+        "train",
+        "--pe",
+        "alibi",
+        "--config",
+        slow_cfg,
+        "--steps",
+        "100000",
+        "--results",
+        res,
+        "--name",
+        "same",
+        "--resume",
+    )
     p.kill()
     p.wait()
     assert r.returncode == 1 and "locked by running process" in r.stderr

@@ -1,5 +1,6 @@
 """Findings as code: packed records, claims decided by their rule, generated docs, the HTML page, the comparison
 with the committed reference, and the committed results themselves (every claim holds, the docs are current)."""
+
 import gzip
 import json
 import math
@@ -10,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pebench.errors import UsageError
 from pebench.findings import claims as cl
 from pebench.findings.docs import regenerate, render
-from pebench.errors import UsageError
 from pebench.findings.html import write_html
 from pebench.findings.reference import compare_runs, prediction_interval
 from pebench.findings.report import records_frame
@@ -24,17 +25,38 @@ REFERENCE = REPO / "results" / "reference"
 
 
 def record(label, seed, length, ppl, split="validation", ctx=128):
-    return {"schema": SCHEMA_VERSION, "task": "ppl", "task_version": 1, "run": f"{label}-s{seed}", "scheme": label,
-            "variant": "none", "label": label, "seed": seed, "protocol": "nonoverlap", "protocol_params": {},
-            "length": length, "train_context": ctx, "multiple": length / ctx, "status": "ok", "reason": None,
-            "metrics": {"ppl": ppl, "ppl_far": None, "bpb": math.log2(ppl), "loss": math.log(ppl)},
-            "intervals": {}, "details": {}, "provenance": {"git_commit": "abc", "config_hash": "h", "seed": seed},
-            "created": "2026-11-30T00:00:00+00:00", "split": split}
+    return {
+        "schema": SCHEMA_VERSION,
+        "task": "ppl",
+        "task_version": 1,
+        "run": f"{label}-s{seed}",
+        "scheme": label,
+        "variant": "none",
+        "label": label,
+        "seed": seed,
+        "protocol": "nonoverlap",
+        "protocol_params": {},
+        "length": length,
+        "train_context": ctx,
+        "multiple": length / ctx,
+        "status": "ok",
+        "reason": None,
+        "metrics": {"ppl": ppl, "ppl_far": None, "bpb": math.log2(ppl), "loss": math.log(ppl)},
+        "intervals": {},
+        "details": {},
+        "provenance": {"git_commit": "abc", "config_hash": "h", "seed": seed},
+        "created": "2026-11-30T00:00:00+00:00",
+        "split": split,
+    }
 
 
 # Two schemes, three seeds: "flat" at 4.0 (+-0.1 by seed), "breaks" 4.0 at 1x and 9.0 (+-1) at 16x.
-VALUES = {("flat", 128): [3.9, 4.0, 4.1], ("flat", 2048): [4.0, 4.1, 3.9],
-          ("breaks", 128): [3.5, 3.6, 3.7], ("breaks", 2048): [8.0, 9.0, 10.0]}
+VALUES = {
+    ("flat", 128): [3.9, 4.0, 4.1],
+    ("flat", 2048): [4.0, 4.1, 3.9],
+    ("breaks", 128): [3.5, 3.6, 3.7],
+    ("breaks", 2048): [8.0, 9.0, 10.0],
+}
 
 
 @pytest.fixture
@@ -53,8 +75,15 @@ def write_claims(root: Path, claims: list, defaults=None) -> Path:
 
 
 def claim(id_, rel, rule, a, b=None, **kw):
-    return {"id": id_, "text": f"{id_} (one seed)" if rule == "one-seed" else id_, "relation": rel, "rule": rule,
-            "a": a, **({"b": b} if b is not None else {}), **kw}
+    return {
+        "id": id_,
+        "text": f"{id_} (one seed)" if rule == "one-seed" else id_,
+        "relation": rel,
+        "rule": rule,
+        "a": a,
+        **({"b": b} if b is not None else {}),
+        **kw,
+    }
 
 
 def test_pack_round_trip_is_byte_reproducible_and_loose_records_win(rset, tmp_path):
@@ -69,7 +98,10 @@ def test_pack_round_trip_is_byte_reproducible_and_loose_records_win(rset, tmp_pa
     # a loose record of the same measurement replaces the packed one (never counted twice)
     ResultsDir(dest).write_record(record("flat", 0, 128, 5.5))
     again = records_frame(ResultsDir(dest))
-    assert len(again) == 12 and again[(again.label == "flat") & (again.seed == 0) & (again.length == 128)].ppl.item() == 5.5
+    assert (
+        len(again) == 12
+        and again[(again.label == "flat") & (again.seed == 0) & (again.length == 128)].ppl.item() == 5.5
+    )
 
 
 def test_damaged_pack_is_named_not_fatal(tmp_path):
@@ -83,21 +115,24 @@ def test_damaged_pack_is_named_not_fatal(tmp_path):
 
 def test_rules_decide_from_the_numbers(rset):
     root = rset.root
-    write_claims(root, [
-        claim("breaks-up", "higher", "intervals", {"label": "breaks", "length": "16x"}, {"length": "1x"}),
-        claim("breaks-up-paired", "higher", "paired", {"label": "breaks", "length": "16x"}, {"length": "1x"}),
-        claim("flat-flat", "flat", "ratio", {"label": "flat", "length": "16x"}, {"length": "1x"}, within=1.05),
-        claim("flat-lower-1x-wrong", "lower", "intervals", {"label": "flat", "length": "1x"}, {"label": "breaks"}),
-        claim("overlap-16x", "overlap", "intervals", {"label": "flat", "length": 2048}, {"label": "breaks"}),
-        claim("breaks-1x-lower-paired", "lower", "paired", {"label": "breaks", "length": "1x"}, {"label": "flat"}),
-        claim("above", "above", "intervals", {"label": "breaks", "length": "16x"}, value=5),
-        claim("one", "lower", "one-seed", {"label": "breaks", "length": "1x", "seeds": 0}, {"label": "flat"}),
-    ])
+    write_claims(
+        root,
+        [
+            claim("breaks-up", "higher", "intervals", {"label": "breaks", "length": "16x"}, {"length": "1x"}),
+            claim("breaks-up-paired", "higher", "paired", {"label": "breaks", "length": "16x"}, {"length": "1x"}),
+            claim("flat-flat", "flat", "ratio", {"label": "flat", "length": "16x"}, {"length": "1x"}, within=1.05),
+            claim("flat-lower-1x-wrong", "lower", "intervals", {"label": "flat", "length": "1x"}, {"label": "breaks"}),
+            claim("overlap-16x", "overlap", "intervals", {"label": "flat", "length": 2048}, {"label": "breaks"}),
+            claim("breaks-1x-lower-paired", "lower", "paired", {"label": "breaks", "length": "1x"}, {"label": "flat"}),
+            claim("above", "above", "intervals", {"label": "breaks", "length": "16x"}, value=5),
+            claim("one", "lower", "one-seed", {"label": "breaks", "length": "1x", "seeds": 0}, {"label": "flat"}),
+        ],
+    )
     got = {v.id: v.held for v in cl.check_set(root)}
     # breaks 16x: 9 +- 2.48 against 3.6 +- 0.25: disjoint; paired differences 4.5, 5.4, 6.3: excludes 0
     assert got["breaks-up"] and got["breaks-up-paired"] and got["flat-flat"] and got["above"] and got["one"]
-    assert not got["flat-lower-1x-wrong"]   # flat's 1x (4.0) is above breaks' 1x (3.6)
-    assert not got["overlap-16x"]           # 4.0 +- 0.25 and 9 +- 2.48 do not overlap
+    assert not got["flat-lower-1x-wrong"]  # flat's 1x (4.0) is above breaks' 1x (3.6)
+    assert not got["overlap-16x"]  # 4.0 +- 0.25 and 9 +- 2.48 do not overlap
     # breaks 1x minus flat 1x is -0.4 for every seed: the paired interval is [-0.4, -0.4], excludes 0
     assert got["breaks-1x-lower-paired"]
 
@@ -114,8 +149,10 @@ def test_paired_rule_refuses_an_inconsistent_sign(tmp_path):
 
 def test_bad_claims_are_one_clear_line(rset):
     cases = [
-        (claim("c", "lower", "one-seed", {"label": "flat", "length": 128}, {"label": "breaks"}) | {"text": "no"},
-         "must say 'one seed'"),
+        (
+            claim("c", "lower", "one-seed", {"label": "flat", "length": 128}, {"label": "breaks"}) | {"text": "no"},
+            "must say 'one seed'",
+        ),
         (claim("c", "sideways", "intervals", {"label": "flat", "length": 128}), "relation 'sideways'"),
         (claim("c", "flat", "ratio", {"label": "flat", "length": 128}, {"label": "breaks"}), "needs within"),
         (claim("c", "lower", "intervals", {"label": "flat", "lenght": 128}, {"label": "b"}), "unknown cell fields"),
@@ -127,9 +164,11 @@ def test_bad_claims_are_one_clear_line(rset):
 
 
 def test_markdown_table_cells_parse():
-    text = ("x\n\n| scheme | options | 128 (1x) | lr 0.01 |\n|---|---|---|---|\n"
-            "| rope | defaults | **3.76 ± 0.22 (n=3)** | 0.85 [0.81, 0.86] |\n|  | wd | 69.2% | n/a |\n")
-    (header, rows), = cl.markdown_tables(text)
+    text = (
+        "x\n\n| scheme | options | 128 (1x) | lr 0.01 |\n|---|---|---|---|\n"
+        "| rope | defaults | **3.76 ± 0.22 (n=3)** | 0.85 [0.81, 0.86] |\n|  | wd | 69.2% | n/a |\n"
+    )
+    ((header, rows),) = cl.markdown_tables(text)
     assert header == ["scheme", "options", "128 (1x)", "lr 0.01"] and rows[1][0] == "rope"  # blank repeats
     c = cl.table_value("c", rows[0][2])
     assert (c.mean, c.n) == (3.76, 3) and c.lo == pytest.approx(3.54) and c.hi == pytest.approx(3.98)
@@ -139,11 +178,21 @@ def test_markdown_table_cells_parse():
 
 
 def test_table_claims_read_committed_tables(tmp_path):
-    (tmp_path / "t.md").write_text("| scheme | options | lr 0.01 |\n|---|---|---|\n| a | defaults | 3.0 |\n"
-                                   "| a | wd | 2.5 |\n")
-    write_claims(tmp_path, [claim("wd-wins", "lower", "one-seed",
-                                  {"file": "t.md", "row": "a", "col": "lr 0.01", "where": {"options": "wd"}},
-                                  {"where": {"options": "defaults"}})])
+    (tmp_path / "t.md").write_text(
+        "| scheme | options | lr 0.01 |\n|---|---|---|\n| a | defaults | 3.0 |\n| a | wd | 2.5 |\n"
+    )
+    write_claims(
+        tmp_path,
+        [
+            claim(
+                "wd-wins",
+                "lower",
+                "one-seed",
+                {"file": "t.md", "row": "a", "col": "lr 0.01", "where": {"options": "wd"}},
+                {"where": {"options": "defaults"}},
+            )
+        ],
+    )
     (v,) = cl.check_set(tmp_path)
     assert v.held and "2.5" in v.why and "3" in v.why
 
@@ -151,29 +200,33 @@ def test_table_claims_read_committed_tables(tmp_path):
 def test_json_claims_read_a_number_at_a_dotted_key(tmp_path):
     for name, ratio in (("fast", 1.2), ("slow", 1.7)):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "profile.json").write_text(json.dumps({"ratio": ratio, "run": {"wall_s": 300},
-                                                                  "cpu": "x"}))
-    within = claim("within", "below", "point", {"file": ["fast/profile.json", "slow/profile.json"], "key": "ratio"},
-                   value=1.5)
-    write_claims(tmp_path, [within, claim("wall", "below", "point", {"file": "fast/profile.json",
-                                                                     "key": "run.wall_s"}, value=301)])
+        (tmp_path / name / "profile.json").write_text(json.dumps({"ratio": ratio, "run": {"wall_s": 300}, "cpu": "x"}))
+    within = claim(
+        "within", "below", "point", {"file": ["fast/profile.json", "slow/profile.json"], "key": "ratio"}, value=1.5
+    )
+    write_claims(
+        tmp_path,
+        [within, claim("wall", "below", "point", {"file": "fast/profile.json", "key": "run.wall_s"}, value=301)],
+    )
     v_within, v_wall = cl.check_set(tmp_path)
     assert not v_within.held and "ok: fast/profile.json: ratio = 1.2" in v_within.why and "FAILS" in v_within.why
     assert "1.7 < 1.5" in v_within.why and v_wall.held
-    for key, msg in (("run.steps", "'steps' is missing"), ("cpu", "'cpu' is 'x', not a number"),
-                     (None, "needs a key")):
+    for key, msg in (("run.steps", "'steps' is missing"), ("cpu", "'cpu' is 'x', not a number"), (None, "needs a key")):
         write_claims(tmp_path, [claim("bad", "below", "point", {"file": "fast/profile.json", "key": key}, value=1)])
         with pytest.raises(UsageError, match=msg):
             cl.check_set(tmp_path)
 
 
 def test_docs_sections_are_generated_and_checked(rset, tmp_path):
-    write_claims(rset.root, [claim("breaks-up", "higher", "intervals", {"label": "breaks", "length": "16x"},
-                                   {"length": "1x"})])
+    write_claims(
+        rset.root, [claim("breaks-up", "higher", "intervals", {"label": "breaks", "length": "16x"}, {"length": "1x"})]
+    )
     doc = tmp_path / "README.md"
     rel = rset.root.relative_to(tmp_path)
-    doc.write_text(f"# t\n<!-- pebench:table set={rel} -->\nstale\n<!-- pebench:end -->\n"
-                   f"<!-- pebench:claims set={rel} -->\n<!-- pebench:end -->\n")
+    doc.write_text(
+        f"# t\n<!-- pebench:table set={rel} -->\nstale\n<!-- pebench:end -->\n"
+        f"<!-- pebench:claims set={rel} -->\n<!-- pebench:end -->\n"
+    )
     assert regenerate(tmp_path, check=True) == [doc] and "stale" in doc.read_text()
     regenerate(tmp_path)
     text = doc.read_text()
@@ -184,8 +237,9 @@ def test_docs_sections_are_generated_and_checked(rset, tmp_path):
 
 
 def test_html_page_is_self_contained(rset):
-    write_claims(rset.root, [claim("breaks-up", "higher", "intervals", {"label": "breaks", "length": "16x"},
-                                   {"length": "1x"})])
+    write_claims(
+        rset.root, [claim("breaks-up", "higher", "intervals", {"label": "breaks", "length": "16x"}, {"length": "1x"})]
+    )
     assert invoke("report", "--results", rset.root).exit_code == 0  # writes the plots beside the records
     page = write_html(rset.root).read_text()
     n_png = len(list(rset.root.glob("*.png")))
@@ -211,6 +265,7 @@ def test_compare_names_cells_outside_the_expected_range(rset, tmp_path):
 
 
 # ---- the committed results ---------------------------------------------------------------------------------
+
 
 def test_every_committed_claim_holds_and_covers_every_findings_page():
     sets = cl.claim_sets([REPO / "results"])
@@ -252,11 +307,22 @@ def test_the_main_job_writes_no_tracked_file():
     """What `pebench run` writes into results/ is ignored by git, so a run never changes the committed reference."""
     if shutil.which("git") is None or not (REPO / ".git").exists():
         pytest.skip("not a git checkout")
-    written = ["results/report.md", "results/report.csv", "results/report.tex", "results/report.json",
-               "results/plot_length.png", "results/plot_position.png", "results/profile.md", "results/profile.csv",
-               "results/profile.json",
-               "results/report.html", "results/runs/x/config.yaml", "results/records/x/a.json",
-               "results/cache/sotu.bin", "results/jobs/x.json"]
+    written = [
+        "results/report.md",
+        "results/report.csv",
+        "results/report.tex",
+        "results/report.json",
+        "results/plot_length.png",
+        "results/plot_position.png",
+        "results/profile.md",
+        "results/profile.csv",
+        "results/profile.json",
+        "results/report.html",
+        "results/runs/x/config.yaml",
+        "results/records/x/a.json",
+        "results/cache/sotu.bin",
+        "results/jobs/x.json",
+    ]
     out = subprocess.run(["git", "check-ignore", "--no-index", *written], cwd=REPO, capture_output=True, text=True)
     assert sorted(out.stdout.split()) == sorted(written)
 
@@ -265,8 +331,13 @@ def test_undefined_relation_needs_undefined_records(rset):
     r = record("learned", 0, 256, 1.0)
     rset.write_record({**r, "status": "undefined", "reason": "beyond the table", "metrics": None})
     rset.write_record(record("learned", 0, 128, 4.0))
-    write_claims(rset.root, [claim("learned-undef", "undefined", "one-seed", {"label": "learned", "length": "2x"}),
-                             claim("learned-1x-undef", "undefined", "one-seed", {"label": "learned", "length": "1x"})])
+    write_claims(
+        rset.root,
+        [
+            claim("learned-undef", "undefined", "one-seed", {"label": "learned", "length": "2x"}),
+            claim("learned-1x-undef", "undefined", "one-seed", {"label": "learned", "length": "1x"}),
+        ],
+    )
     got = {v.id: v.held for v in cl.check_set(rset.root)}
     assert got == {"learned-undef": True, "learned-1x-undef": False}
 
@@ -280,20 +351,37 @@ def test_seeds_rule_counts_the_seeds_where_the_relation_holds_by_their_own_inter
         rd.write_record({**record("y", seed, 128, 2.0), "intervals": {"ppl": [1.9, 2.1]}})
 
     def seeds_claim(id_, rel, count, of=3, **kw):
-        return {"id": id_, "text": f"{id_} in {count} of {of} seeds", "relation": rel, "rule": "seeds",
-                "count": count, "of": of, "a": {"label": "x", "length": 128}, **kw}
+        return {
+            "id": id_,
+            "text": f"{id_} in {count} of {of} seeds",
+            "relation": rel,
+            "rule": "seeds",
+            "count": count,
+            "of": of,
+            "a": {"label": "x", "length": 128},
+            **kw,
+        }
 
-    write_claims(rd.root, [
-        seeds_claim("above-1", "above", 1, value=3),
-        seeds_claim("above-2", "above", 2, value=3),           # seed 1's interval reaches below 3
-        seeds_claim("above-1-or-2", "above", [1, 2], value=3),
-        seeds_claim("higher-2", "higher", 2, b={"label": "y"}),  # seeds 0 and 1 (2.5 > 2.1), not 2
-        seeds_claim("lower-1", "lower", 1, b={"label": "y"}),
-        seeds_claim("of-2", "above", 1, of=2, value=3),       # the set has 3 seeds: not what the claim is about
-    ])
+    write_claims(
+        rd.root,
+        [
+            seeds_claim("above-1", "above", 1, value=3),
+            seeds_claim("above-2", "above", 2, value=3),  # seed 1's interval reaches below 3
+            seeds_claim("above-1-or-2", "above", [1, 2], value=3),
+            seeds_claim("higher-2", "higher", 2, b={"label": "y"}),  # seeds 0 and 1 (2.5 > 2.1), not 2
+            seeds_claim("lower-1", "lower", 1, b={"label": "y"}),
+            seeds_claim("of-2", "above", 1, of=2, value=3),  # the set has 3 seeds: not what the claim is about
+        ],
+    )
     got = {v.id: v for v in cl.check_set(rd.root)}
-    assert {k: v.held for k, v in got.items()} == {"above-1": True, "above-2": False, "above-1-or-2": True,
-                                                  "higher-2": True, "lower-1": True, "of-2": False}
+    assert {k: v.held for k, v in got.items()} == {
+        "above-1": True,
+        "above-2": False,
+        "above-1-or-2": True,
+        "higher-2": True,
+        "lower-1": True,
+        "of-2": False,
+    }
     assert "holds in seeds [0]: 1 of 3" in got["above-2"].why
     assert "3 seed(s) with values, the claim is about 2" in got["of-2"].why
     for bad, msg in [({"text": "above in 1 seed"}, "of 3 seeds"), ({"count": 4}, "count"), ({"of": None}, "of")]:
@@ -303,15 +391,22 @@ def test_seeds_rule_counts_the_seeds_where_the_relation_holds_by_their_own_inter
 
 
 def test_doc_sections_filter_labels_seeds_and_tags_and_include_files(rset, tmp_path):
-    write_claims(rset.root, [claim("up", "higher", "intervals", {"label": "breaks", "length": "16x"},
-                                   {"length": "1x"}) | {"tags": ["page"]},
-                             claim("flat", "flat", "ratio", {"label": "flat", "length": "16x"}, {"length": "1x"},
-                                   within=1.05)])
+    write_claims(
+        rset.root,
+        [
+            claim("up", "higher", "intervals", {"label": "breaks", "length": "16x"}, {"length": "1x"})
+            | {"tags": ["page"]},
+            claim("flat", "flat", "ratio", {"label": "flat", "length": "16x"}, {"length": "1x"}, within=1.05),
+        ],
+    )
     (tmp_path / "t.md").write_text("# Its own title\n\n| a | b |\n|---|---|\n| x | 1 |\n")
     rel = rset.root.relative_to(tmp_path)
-    text = render(f"<!-- pebench:table set={rel} labels=flat seeds=0 -->\n<!-- pebench:end -->\n"
-                  f"<!-- pebench:claims set={rel} tag=page -->\n<!-- pebench:end -->\n"
-                  "<!-- pebench:include file=t.md -->\n<!-- pebench:end -->\n", tmp_path)
+    text = render(
+        f"<!-- pebench:table set={rel} labels=flat seeds=0 -->\n<!-- pebench:end -->\n"
+        f"<!-- pebench:claims set={rel} tag=page -->\n<!-- pebench:end -->\n"
+        "<!-- pebench:include file=t.md -->\n<!-- pebench:end -->\n",
+        tmp_path,
+    )
     assert "| flat | **3.90** | **4.00** | 1.03 |" in text and "| breaks |" not in text  # seed 0 alone, one row
     assert "`up`" in text and "`flat`" not in text
     assert "| x | 1 |" in text and "Its own title" not in text

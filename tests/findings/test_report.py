@@ -1,27 +1,47 @@
 """Reports from records alone: confidence intervals, every format, plots, filters, comparisons."""
+
 import json
 import math
 
 import pandas as pd
 import pytest
 
-from pebench.findings import report as rp
 from pebench.cli import app
+from pebench.findings import report as rp
 from pebench.results import SCHEMA_VERSION, ResultsDir
 from support import runner
 
 
-
 def rec(run, scheme, seed, L, ppl, protocol="nonoverlap", params=None, T=16, status="ok"):
     loss = math.log(ppl) if ppl else None
-    return {"schema": SCHEMA_VERSION, "task": "ppl", "run": run, "scheme": scheme, "variant": "none",
-            "label": scheme, "seed": seed, "protocol": protocol, "protocol_params": params or {}, "length": L,
-            "train_context": T, "multiple": L / T, "status": status, "reason": None,
-            "metrics": {"loss": loss, "ppl": ppl, "ppl_far": ppl, "bpb": loss / math.log(2) if loss else None},
-            "intervals": {},
-            "details": {"tokens_scored": 100, "windows": 1, "far_tokens": 10, "far_n": 16, "far_distance": T,
-                        "position_buckets": [{"lo": 1, "hi": L - 1, "tokens": 100, "loss": loss or 0}]},
-            "provenance": {}, "created": "2026-01-01T00:00:00+00:00"}
+    return {
+        "schema": SCHEMA_VERSION,
+        "task": "ppl",
+        "run": run,
+        "scheme": scheme,
+        "variant": "none",
+        "label": scheme,
+        "seed": seed,
+        "protocol": protocol,
+        "protocol_params": params or {},
+        "length": L,
+        "train_context": T,
+        "multiple": L / T,
+        "status": status,
+        "reason": None,
+        "metrics": {"loss": loss, "ppl": ppl, "ppl_far": ppl, "bpb": loss / math.log(2) if loss else None},
+        "intervals": {},
+        "details": {
+            "tokens_scored": 100,
+            "windows": 1,
+            "far_tokens": 10,
+            "far_n": 16,
+            "far_distance": T,
+            "position_buckets": [{"lo": 1, "hi": L - 1, "tokens": 100, "loss": loss or 0}],
+        },
+        "provenance": {},
+        "created": "2026-01-01T00:00:00+00:00",
+    }
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 Before the fix in pebench.jobs.distributed, about one 2-rank CPU launch in 8-12 aborted at exit (SIGABRT,
 "terminate called without an active exception"): DDP sits in a reference cycle and its reducer kept the
 process group alive past destroy_process_group, to be finalized during interpreter shutdown."""
+
 import torch
 
 from pebench.jobs.distributed import distributed

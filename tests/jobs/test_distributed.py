@@ -1,4 +1,5 @@
 """Data parallel training (gloo on CPU) and parallel sweeps give what one process gives."""
+
 import json
 import os
 import subprocess
@@ -6,6 +7,7 @@ import sys
 
 import pytest
 import yaml
+
 from support import micro
 
 # fp32: equal losses to 2e-5 are a property of the arithmetic; bf16 autocast rounds a split batch differently
@@ -35,18 +37,57 @@ def test_two_ranks_match_one_process(tmp_path, cfg, accum):
     c = tmp_path / "c.yaml"
     c.write_text(yaml.safe_dump(data))
     res = tmp_path / "res"
-    r = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "pebench",
-             "train", "--pe", "rope", "--config", c, "--results", res, "--name", "ddp", "--device", "cpu"])
+    r = run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "pebench",
+            "train",
+            "--pe",
+            "rope",
+            "--config",
+            c,
+            "--results",
+            res,
+            "--name",
+            "ddp",
+            "--device",
+            "cpu",
+        ]
+    )
     assert r.returncode == 0, r.stderr[-2000:]
-    r = run([sys.executable, "-m", "pebench", "train", "--pe", "rope", "--config", cfg, "--results", res,
-             "--name", "single"])
+    r = run(
+        [
+            sys.executable,
+            "-m",
+            "pebench",
+            "train",
+            "--pe",
+            "rope",
+            "--config",
+            cfg,
+            "--results",
+            res,
+            "--name",
+            "single",
+        ]
+    )
     assert r.returncode == 0, r.stderr
     a, b = losses(res / "runs" / "ddp"), losses(res / "runs" / "single")
     assert len(a) == len(b) == 6
     assert a == pytest.approx(b, abs=2e-5)
     # one set of files: rank 1 wrote nothing of its own
-    assert sorted(p.name for p in (res / "runs" / "ddp").iterdir()) == \
-        ["checkpoint.pt", "config.yaml", "metrics.jsonl", "status.json"]
+    assert sorted(p.name for p in (res / "runs" / "ddp").iterdir()) == [
+        "checkpoint.pt",
+        "config.yaml",
+        "metrics.jsonl",
+        "status.json",
+    ]
     assert r.stdout.count("trained") == 1
 
 
@@ -54,8 +95,25 @@ def test_parallel_sweep_equals_sequential(tmp_path, cfg):
     out = {}
     for mode, extra in (("par", ["--devices", "cpu:2"]), ("seq", [])):
         res = tmp_path / mode
-        r = run([sys.executable, "-m", "pebench", "run", "--pe", "rope,alibi", "--config", cfg, "--results", res,
-                 "--lengths", "16,32", "--rope-scaling", "none,yarn", *extra])
+        r = run(
+            [
+                sys.executable,
+                "-m",
+                "pebench",
+                "run",
+                "--pe",
+                "rope,alibi",
+                "--config",
+                cfg,
+                "--results",
+                res,
+                "--lengths",
+                "16,32",
+                "--rope-scaling",
+                "none,yarn",
+                *extra,
+            ]
+        )
         assert r.returncode == 0, r.stderr[-2000:]
         out[mode] = {p.name: json.loads(p.read_text()) for p in (res / "records").rglob("*.json")}
     assert set(out["par"]) == set(out["seq"]) and len(out["par"]) == 6
@@ -84,8 +142,9 @@ def test_sweep_jobs_hand_workers_the_resolved_config_and_request(tmp_path):
     base = load_config("tiny")
     base.train.lr_by_scheme = {"alibi": 0.0123}
     runs = plan_runs(base, ["rope", "alibi"], [3])
-    req = eval_request(EvalFlags("128,256", rope_scaling="none,yarn", task="ppl,copy", task_opts=("copy.trials=3",),
-                                 split="test"))
+    req = eval_request(
+        EvalFlags("128,256", rope_scaling="none,yarn", task="ppl,copy", task_opts=("copy.trials=3",), split="test")
+    )
     rd = ResultsDir(tmp_path)
     rope, alibi = jobs_for(rd, runs, req, overwrite=False)
     for job, (name, cfg) in zip((rope, alibi), runs):

@@ -1,6 +1,7 @@
 """Sweeps through submitit: the local launcher equals the sequential run, a Slurm array submitted to stand-in
 sbatch/srun/sacct/scontrol runs, a preempted task is requeued and resumes bitwise, a failed task is named and a
 rerun submits only what is not done, and --emit-sbatch writes a plain array script that runs."""
+
 import json
 import os
 import shutil
@@ -11,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import micro, micro_file
 
 from pebench.errors import UsageError
 from pebench.jobs.launch import launch_options, packs, pending
+from support import micro, micro_file
 
 pytest.importorskip("submitit")
 FAKE = Path(__file__).parent.parent / "helpers" / "fake_slurm"
@@ -33,8 +34,14 @@ def run(args, tmp, extra_env=None, timeout=300):
         for p in fake.iterdir():
             p.chmod(0o755)
     env["PATH"] = f"{fake}{os.pathsep}{env['PATH']}"
-    return subprocess.run([sys.executable, "-m", "pebench", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=timeout, cwd=tmp)
+    return subprocess.run(
+        [sys.executable, "-m", "pebench", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=tmp,
+    )
 
 
 def records(res: Path) -> dict:
@@ -69,8 +76,12 @@ def assert_same_records(a: Path, b: Path) -> None:
 def test_launch_options_are_typed_and_checked():
     o = launch_options({"partition": "cpu", "time_min": 30}, ["pack=3", "mem_gb=8", "time_min=45"])
     assert (o.partition, o.time_min, o.pack, o.mem_gb) == ("cpu", 45, 3, 8.0)
-    for bad, msg in ((["bogus=1"], "unknown launcher option 'bogus'"), (["pack=x"], "pack must be int"),
-                     (["pack=0"], "must be >= 1"), (["pack"], "NAME=VALUE")):
+    for bad, msg in (
+        (["bogus=1"], "unknown launcher option 'bogus'"),
+        (["pack=x"], "pack must be int"),
+        (["pack=0"], "must be >= 1"),
+        (["pack"], "NAME=VALUE"),
+    ):
         with pytest.raises(UsageError, match=msg):
             launch_options({}, bad)
 
@@ -83,8 +94,24 @@ def test_packs_keep_the_plan_order_and_pending_skips_done(tmp_path):
 
 
 def test_local_launcher_equals_the_sequential_run_and_a_rerun_submits_nothing(tmp_path, cfg, sequential):
-    args = ["run", "--pe", "rope,alibi", "--seeds", "0,1", "--config", cfg, "--results", tmp_path / "res", *ARGS,
-            "--launcher", "local", "--launcher-opt", "cpus_per_task=1", "--launcher-opt", "pack=2"]
+    args = [
+        "run",
+        "--pe",
+        "rope,alibi",
+        "--seeds",
+        "0,1",
+        "--config",
+        cfg,
+        "--results",
+        tmp_path / "res",
+        *ARGS,
+        "--launcher",
+        "local",
+        "--launcher-opt",
+        "cpus_per_task=1",
+        "--launcher-opt",
+        "pack=2",
+    ]
     r = run(args, tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "4 of 4 jobs pending, 2 array tasks" in r.stdout
@@ -94,9 +121,31 @@ def test_local_launcher_equals_the_sequential_run_and_a_rerun_submits_nothing(tm
 
 
 def test_slurm_array_through_stand_in_commands(tmp_path, cfg, sequential):
-    r = run(["run", "--pe", "rope,alibi", "--seeds", "0,1", "--config", cfg, "--results", tmp_path / "res", *ARGS,
-             "--launcher", "slurm", "--launcher-opt", "pack=2", "--launcher-opt", "partition=cpu",
-             "--launcher-opt", "time_min=30", "--launcher-opt", "cpus_per_task=1"], tmp_path)
+    r = run(
+        [
+            "run",
+            "--pe",
+            "rope,alibi",
+            "--seeds",
+            "0,1",
+            "--config",
+            cfg,
+            "--results",
+            tmp_path / "res",
+            *ARGS,
+            "--launcher",
+            "slurm",
+            "--launcher-opt",
+            "pack=2",
+            "--launcher-opt",
+            "partition=cpu",
+            "--launcher-opt",
+            "time_min=30",
+            "--launcher-opt",
+            "cpus_per_task=1",
+        ],
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     (sub,) = [json.loads(x) for x in (tmp_path / "slurm" / "submitted.jsonl").read_text().splitlines()]
     f = sub["flags"]
@@ -110,8 +159,11 @@ def test_a_preempted_task_is_requeued_and_resumes_bitwise(tmp_path, long_cfg):
     r = run(["run", "--pe", "rope", "--config", long_cfg, "--results", straight, *ARGS], tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     res = tmp_path / "res"
-    r = run(["run", "--pe", "rope", "--config", long_cfg, "--results", res, *ARGS, "--launcher", "slurm"], tmp_path,
-            {"FAKE_SLURM_PREEMPT": str(res / "runs" / "rope-micro-s0" / "checkpoint.pt")})
+    r = run(
+        ["run", "--pe", "rope", "--config", long_cfg, "--results", res, *ARGS, "--launcher", "slurm"],
+        tmp_path,
+        {"FAKE_SLURM_PREEMPT": str(res / "runs" / "rope-micro-s0" / "checkpoint.pt")},
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "slurm" / "preempted").exists()
     log = "".join(p.read_text() for p in (res / "launcher").glob("*_log.out"))
@@ -131,8 +183,20 @@ def test_a_failed_task_is_named_and_a_rerun_submits_only_it(tmp_path, cfg):
     broken.mkdir(parents=True)
     (broken / "checkpoint.pt").write_bytes(b"not a checkpoint")  # an interrupted run whose checkpoint is damaged
     (broken / "status.json").write_text(json.dumps({"state": "interrupted", "step": 1, "steps": 24}))
-    args = ["run", "--pe", "rope,alibi", "--config", cfg, "--results", res, *ARGS, "--launcher", "local",
-            "--launcher-opt", "cpus_per_task=1"]
+    args = [
+        "run",
+        "--pe",
+        "rope,alibi",
+        "--config",
+        cfg,
+        "--results",
+        res,
+        *ARGS,
+        "--launcher",
+        "local",
+        "--launcher-opt",
+        "cpus_per_task=1",
+    ]
     r = run(args, tmp_path)
     assert r.returncode == 1
     line = [x for x in r.stderr.splitlines() if x.startswith("error: array task")]
@@ -146,8 +210,25 @@ def test_a_failed_task_is_named_and_a_rerun_submits_only_it(tmp_path, cfg):
 
 def test_emit_sbatch_writes_a_plain_array_script_that_runs(tmp_path, cfg):
     res = tmp_path / "res"
-    r = run(["run", "--pe", "rope,alibi,t5", "--config", cfg, "--results", res, *ARGS, "--emit-sbatch",
-             tmp_path / "array.sh", "--launcher-opt", "pack=2", "--launcher-opt", "partition=cpu"], tmp_path)
+    r = run(
+        [
+            "run",
+            "--pe",
+            "rope,alibi,t5",
+            "--config",
+            cfg,
+            "--results",
+            res,
+            *ARGS,
+            "--emit-sbatch",
+            tmp_path / "array.sh",
+            "--launcher-opt",
+            "pack=2",
+            "--launcher-opt",
+            "partition=cpu",
+        ],
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     script = (tmp_path / "array.sh").read_text()
     lines = (tmp_path / "array.sh.jobs").read_text().splitlines()
@@ -155,10 +236,13 @@ def test_emit_sbatch_writes_a_plain_array_script_that_runs(tmp_path, cfg):
     assert len(lines[0].split()) == 2 and all(x.endswith(".json") for x in " ".join(lines).split())
     assert "-m pebench job" in script and "scontrol requeue" in script and not (res / "records").exists()
     sub = run([], tmp_path)  # the stand-in sbatch, as a user would submit it
-    env = dict(os.environ, OMP_NUM_THREADS="1", FAKE_SLURM_DIR=str(tmp_path / "slurm"),
-               PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    out = subprocess.run(["sbatch", str(tmp_path / "array.sh")], capture_output=True, text=True, env=env,
-                         cwd=tmp_path)
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        FAKE_SLURM_DIR=str(tmp_path / "slurm"),
+        PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+    )
+    out = subprocess.run(["sbatch", str(tmp_path / "array.sh")], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert out.stdout.startswith("Submitted batch job"), (sub.stderr, out.stderr)
     deadline = time.time() + 240
     states = {}
@@ -174,9 +258,11 @@ def test_emit_sbatch_writes_a_plain_array_script_that_runs(tmp_path, cfg):
 def test_launcher_flags_that_do_not_fit_are_one_line(tmp_path, cfg):
     from pebench.jobs.launch import launch_plan
 
-    for args, msg in (((None, ["pack=2"], None, "tiny", None), "--launcher-opt needs --launcher"),
-                      (("pbs", None, None, "tiny", None), "--launcher must be one of local, slurm"),
-                      (("slurm", None, None, "tiny", "cpu:2"), "--devices and --launcher exclude each other")):
+    for args, msg in (
+        ((None, ["pack=2"], None, "tiny", None), "--launcher-opt needs --launcher"),
+        (("pbs", None, None, "tiny", None), "--launcher must be one of local, slurm"),
+        (("slurm", None, None, "tiny", "cpu:2"), "--devices and --launcher exclude each other"),
+    ):
         with pytest.raises(UsageError, match=msg):
             launch_plan(*args)
     cfg_file = tmp_path / "c.yaml"

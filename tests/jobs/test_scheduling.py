@@ -1,6 +1,7 @@
 """What `pebench run` does for speed: on workers, in which order and with how many threads its jobs run, and the
 profile against the floor. Timings are measured by `bench` and the
 profile, never asserted here."""
+
 import time
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -32,12 +33,15 @@ def test_the_longest_job_starts_first(tmp_path):
     assert jobs[0].cost > jobs[1].cost == jobs[2].cost
 
 
-@pytest.mark.parametrize("n, workers, cores, threads, last", [
-    (7, 2, 2, [1] * 6 + [2], [False] * 6 + [True]),  # the main job: three pairs, then the cheapest with both cores
-    (6, 2, 2, [1] * 6, [False] * 6),
-    (5, 4, 8, [2, 2, 2, 2, 8], [False] * 4 + [True]),
-    (3, 4, 4, [1, 1, 1], [True] * 3),  # fewer jobs than workers: one wave sharing every core
-])
+@pytest.mark.parametrize(
+    "n, workers, cores, threads, last",
+    [
+        (7, 2, 2, [1] * 6 + [2], [False] * 6 + [True]),  # the main job: three pairs, then the cheapest with both cores
+        (6, 2, 2, [1] * 6, [False] * 6),
+        (5, 4, 8, [2, 2, 2, 2, 8], [False] * 4 + [True]),
+        (3, 4, 4, [1, 1, 1], [True] * 3),  # fewer jobs than workers: one wave sharing every core
+    ],
+)
 def test_threads_are_a_function_of_the_plan_never_of_timing(tmp_path, n, workers, cores, threads, last):
     """A job's thread count changes its floating-point results, so it is fixed by its place in the plan."""
     from pebench.jobs.sweep import assign_threads
@@ -74,7 +78,9 @@ def test_first_wave_jobs_split_into_training_then_evaluation_shares(tmp_path):
     from pebench.jobs.sweep import assign_threads, read_job, split_evaluations
 
     runs = plan_runs(load_config("tiny"), ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"], [0])
-    jobs = assign_threads(jobs_for(ResultsDir(tmp_path), runs, eval_request(EvalFlags(rope_scaling="all")), False), 2, 2)
+    jobs = assign_threads(
+        jobs_for(ResultsDir(tmp_path), runs, eval_request(EvalFlags(rope_scaling="all")), False), 2, 2
+    )
     items = split_evaluations(jobs)
     trains, shares, last = items[:6], items[6:18], items[18:]
     assert [j.name for j in trains] == [j.name for j in jobs[:6]] and len(items) == 19
@@ -104,8 +110,12 @@ def test_an_evaluation_share_waits_for_its_training_and_fails_with_it(tmp_path, 
 
     monkeypatch.setattr(sw, "_run_job", fake)
     a, b = (Job(n, "rope", 0, tmp_path / f"{n}.json", threads=1) for n in "ab")
-    jobs = [a, b, Job("a eval", "rope", 0, tmp_path / "ae.json", threads=1, run="a", after=a),
-            Job("b eval", "rope", 0, tmp_path / "be.json", threads=1, run="b", after=b)]
+    jobs = [
+        a,
+        b,
+        Job("a eval", "rope", 0, tmp_path / "ae.json", threads=1, run="a", after=a),
+        Job("b eval", "rope", 0, tmp_path / "be.json", threads=1, run="b", after=b),
+    ]
     sw.run_sweep(jobs, ["cpu", "cpu"], ResultsDir(tmp_path), show=False)
     assert order.index(("start", "a eval")) > order.index(("end", "a"))
     assert ("start", "b eval") not in order and jobs[3].error == "not started: b failed"
@@ -118,9 +128,11 @@ def test_the_profile_counts_this_invocations_work_against_the_floor(tmp_path):
     since = datetime.now(timezone.utc).replace(microsecond=0)
     for n, when, wall in ((name, since + timedelta(seconds=1), 100.0), (old, since - timedelta(days=1), 90.0)):
         rd.run_dir(n).mkdir(parents=True)
-        (rd.run_dir(n) / "status.json").write_text(f'{{"state": "finished", "wall_s": {wall}, '
-                                                   f'"updated": "{when.isoformat()}", '
-                                                   '"env": {"device": "cpu", "threads": 2}}')
+        (rd.run_dir(n) / "status.json").write_text(
+            f'{{"state": "finished", "wall_s": {wall}, '
+            f'"updated": "{when.isoformat()}", '
+            '"env": {"device": "cpu", "threads": 2}}'
+        )
     p = collect(rd, [(name, cfg), (old, cfg)], since, wall_s=200.0, peak_flops=1e11, workers=1)
     trained = [x for x in p.phases if x.kind == "train"]
     assert [x.name for x in trained] == [name]  # the run finished before this invocation is not counted
@@ -135,8 +147,13 @@ def test_the_profile_counts_this_invocations_work_against_the_floor(tmp_path):
 def test_core_use_counts_each_items_seconds_times_its_threads():
     """Two workers: a 1-thread training of 100 s and one of 60 s, then a 2-thread one of 30 s, an evaluation of
     20 s at 1 thread, a wall of 140 s on 2 cores: (100 + 60 + 60 + 20) / 280 busy. A GPU item: no claim."""
-    items = [Phase("train", "a", 100.0, 1.0, 1), Phase("train", "b", 60.0, 1.0, 1), Phase("train", "c", 30.0, 1.0, 2),
-             Phase("eval", "a L=16", 20.0, 0.0, 1), Phase("setup", "s", 5.0)]
+    items = [
+        Phase("train", "a", 100.0, 1.0, 1),
+        Phase("train", "b", 60.0, 1.0, 1),
+        Phase("train", "c", 30.0, 1.0, 2),
+        Phase("eval", "a L=16", 20.0, 0.0, 1),
+        Phase("setup", "s", 5.0),
+    ]
     assert Profile(140.0, 1e11, 2, items, cores=2).core_use == pytest.approx(240 / 280)
     assert Profile(140.0, 1e11, 2, items + [Phase("eval", "gpu", 3.0, 0.0, 0)], cores=2).core_use is None
     assert Profile(140.0, 1e11, 2, items).core_use is None  # cores unknown
@@ -179,15 +196,17 @@ print(",".join(map(str, rounds)))
 @pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="the allocator setting is glibc's")
 def test_the_tuned_allocator_keeps_freed_tensor_memory_in_the_process():
     """glibc's defaults give freed memory back to the kernel (trimming the heap's top past an adaptive threshold), so
-    reusing it faults in fresh zeroed pages; tuned, once the heap has settled (three rounds), the same allocations fault no page. PEBENCH_MALLOC=system opts out."""
+    reusing it faults in fresh zeroed pages; tuned, once the heap has settled (three rounds), the same allocations
+    fault no page. PEBENCH_MALLOC=system opts out."""
     import os
     import statistics
     import subprocess
     import sys
 
     def run(**env):
-        out = subprocess.run([sys.executable, "-c", _FAULTS], capture_output=True, text=True, check=True,
-                             env={**os.environ, **env}).stdout.split()
+        out = subprocess.run(
+            [sys.executable, "-c", _FAULTS], capture_output=True, text=True, check=True, env={**os.environ, **env}
+        ).stdout.split()
         return out[0] == "True", [int(x) for x in out[1].split(",")]
 
     # Faults per round of 48 MB allocated and freed. With glibc's defaults the mmap threshold adapts to the first
@@ -205,12 +224,14 @@ def test_the_tuned_allocator_keeps_freed_tensor_memory_in_the_process():
     assert any(statistics.mean(r) > 200 for r in tries), tries  # glibc trims the heap's freed top
 
 
-
 def test_native_bf16_is_read_from_the_cpu_flags(tmp_path):
     from pebench.device import native_bf16_cpu
 
-    for flags, native in (("fpu avx2 avx512f avx512_bf16 avx512bw", True), ("fpu avx2 amx_tile amx_bf16", True),
-                          ("fpu avx2 avx512f avx512bw avx512_vnni", False)):
+    for flags, native in (
+        ("fpu avx2 avx512f avx512_bf16 avx512bw", True),
+        ("fpu avx2 amx_tile amx_bf16", True),
+        ("fpu avx2 avx512f avx512bw avx512_vnni", False),
+    ):
         info = tmp_path / f"cpuinfo-{native}-{len(flags)}"
         info.write_text(f"processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: {flags}\n\nprocessor\t: 1\n")
         assert native_bf16_cpu(str(info)) is native, flags
@@ -248,7 +269,6 @@ def test_a_precision_outside_the_list_is_one_line_and_auto_keeps_the_config_hash
     assert replace(cfg, train=replace(cfg.train, precision="fp32")).hash() != cfg.hash()
 
 
-
 @pytest.mark.parametrize("scheme", ["rope", "alibi"])
 def test_bf16_cpu_training_attention_takes_the_math_kernel_and_matches_fp32(scheme):
     """bf16 CPU training attention (SDPA's math kernel, with and without a logit term) agrees with the fp32 reference
@@ -267,8 +287,11 @@ def test_bf16_cpu_training_attention_takes_the_math_kernel_and_matches_fp32(sche
     outs = {}
     for dt in (torch.float32, torch.bfloat16):
         leaves = [t.clone().to(dt).requires_grad_() for t in (q, k, v)]
-        fn = (lambda a, b, c: attend(a, b, c, mod)) if dt == torch.bfloat16 else \
-            (lambda a, b, c: attention_math(a, b, c, mod, 16 ** -0.5)[0])
+        fn = (
+            (lambda a, b, c: attend(a, b, c, mod))
+            if dt == torch.bfloat16
+            else (lambda a, b, c: attention_math(a, b, c, mod, 16**-0.5)[0])
+        )
         out = fn(*leaves)
         out.float().pow(2).sum().backward()
         outs[dt] = [out.float()] + [t.grad.float() for t in leaves]
@@ -278,7 +301,6 @@ def test_bf16_cpu_training_attention_takes_the_math_kernel_and_matches_fp32(sche
         assert isinstance(_sdpa_kernels(q.bfloat16()), contextlib.nullcontext)  # not for inference
     for ref, got in zip(outs[torch.float32], outs[torch.bfloat16]):
         assert (ref - got).abs().max() <= 0.03 * ref.abs().max() + 1e-3
-
 
 
 def test_a_bf16_run_is_put_against_both_floors_and_the_budget_table_is_generated_from_profile_json(tmp_path):

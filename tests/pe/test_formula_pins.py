@@ -1,14 +1,15 @@
 """Differences an independent re-derivation of each paper's formula found, each pinned by a test that failed
 before its fix: KERPLE's bound, FIRE's threshold, p-RoPE's count, xPos's centre, Sandwich's table, FoX's sums."""
+
 import math
 
 import pytest
 import torch
-from support import tiny_model_config
 
 from pebench.errors import UsageError
 from pebench.model import DecoderLM
 from pebench.pe import PEContext, build_pe
+from support import tiny_model_config
 
 
 def test_kerple_parameters_below_the_bound_are_reset_to_it_and_keep_their_gradient():
@@ -34,8 +35,10 @@ def test_kerple_training_keeps_its_parameters_in_their_domain(tmp_path):
     from pebench.results import ResultsDir
     from pebench.train import train
 
-    cfg = Config(ModelConfig(d_model=32, n_layers=1, n_heads=2, d_mlp=64, context=16, pe="kerple"),
-                 TrainConfig(steps=3, batch_size=2, lr=5.0, warmup=0, log_every=1, checkpoint_every=3)).validate()
+    cfg = Config(
+        ModelConfig(d_model=32, n_layers=1, n_heads=2, d_mlp=64, context=16, pe="kerple"),
+        TrainConfig(steps=3, batch_size=2, lr=5.0, warmup=0, log_every=1, checkpoint_every=3),
+    ).validate()
     train(cfg, ResultsDir(tmp_path), "k", device="cpu")
     state = load_checkpoint(tmp_path / "runs" / "k" / "checkpoint.pt")["model"]
     bound = torch.tensor(0.01)  # in float32, as stored
@@ -125,5 +128,6 @@ def test_fox_logit_term_is_accurate_at_300_tokens():
 def test_sandwich_dimension_is_the_model_width_unless_set():
     assert build_pe("sandwich", PEContext(64, 4, 2, 16)).dim == 64
     assert build_pe("sandwich", PEContext(64, 4, 2, 16), {"dim": 16}).dim == 16
-    assert math.isclose(float(__import__("pebench.pe.sandwich", fromlist=["x"]).sandwich_base(torch.tensor(0.0), 8)),
-                        0.0)
+    assert math.isclose(
+        float(__import__("pebench.pe.sandwich", fromlist=["x"]).sandwich_base(torch.tensor(0.0), 8)), 0.0
+    )

@@ -1,15 +1,16 @@
 """The schemes after ALiBi, each against a direct transcription of its paper's formula."""
+
 import math
 
 import pytest
 import torch
-from support import tiny_model_config
 
 from pebench.model import DecoderLM
 from pebench.pe import PEContext, build_pe
 from pebench.pe.base import ScoreMod
 from pebench.pe.fire import fire_input
 from pebench.pe.xpos import xpos_zeta
+from support import tiny_model_config
 
 CTX = PEContext(32, 4, 2, 16)  # d_model 32, 4 heads of 8, 2 layers, context 16
 
@@ -28,7 +29,7 @@ def _check_relative_and_decreasing(bias: torch.Tensor, strictly_until: int):
             assert bias[:, i, j] == pytest.approx(bias[:, i - j, 0], abs=1e-9)
     row = bias[:, T - 1, :].flip(-1)  # distance 0 .. T-1
     assert row[:, 0].abs().max() < 1e-12  # 0 at distance 0
-    assert (row[:, 1:strictly_until] < row[:, :strictly_until - 1]).all()  # decreasing with distance
+    assert (row[:, 1:strictly_until] < row[:, : strictly_until - 1]).all()  # decreasing with distance
 
 
 @pytest.mark.parametrize("kind", ["log", "power"])
@@ -109,8 +110,13 @@ def test_xpos_keeps_the_relative_rotation_and_multiplies_the_logit_by_the_decay(
 def test_p_rope_interpolates_exactly_between_none_and_rope():
     x = torch.randint(0, 256, (2, 16))
     outs = {}
-    for name, opts in (("rope", None), ("none", None), ("p-rope", {"fraction": 1.0}), ("p-rope", {"fraction": 0.0}),
-                       ("p-rope", {"fraction": 0.5})):
+    for name, opts in (
+        ("rope", None),
+        ("none", None),
+        ("p-rope", {"fraction": 1.0}),
+        ("p-rope", {"fraction": 0.0}),
+        ("p-rope", {"fraction": 0.5}),
+    ):
         torch.manual_seed(0)
         cfg = tiny_model_config(name, pe_options={name: opts} if opts else {})
         with torch.no_grad():
@@ -135,10 +141,10 @@ def test_fox_term_is_the_explicit_sum_of_log_gates():
     bias = mod.bias(b, h, qi, ki)
     for bb in range(2):
         for hh in range(4):
-            logf = [math.log(1 / (1 + math.exp(-(x[bb, l] @ pe.w[1, hh] + pe.b[1, hh]).item()))) for l in range(T)]
+            logf = [math.log(1 / (1 + math.exp(-(x[bb, t] @ pe.w[1, hh] + pe.b[1, hh]).item()))) for t in range(T)]
             for i in range(T):
                 for j in range(i + 1):
-                    assert bias[bb, hh, i, j].item() == pytest.approx(sum(logf[j + 1:i + 1]), abs=1e-4)
+                    assert bias[bb, hh, i, j].item() == pytest.approx(sum(logf[j + 1 : i + 1]), abs=1e-4)
 
 
 def test_cope_positions_are_the_explicit_gate_sums():
@@ -155,7 +161,7 @@ def test_cope_positions_are_the_explicit_gate_sums():
         for i in range(T):
             gates = [1 / (1 + math.exp(-(q[0, h, i] @ k[0, h, t]).item() / math.sqrt(8))) for t in range(T)]
             for j in range(i + 1):
-                p = min(sum(gates[j:i + 1]), 5.0)
+                p = min(sum(gates[j : i + 1]), 5.0)
                 lo, hi = math.floor(p), min(math.floor(p) + 1, 5)
                 w = p - lo
                 want = (1 - w) * (q[0, h, i] @ e[lo]).item() + w * (q[0, h, i] @ e[hi]).item()

@@ -1,4 +1,5 @@
 """The mathematical properties each scheme must have (reference: shared/reference/positional-encodings.md)."""
+
 import math
 
 import pytest
@@ -41,7 +42,7 @@ def test_sinusoidal_shift_is_a_block_rotation():
         for i, w in enumerate(omega):
             c, s = math.cos(w * k), math.sin(w * k)
             # [sin(p w + k w), cos(p w + k w)] = [[c, s], [-s, c]] @ [sin(p w), cos(p w)]
-            Mk[2 * i:2 * i + 2, 2 * i:2 * i + 2] = torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
+            Mk[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
         for p in (0, 3, 100, 1000):
             pe = sinusoidal_table(torch.tensor([p, p + k]), d)
             assert torch.allclose(pe[1], Mk @ pe[0], atol=1e-9)
@@ -65,7 +66,7 @@ def test_rope_inner_product_depends_only_on_offset():
     q, k = torch.randn(1, 1, 1, 16, dtype=torch.float64), torch.randn(1, 1, 1, 16, dtype=torch.float64)
     T = 40
     qs, ks = rope.rotate(q.expand(1, 1, T, 16), k.expand(1, 1, T, 16), torch.arange(T), 0)
-    dots = (qs[0, 0] @ ks[0, 0].T)  # [i, j]
+    dots = qs[0, 0] @ ks[0, 0].T  # [i, j]
     for off in (0, 3, 11):
         diag = torch.diagonal(dots, offset=off)
         assert torch.allclose(diag, diag[0].expand_as(diag), atol=1e-9)
@@ -85,10 +86,10 @@ def test_rope_rotation_matches_complex_multiplication():
 
 
 def test_alibi_slopes_reference():
-    assert alibi_slopes(8) == pytest.approx([2 ** -i for i in range(1, 9)])
-    ref12 = [2 ** -i for i in range(1, 9)] + [2 ** -0.5, 2 ** -1.5, 2 ** -2.5, 2 ** -3.5]
+    assert alibi_slopes(8) == pytest.approx([2**-i for i in range(1, 9)])
+    ref12 = [2**-i for i in range(1, 9)] + [2**-0.5, 2**-1.5, 2**-2.5, 2**-3.5]
     assert alibi_slopes(12) == pytest.approx(ref12)
-    assert alibi_slopes(4) == pytest.approx([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8])
+    assert alibi_slopes(4) == pytest.approx([2**-2, 2**-4, 2**-6, 2**-8])
 
 
 def test_alibi_bias_is_minus_slope_times_distance():
@@ -102,9 +103,25 @@ def test_alibi_bias_is_minus_slope_times_distance():
     assert torch.allclose(bias, -slopes * (i - j))
 
 
-T5_TABLE = [(0, 15, None), (16, 18, 16), (19, 20, 17), (21, 23, 18), (24, 26, 19), (27, 30, 20), (31, 34, 21),
-            (35, 39, 22), (40, 45, 23), (46, 51, 24), (52, 58, 25), (59, 66, 26), (67, 76, 27), (77, 86, 28),
-            (87, 98, 29), (99, 112, 30), (113, 1000, 31)]
+T5_TABLE = [
+    (0, 15, None),
+    (16, 18, 16),
+    (19, 20, 17),
+    (21, 23, 18),
+    (24, 26, 19),
+    (27, 30, 20),
+    (31, 34, 21),
+    (35, 39, 22),
+    (40, 45, 23),
+    (46, 51, 24),
+    (52, 58, 25),
+    (59, 66, 26),
+    (67, 76, 27),
+    (77, 86, 28),
+    (87, 98, 29),
+    (99, 112, 30),
+    (113, 1000, 31),
+]
 
 
 def test_t5_causal_bucket_table_exact():
@@ -119,8 +136,12 @@ def test_t5_causal_bucket_table_exact():
 def test_t5_table_shared_across_layers():
     pe = build_pe("t5", PEContext(32, 4, 3, 16))
     q = torch.randn(1, 4, 6, 8)
-    grid = (torch.zeros(1, 1, 1, 1, dtype=torch.long), torch.arange(4).view(1, 4, 1, 1),
-            torch.arange(6).view(1, 1, 6, 1), torch.arange(6).view(1, 1, 1, 6))
+    grid = (
+        torch.zeros(1, 1, 1, 1, dtype=torch.long),
+        torch.arange(4).view(1, 4, 1, 1),
+        torch.arange(6).view(1, 1, 6, 1),
+        torch.arange(6).view(1, 1, 1, 6),
+    )
     with torch.no_grad():
         pe.table.normal_()
     b0 = pe.score_mod(q, 0)(torch.zeros(()), *grid)
@@ -140,8 +161,12 @@ def _shaw(k_max=3, layers=1, dh=4, heads=2):
 def test_shaw_distances_beyond_kmax_share_one_term():
     pe = _shaw(k_max=3)
     q = torch.randn(1, 2, 10, 4)
-    grid = (torch.zeros(1, 1, 1, 1, dtype=torch.long), torch.arange(2).view(1, 2, 1, 1),
-            torch.arange(10).view(1, 1, 10, 1), torch.arange(10).view(1, 1, 1, 10))
+    grid = (
+        torch.zeros(1, 1, 1, 1, dtype=torch.long),
+        torch.arange(2).view(1, 2, 1, 1),
+        torch.arange(10).view(1, 1, 10, 1),
+        torch.arange(10).view(1, 1, 1, 10),
+    )
     bias = pe.score_mod(q, 0)(torch.zeros(()), *grid)
     i = 9
     bias = bias.detach()
@@ -161,8 +186,10 @@ def test_shaw_gather_equals_direct_double_loop():
     ref = torch.zeros_like(out)
     for h in range(H):
         for i in range(T):
-            e = torch.tensor([float(q[0, h, i] @ (k[0, h, j] + aK[min(i - j, k_max)])) / math.sqrt(dh)
-                              for j in range(i + 1)], dtype=torch.float64)
+            e = torch.tensor(
+                [float(q[0, h, i] @ (k[0, h, j] + aK[min(i - j, k_max)])) / math.sqrt(dh) for j in range(i + 1)],
+                dtype=torch.float64,
+            )
             a = torch.softmax(e, 0)
             ref[0, h, i] = sum(a[j] * (v[0, h, j] + aV[min(i - j, k_max)]) for j in range(i + 1))
     assert torch.allclose(out, ref, atol=1e-10)

@@ -1,11 +1,12 @@
 """RoPE extension end to end: variants at evaluation, a short long-context fine-tune with its parent."""
+
 import json
 
 import pytest
 import yaml
-from support import MICRO, runner
 
 from pebench.cli import app
+from support import MICRO, runner
 
 
 def invoke(*args):
@@ -24,8 +25,9 @@ def rope_run(tmp_path_factory):
 
 
 def test_two_variants_write_two_rows(rope_run):
-    r = invoke("eval", "--run", "rope-micro-s0", "--rope-scaling", "none,yarn", "--lengths", "16,64",
-               "--results", rope_run)
+    r = invoke(
+        "eval", "--run", "rope-micro-s0", "--rope-scaling", "none,yarn", "--lengths", "16,64", "--results", rope_run
+    )
     assert r.exit_code == 0, r.output
     recs = [json.loads(p.read_text()) for p in (rope_run / "records" / "rope-micro-s0").glob("*.json")]
     by = {(x["label"], x["length"]): x for x in recs}
@@ -40,8 +42,19 @@ def test_two_variants_write_two_rows(rope_run):
 
 
 def test_scaling_on_a_non_rope_run_is_an_error_for_that_run(rope_run):
-    r = invoke("eval", "--run", "alibi-micro-s0", "--run", "rope-micro-s0", "--rope-scaling", "linear",
-               "--lengths", "16", "--results", rope_run)
+    r = invoke(
+        "eval",
+        "--run",
+        "alibi-micro-s0",
+        "--run",
+        "rope-micro-s0",
+        "--rope-scaling",
+        "linear",
+        "--lengths",
+        "16",
+        "--results",
+        rope_run,
+    )
     assert r.exit_code == 1
     errors = [x for x in r.output.splitlines() if x.startswith("error:")]
     assert len(errors) == 1 and "alibi-micro-s0" in errors[0] and "RoPE family only" in errors[0]
@@ -49,16 +62,40 @@ def test_scaling_on_a_non_rope_run_is_an_error_for_that_run(rope_run):
 
 
 def test_fixed_rope_factor(rope_run):
-    r = invoke("eval", "--run", "rope-micro-s0", "--rope-scaling", "linear", "--rope-factor", "2",
-               "--lengths", "64", "--results", rope_run)
+    r = invoke(
+        "eval",
+        "--run",
+        "rope-micro-s0",
+        "--rope-scaling",
+        "linear",
+        "--rope-factor",
+        "2",
+        "--lengths",
+        "64",
+        "--results",
+        rope_run,
+    )
     assert r.exit_code == 0, r.output
     rec = json.loads((rope_run / "records" / "rope-micro-s0" / "rope-linear__nonoverlap__L64.json").read_text())
     assert rec["pe_state"]["factor"] == 2.0
 
 
 def test_finetune_records_parent_and_appears_in_report(rope_run):
-    r = invoke("train", "--pe", "rope", "--init-from", "rope-micro-s0", "--context", "4x", "--rope-scaling", "yarn",
-               "--steps", "2", "--results", rope_run)
+    r = invoke(
+        "train",
+        "--pe",
+        "rope",
+        "--init-from",
+        "rope-micro-s0",
+        "--context",
+        "4x",
+        "--rope-scaling",
+        "yarn",
+        "--steps",
+        "2",
+        "--results",
+        rope_run,
+    )
     assert r.exit_code == 0, r.output
     name = "rope-micro-s0-ft-yarn-64"
     cfg = yaml.safe_load((rope_run / "runs" / name / "config.yaml").read_text())
@@ -81,6 +118,7 @@ def test_finetune_records_parent_and_appears_in_report(rope_run):
 
 
 def test_finetune_needs_a_rope_parent(rope_run):
-    r = invoke("train", "--init-from", "alibi-micro-s0", "--context", "2x", "--rope-scaling", "yarn",
-               "--results", rope_run)
+    r = invoke(
+        "train", "--init-from", "alibi-micro-s0", "--context", "2x", "--rope-scaling", "yarn", "--results", rope_run
+    )
     assert r.exit_code == 2 and "needs a run of the RoPE family" in r.output

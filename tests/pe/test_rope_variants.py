@@ -1,5 +1,6 @@
 """RoPE frequency variants against Hugging Face's modeling_rope_utils formulas (float64) and the
 reference values of shared/reference/positional-encodings.md."""
+
 import math
 
 import numpy as np
@@ -117,12 +118,11 @@ def test_yarn_between_interpolated_and_default(D, base, s, T):
 def test_dynamic_equals_default_up_to_training_length():
     for L in (1, 64, 128):
         _close(rope_frequencies("dynamic-ntk", 64, 10000, 4.0, 128, seq_len=L)[0], hf_default(64, 10000))
-    assert not np.allclose(rope_frequencies("dynamic-ntk", 64, 10000, 4.0, 128, seq_len=129)[0],
-                           hf_default(64, 10000))
+    assert not np.allclose(rope_frequencies("dynamic-ntk", 64, 10000, 4.0, 128, seq_len=129)[0], hf_default(64, 10000))
 
 
 def test_registry_and_validation():
-    assert ROPE_VARIANTS.names()[:len(VARIANTS)] == VARIANTS  # the built-in ones first; others may follow
+    assert ROPE_VARIANTS.names()[: len(VARIANTS)] == VARIANTS  # the built-in ones first; others may follow
     with pytest.raises(UsageError, match="did you mean 'yarn'"):
         rope_frequencies("yarm", 64, 10000, 2, 128)
     with pytest.raises(UsageError, match=">= 1"):

@@ -1,5 +1,6 @@
 """Options for any scheme: random training positions, log-n and DroPE logit scaling, continuing a run with another
 scheme (DroPE), and a user's own scheme from a file or an entry point."""
+
 import json
 import math
 import subprocess
@@ -8,8 +9,6 @@ import sys
 import pytest
 import torch
 import yaml
-from support import micro as micro_cfg
-from support import runner, tiny_model_config
 
 from pebench.cli import app
 from pebench.errors import UsageError
@@ -18,6 +17,8 @@ from pebench.model import DecoderLM
 from pebench.pe import PEContext, build_pe
 from pebench.pe.alibi import alibi_slopes
 from pebench.pe.base import at_positions
+from support import micro as micro_cfg
+from support import runner, tiny_model_config
 
 MICRO = micro_cfg()
 
@@ -39,7 +40,6 @@ def micro(tmp_path):
     p = tmp_path / "micro.yaml"
     p.write_text(yaml.safe_dump(MICRO))
     return p
-
 
 
 def test_a_logit_term_at_random_positions_is_the_term_of_those_positions():
@@ -111,21 +111,40 @@ def test_a_logit_scale_multiplies_whole_logits(pe):
 
 def test_drope_continues_a_rope_run_without_positions_and_names_what_it_did_not_load(tmp_path, micro):
     res = tmp_path / "res"
-    assert runner.invoke(app, ["train", "--pe", "rope,learned", "--config", str(micro), "--results", str(res)]).exit_code == 0
-    r = runner.invoke(app, ["train", "--pe", "none", "--init-from", "rope-micro-s0", "--steps", "2", "--results", str(res)])
+    assert (
+        runner.invoke(app, ["train", "--pe", "rope,learned", "--config", str(micro), "--results", str(res)]).exit_code
+        == 0
+    )
+    r = runner.invoke(
+        app, ["train", "--pe", "none", "--init-from", "rope-micro-s0", "--steps", "2", "--results", str(res)]
+    )
     assert r.exit_code == 0, r.output
     assert "not loaded" not in r.output and "left at initialisation" not in r.output  # rope has no weights
     child = torch.load(res / "runs" / "rope-micro-s0-to-none" / "checkpoint.pt", weights_only=True)
     cfg = yaml.safe_load((res / "runs" / "rope-micro-s0-to-none" / "config.yaml").read_text())
     assert cfg["model"]["pe"] == "none" and cfg["run"]["parent"] == "rope-micro-s0"
     assert cfg["run"]["recalibration"] == {"from_scheme": "rope", "to_scheme": "none"}
-    assert set(child["model"]) == set(torch.load(res / "runs" / "rope-micro-s0" / "checkpoint.pt",
-                                                 weights_only=True)["model"])
-    r = runner.invoke(app, ["train", "--pe", "none", "--init-from", "learned-micro-s0", "--steps", "1",
-                            "--results", str(res)])
+    assert set(child["model"]) == set(
+        torch.load(res / "runs" / "rope-micro-s0" / "checkpoint.pt", weights_only=True)["model"]
+    )
+    r = runner.invoke(
+        app, ["train", "--pe", "none", "--init-from", "learned-micro-s0", "--steps", "1", "--results", str(res)]
+    )
     assert r.exit_code == 0 and "not loaded (no place in this model): pe.table" in r.output
-    r = runner.invoke(app, ["eval", "--run", "rope-micro-s0-to-none", "--lengths", "16,32", "--logit-scale", "drope",
-                            "--results", str(res)])
+    r = runner.invoke(
+        app,
+        [
+            "eval",
+            "--run",
+            "rope-micro-s0-to-none",
+            "--lengths",
+            "16,32",
+            "--logit-scale",
+            "drope",
+            "--results",
+            str(res),
+        ],
+    )
     assert r.exit_code == 0, r.output
     labels = {json.loads(p.read_text())["label"] for p in (res / "records" / "rope-micro-s0-to-none").glob("*.json")}
     assert labels == {"none+drope from-rope"}
@@ -133,7 +152,7 @@ def test_drope_continues_a_rope_run_without_positions_and_names_what_it_did_not_
     assert r.exit_code == 2 and "unknown logit scale 'bogus'; valid: none, logn, drope" in r.output
 
 
-USER_SCHEME = '''
+USER_SCHEME = """
 import torch
 from pebench.pe.base import PositionalEncoding, ScoreMod
 
@@ -145,7 +164,7 @@ class HalfAlibi(PositionalEncoding):
 
     def score_mod(self, q, layer, k=None, x=None):
         return ScoreMod(lambda s, b, h, qi, ki: s - 0.5 * (qi - ki), q.dtype)
-'''
+"""
 
 
 def test_a_users_scheme_from_a_file_runs_through_train_eval_report_and_a_new_process(tmp_path, micro):
@@ -156,13 +175,20 @@ def test_a_users_scheme_from_a_file_runs_through_train_eval_report_and_a_new_pro
     assert r.exit_code == 0, r.output
     cfg = yaml.safe_load((res / "runs" / "half-alibi-micro-s0" / "config.yaml").read_text())
     assert cfg["model"]["pe"] == "half-alibi" and cfg["model"]["pe_source"].endswith("my_scheme.py:HalfAlibi")
-    out = subprocess.run([sys.executable, "-m", "pebench", "eval", "--lengths", "16,32", "--results", str(res)],
-                         capture_output=True, text=True, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    out = subprocess.run(
+        [sys.executable, "-m", "pebench", "eval", "--lengths", "16,32", "--results", str(res)],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
+    )
     assert out.returncode == 0, out.stderr  # a fresh process finds the scheme from the run's config
     r = runner.invoke(app, ["report", "--format", "md", "--results", str(res)])
     assert r.exit_code == 0 and "half-alibi" in r.output
-    for bad, msg in ((f"{f}:Nope", "defines no 'Nope'"), (f"{tmp_path}/none.py:X", "file not found"),
-                     ("x.txt:Y", "path/to/file.py:ClassName")):
+    for bad, msg in (
+        (f"{f}:Nope", "defines no 'Nope'"),
+        (f"{tmp_path}/none.py:X", "file not found"),
+        ("x.txt:Y", "path/to/file.py:ClassName"),
+    ):
         r = runner.invoke(app, ["train", "--pe", bad, "--config", str(micro), "--results", str(res)])
         assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output
 

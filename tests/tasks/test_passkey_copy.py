@@ -1,14 +1,13 @@
 """Evaluation tasks: passkey and copy prompts by index, teacher-forced scoring on hand-made models, Wilson
 intervals, far-token marking, the metric registry's directions in reports, a task added from outside the package,
 retrieval training data."""
+
 import json
 import math
 
 import numpy as np
 import pytest
 import torch
-from support import Oracle, Uniform, runner
-from support import task_ctx as _ctx
 
 from pebench.cli import app
 from pebench.config import EvalConfig, ModelConfig
@@ -40,9 +39,11 @@ from pebench.tasks import (
     wilson,
 )
 from pebench.tasks.ppl import far_tokens
+from support import Oracle, Uniform, runner
+from support import task_ctx as _ctx
 
 
-# -- passkey prompts ---------------------------------------------------------------------------------------------
+# -- passkey prompts ---------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("length", [128, 200, 512, 1000])
 @pytest.mark.parametrize("depth", [0.0, 0.25, 0.5, 1.0])
 def test_passkey_window_has_the_needle_at_its_depth_and_the_question_at_the_end(length, depth):
@@ -51,14 +52,14 @@ def test_passkey_window_has_the_needle_at_its_depth_and_the_question_at_the_end(
     assert len(w.tokens) == length  # exactly L tokens
     assert text.endswith(QUESTION + " 07315")  # the question ends the window, then the key
     needle = NEEDLE.format(key="07315")
-    assert text[w.needle_start:w.needle_start + len(needle)] == needle
+    assert text[w.needle_start : w.needle_start + len(needle)] == needle
     form = "standard" if length >= 2 * fixed_bytes("standard") else "compact"
     assert w.form == form and text.startswith(TASK) == (form == "standard")
     # depth: the needle splits the haystack at round(depth * room) bytes
     head = len(TASK) + 1 if form == "standard" else 0
     room = length - fixed_bytes(form)
     assert w.needle_start == head + round(depth * room) + 1
-    hay = text[head:w.needle_start - 1] + text[w.needle_start + len(needle) + 1:-len(QUESTION) - 7]
+    hay = text[head : w.needle_start - 1] + text[w.needle_start + len(needle) + 1 : -len(QUESTION) - 7]
     assert len(hay) == room and (FILLER + " ") * 20 >= hay and ((FILLER + " ") * 20).startswith(hay)
 
 
@@ -81,7 +82,7 @@ def test_passkey_form_and_too_short():
         passkey_window(fixed_bytes("compact") - 1, 0.5, "12345")
 
 
-# -- hand-made models: support.Oracle, support.Uniform, support.task_ctx -------------------------------------------
+# -- hand-made models: support.Oracle, support.Uniform, support.task_ctx -----------------------------------------------
 def test_passkey_scoring_copier_scores_one_uniform_scores_chance():
     opts = {"trials": 40, "depths": "0,0.5,1", "haystack": "filler"}
     out = passkey.PasskeyTask().measure(_ctx(Oracle(), **opts), 256)
@@ -116,7 +117,7 @@ def test_wilson_interval_by_hand():
     assert wilson(0, 0) == (0.0, 1.0)
 
 
-# -- copy prompts ---------------------------------------------------------------------------------------------------
+# -- copy prompts ------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("length", [64, 128, 1000])
 def test_copy_distances_are_exact(length):
     stream = np.frombuffer(bytes(range(32, 127)) * 100, dtype=np.uint8)
@@ -125,15 +126,19 @@ def test_copy_distances_are_exact(length):
     for d in ds:
         for w in copying.prompts(stream, length, d, 24, 3, seed=0):
             assert len(w.tokens) == length and w.second - w.first == d and w.second + 24 == length
-            assert (w.tokens[w.first:w.first + 24] == w.string).all()
-            assert (w.tokens[w.second:w.second + 24] == w.string).all()
+            assert (w.tokens[w.first : w.first + 24] == w.string).all()
+            assert (w.tokens[w.second : w.second + 24] == w.string).all()
             assert np.isin(w.string, ALPHABET).all()
     assert copying.distances(128, 8) == [16, 32, 64, 118]
-    assert copying.copy_range([{"distance": 16, "accuracy": 0.9}, {"distance": 32, "accuracy": 0.4},
-                               {"distance": 64, "accuracy": 0.6}]) == 64
+    assert (
+        copying.copy_range(
+            [{"distance": 16, "accuracy": 0.9}, {"distance": 32, "accuracy": 0.4}, {"distance": 64, "accuracy": 0.6}]
+        )
+        == 64
+    )
 
 
-# -- far tokens -----------------------------------------------------------------------------------------------------
+# -- far tokens --------------------------------------------------------------------------------------------------------
 def test_far_tokens_marks_exactly_the_far_repeats():
     rng = np.random.default_rng(0)
     s = rng.integers(0, 256, size=1000).astype(np.uint8)
@@ -151,13 +156,29 @@ def test_far_tokens_marks_exactly_the_far_repeats():
     assert np.flatnonzero(far_tokens(s, 16, 50)).tolist() == [316, 317, 318, 319, 320, 616, 617, 618, 716, 717, 718]
 
 
-# -- metric registry in reports ---------------------------------------------------------------------------------------
+# -- metric registry in reports ----------------------------------------------------------------------------------------
 def _rec(task, scheme, L, metrics, intervals=None, details=None, protocol="nonoverlap", params=None):
-    return {"schema": SCHEMA_VERSION, "task": task, "run": f"{scheme}-s0", "scheme": scheme, "variant": "none",
-            "label": scheme, "seed": 0, "protocol": protocol, "protocol_params": params or {}, "length": L,
-            "train_context": 16, "multiple": L / 16, "status": "ok", "reason": None, "metrics": metrics,
-            "intervals": intervals or {}, "details": details, "provenance": {},
-            "created": "2026-01-01T00:00:00+00:00"}
+    return {
+        "schema": SCHEMA_VERSION,
+        "task": task,
+        "run": f"{scheme}-s0",
+        "scheme": scheme,
+        "variant": "none",
+        "label": scheme,
+        "seed": 0,
+        "protocol": protocol,
+        "protocol_params": params or {},
+        "length": L,
+        "train_context": 16,
+        "multiple": L / 16,
+        "status": "ok",
+        "reason": None,
+        "metrics": metrics,
+        "intervals": intervals or {},
+        "details": details,
+        "provenance": {},
+        "created": "2026-01-01T00:00:00+00:00",
+    }
 
 
 def _ppl_details():
@@ -167,13 +188,28 @@ def _ppl_details():
 def test_report_bolds_the_maximum_for_accuracy_and_the_minimum_for_perplexity(tmp_path):
     rd = ResultsDir(tmp_path)
     for scheme, ppl, acc in (("rope", 3.0, 0.2), ("alibi", 4.0, 0.9)):
-        rd.write_record(_rec("ppl", scheme, 16, {"ppl": ppl, "ppl_far": ppl, "bpb": 1.0, "loss": 1.0},
-                             details=_ppl_details()))
-        rd.write_record(_rec("passkey", scheme, 16, {"passkey_exact": acc, "passkey_digit": acc},
-                             {"passkey_exact": [acc - 0.1, acc + 0.05]},
-                             {"form": "compact", "haystack": "filler", "trials": 10,
-                              "cells": [{"depth": 0.5, "trials": 10, "exact": acc, "exact_ci": [0, 1], "digit": acc,
-                                         "digit_ci": [0, 1]}]}, "filler", {"trials": 10}))
+        rd.write_record(
+            _rec("ppl", scheme, 16, {"ppl": ppl, "ppl_far": ppl, "bpb": 1.0, "loss": 1.0}, details=_ppl_details())
+        )
+        rd.write_record(
+            _rec(
+                "passkey",
+                scheme,
+                16,
+                {"passkey_exact": acc, "passkey_digit": acc},
+                {"passkey_exact": [acc - 0.1, acc + 0.05]},
+                {
+                    "form": "compact",
+                    "haystack": "filler",
+                    "trials": 10,
+                    "cells": [
+                        {"depth": 0.5, "trials": 10, "exact": acc, "exact_ci": [0, 1], "digit": acc, "digit_ci": [0, 1]}
+                    ],
+                },
+                "filler",
+                {"trials": 10},
+            )
+        )
     df = rp.records_frame(rd)
     md_ppl = rp.to_markdown(rp.build_table(df, "ppl"))
     md_acc = rp.to_markdown(rp.build_table(df, "passkey_exact"))
@@ -196,10 +232,29 @@ def test_report_bolds_the_maximum_for_accuracy_and_the_minimum_for_perplexity(tm
 
 def test_schema_1_records_still_load_and_tasks_never_collide(tmp_path):
     rd = ResultsDir(tmp_path)
-    old = {"schema": 1, "run": "rope-s0", "scheme": "rope", "variant": "none", "label": "rope", "seed": 0,
-           "protocol": "nonoverlap", "protocol_params": {}, "length": 16, "train_context": 16, "multiple": 1.0,
-           "status": "ok", "reason": None, "loss": math.log(5.0), "ppl": 5.0, "bpb": 2.3, "tokens_scored": 9,
-           "windows": 1, "position_buckets": [], "provenance": {}, "created": "2026-01-01T00:00:00+00:00"}
+    old = {
+        "schema": 1,
+        "run": "rope-s0",
+        "scheme": "rope",
+        "variant": "none",
+        "label": "rope",
+        "seed": 0,
+        "protocol": "nonoverlap",
+        "protocol_params": {},
+        "length": 16,
+        "train_context": 16,
+        "multiple": 1.0,
+        "status": "ok",
+        "reason": None,
+        "loss": math.log(5.0),
+        "ppl": 5.0,
+        "bpb": 2.3,
+        "tokens_scored": 9,
+        "windows": 1,
+        "position_buckets": [],
+        "provenance": {},
+        "created": "2026-01-01T00:00:00+00:00",
+    }
     p = rd.records / "rope-s0" / "rope__nonoverlap__L16.json"
     p.parent.mkdir(parents=True)
     p.write_text(json.dumps(old))
@@ -215,7 +270,7 @@ def test_schema_1_records_still_load_and_tasks_never_collide(tmp_path):
     assert len(paths) == 3 and rd.record_path(old) == p
 
 
-# -- a task from outside the package ----------------------------------------------------------------------------------
+# -- a task from outside the package -----------------------------------------------------------------------------------
 class ByteCount(Task):
     """Counts the window: a task a user adds in their own module."""
 
@@ -228,8 +283,13 @@ class ByteCount(Task):
         return "plain", {}
 
     def measure(self, ctx, length):
-        return {"status": "ok", "reason": None, "metrics": {"window_tokens": float(length)}, "intervals": {},
-                "details": {"note": f"{ctx.cfg.model.pe} at {length}"}}
+        return {
+            "status": "ok",
+            "reason": None,
+            "metrics": {"window_tokens": float(length)},
+            "intervals": {},
+            "details": {"note": f"{ctx.cfg.model.pe} at {length}"},
+        }
 
 
 @pytest.fixture
@@ -249,8 +309,10 @@ def test_a_task_added_outside_shows_up_in_eval_and_report(outside_task, tmp_path
     cfg.train.steps, cfg.train.batch_size, cfg.train.lr_by_scheme = 2, 2, {}
     rd = ResultsDir(tmp_path)
     train(cfg.validate(), rd, "alibi-s0", device="cpu")
-    r = runner.invoke(app, ["eval", "--task", "window-size,ppl", "--lengths", "16,32", "--max-tokens", "200",
-                            "--results", str(tmp_path)])
+    r = runner.invoke(
+        app,
+        ["eval", "--task", "window-size,ppl", "--lengths", "16,32", "--max-tokens", "200", "--results", str(tmp_path)],
+    )
     assert r.exit_code == 0, r.output
     assert (rd.records / "alibi-s0" / "window-size__alibi__plain__L32.json").exists()
     r = runner.invoke(app, ["report", "--metric", "window_tokens", "--format", "md", "--results", str(tmp_path)])
@@ -263,9 +325,9 @@ def test_a_task_added_outside_shows_up_in_eval_and_report(outside_task, tmp_path
     assert r.exit_code == 2 and "unknown evaluation task 'pasky'" in r.output
 
 
-# -- retrieval training data --------------------------------------------------------------------------------------------
+# -- retrieval training data -------------------------------------------------------------------------------------------
 def test_needle_rows_are_seeded_and_documents_are_retrieval_documents():
-    text = np.frombuffer((b"plain text about the union. " * 400)[:32 * 129], dtype=np.uint8).reshape(32, 129)
+    text = np.frombuffer((b"plain text about the union. " * 400)[: 32 * 129], dtype=np.uint8).reshape(32, 129)
     rows = needle_rows(0, 5, 32, 0.5)
     assert (rows == needle_rows(0, 5, 32, 0.5)).all() and 8 <= rows.sum() <= 24
     assert not needle_rows(0, 5, 32, 0.0).any() and needle_rows(0, 5, 32, 1.0).all()
@@ -300,17 +362,33 @@ def test_sample_batch_with_and_without_needles(tmp_path):
     assert torch.equal(torch.cat([xa, xb]), x1)
 
 
-# -- every scheme and scaling ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("scheme", ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi", "kerple", "fire",
-                                    "xpos", "p-rope", "sandwich", "fox", "cope"])
+# -- every scheme and scaling ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "scheme",
+    [
+        "none",
+        "sinusoidal",
+        "learned",
+        "shaw",
+        "t5",
+        "rope",
+        "alibi",
+        "kerple",
+        "fire",
+        "xpos",
+        "p-rope",
+        "sandwich",
+        "fox",
+        "cope",
+    ],
+)
 def test_passkey_copy_and_far_ppl_run_for_every_scheme_and_scaling(scheme):
-    from support import tiny_model_config
-
     from pebench.evaluate import _measure
     from pebench.model import DecoderLM
     from pebench.scoring import Protocol
     from pebench.tasks import EvalContext
     from pebench.tasks.ppl import PplTask
+    from support import tiny_model_config
 
     model = DecoderLM(tiny_model_config(scheme, context=32)).eval()
     cfg = type("Cfg", (), {"eval": EvalConfig(batch_tokens=2048), "model": model.cfg})()
@@ -318,9 +396,11 @@ def test_passkey_copy_and_far_ppl_run_for_every_scheme_and_scaling(scheme):
     base = model.pe
     for variant in [None] + base.variants():
         model.pe = base if variant is None else base.with_variant(variant)
-        tasks = [(passkey.PasskeyTask(), {"trials": 2, "depths": "0,1", "haystack": "filler"}, 128),
-                 (copying.CopyTask(), {"trials": 2, "string_length": 8}, 64),
-                 (PplTask(), {"far_n": 4}, 64)]
+        tasks = [
+            (passkey.PasskeyTask(), {"trials": 2, "depths": "0,1", "haystack": "filler"}, 128),
+            (copying.CopyTask(), {"trials": 2, "string_length": 8}, 64),
+            (PplTask(), {"far_n": 4}, 64),
+        ]
         for task, opts, L in tasks:
             ctx = EvalContext(model, cfg, torch.device("cpu"), stream, stream, Protocol(), L, opts)
             task.prepare(ctx)
@@ -345,7 +425,7 @@ def test_needle_kinds_build_what_they_say():
     for seed in range(20):
         rng = np.random.default_rng(seed)
         rep = training_document(rng, bg, (16, 64), {"repeat": 1})
-        k = next(k for k in range(16, 65) if (rep[:k] == rep[k:2 * k]).all())
+        k = next(k for k in range(16, 65) if (rep[:k] == rep[k : 2 * k]).all())
         assert np.isin(rep, ALPHABET).all()  # random letters, no text
         per = training_document(rng, bg, (4, 24), {"periodic": 1})
         p = next(p for p in range(4, 25) if (per[p:] == per[:-p]).all())
@@ -368,17 +448,16 @@ def test_pairs_windows_are_random_strings_each_followed_by_its_repeat():
         repeats = []
         w = pairs_window(rng, 129, (4, 16), repeats)
         for a, b in repeats[:-1]:  # each repeat copies the string before it (the last may be cut)
-            assert 4 <= b - a <= 16 and (w[a:b] == w[2 * a - b:a]).all()
+            assert 4 <= b - a <= 16 and (w[a:b] == w[2 * a - b : a]).all()
         assert len(repeats) >= 3
         assert len(w) == 129 and np.isin(w, ALPHABET).all()
         i, pairs = 0, 0
         while i + 32 <= len(w):  # walk the pairs: each string's length is the one whose repeat follows it
-            k = next(k for k in range(4, 17) if (w[i:i + k] == w[i + k:i + 2 * k]).all())
+            k = next(k for k in range(4, 17) if (w[i : i + k] == w[i + k : i + 2 * k]).all())
             i, pairs = i + 2 * k, pairs + 1
         assert pairs >= 3
     doc = training_document(np.random.default_rng(0), np.zeros(65, dtype=np.uint8), (40, 64), {"pairs": 1})
     assert (doc[:32] == doc[32:64]).all()  # strings capped at half the window, like the other kinds
-
 
 
 def test_a_continued_run_leaves_the_parents_warm_up_behind():

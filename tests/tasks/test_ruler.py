@@ -1,12 +1,12 @@
 """RULER-style tasks (niah variants, vt, mqar): prompts decode to the intended text with keys, values and queries
 where stated; a model handed the answer scores 1.0 and a uniform one exactly the stated chance; impossible settings
 get one line; effective length by its rule; the training-document kinds; the context suite's settings."""
+
 import math
 
 import numpy as np
 import pytest
 import torch
-from support import Oracle, Uniform, invoke, task_ctx
 
 from pebench.data import ruler
 from pebench.data.needles import FILLER, training_document
@@ -15,6 +15,7 @@ from pebench.scoring import Protocol
 from pebench.tasks import TASKS, task_options
 from pebench.tasks import mqar as mqar_task
 from pebench.tasks import niah as niah_task
+from support import Oracle, Uniform, invoke, task_ctx
 
 NIAH_OPTS = {**TASKS.get("niah").options, "trials": 4, "depths": "0,0.5,1"}
 
@@ -39,7 +40,7 @@ def test_niah_prompt_decodes_to_its_needles_question_and_answers(variant, length
     assert len(set(keys)) == (1 if variant == "multivalue" else n)
     for start, k, v in zip(p.inserts, keys, values):  # every needle where the prompt says, with its key and value
         needle = ruler.NEEDLE[form].format(key=k, value=v)
-        assert s[start:start + len(needle)] == needle and s[start - 1] == " "
+        assert s[start : start + len(needle)] == needle and s[start - 1] == " "
     asked = [keys[i] for i in p.meta["asked"]]
     for (a, b), want in zip(p.answers, p.texts if variant != "multivalue" else p.texts[:1]):
         assert s[a:b] == want  # the answer bytes scored are the asked key's value
@@ -52,7 +53,7 @@ def test_niah_prompt_decodes_to_its_needles_question_and_answers(variant, length
         else:
             assert q[form].format(key=", ".join(asked)) in s
     else:
-        assert s[:p.answers[0][0]].endswith(q[form].format(key=keys[0]) + " ")
+        assert s[: p.answers[0][0]].endswith(q[form].format(key=keys[0]) + " ")
     if variant == "multivalue":
         assert sorted(p.texts) == sorted(values) and len(p.candidates) == 3
         assert not set(p.candidates) & set(values) and all(len(c) == p.meta["digits"] for c in p.candidates)
@@ -65,7 +66,7 @@ def test_niah_single_needle_sits_at_its_depth_of_the_haystack(depth):
     tail = ruler.ASK_ONE["compact"].format(key=p.meta["keys"][0]) + " " + p.texts[0]
     room = 600 - ruler.fixed_bytes([needle], tail)
     assert p.inserts[0] == round(depth * room) + 1
-    hay = text(p)[:p.inserts[0] - 1] + text(p)[p.inserts[0] + len(needle) + 1:-len(tail) - 1]
+    hay = text(p)[: p.inserts[0] - 1] + text(p)[p.inserts[0] + len(needle) + 1 : -len(tail) - 1]
     assert len(hay) == room and ((FILLER + " ") * 20).startswith(hay)
 
 
@@ -77,10 +78,13 @@ def test_vt_prompt_chains_are_in_order_and_the_answer_is_a_name_of_the_asked_cha
         assert len(p.tokens) == length and s.endswith(" " + names[0])
         assert p.texts == names[:3] and p.candidates == names[3:]
         for (c, h), start in zip(p.meta["statements"], p.inserts):
-            chain = names[c * 3:(c + 1) * 3]
-            want = ruler.VT_VALUE[form].format(name=chain[0], value=values[c]) if h == 0 else \
-                ruler.VT_COPY[form].format(name=chain[h], source=chain[h - 1])
-            assert s[start:start + len(want)] == want
+            chain = names[c * 3 : (c + 1) * 3]
+            want = (
+                ruler.VT_VALUE[form].format(name=chain[0], value=values[c])
+                if h == 0
+                else ruler.VT_COPY[form].format(name=chain[h], source=chain[h - 1])
+            )
+            assert s[start : start + len(want)] == want
         for c in range(2):  # each chain's statements appear in hop order
             starts = [st for (cc, _), st in zip(p.meta["statements"], p.inserts) if cc == c]
             assert starts == sorted(starts)
@@ -92,7 +96,7 @@ def test_mqar_prompt_opens_with_the_pairs_and_queries_them_at_spread_depths():
     s = text(p)
     keys, vals = p.meta["keys"], p.meta["values"]
     block = " ".join(f"{k}={v}" for k, v in zip(keys, vals))
-    assert s[p.inserts[0]:p.inserts[0] + len(block)] == block and p.inserts[0] == 1
+    assert s[p.inserts[0] : p.inserts[0] + len(block)] == block and p.inserts[0] == 1
     assert len(set(p.meta["asked"])) == 3 and s.endswith(f"{keys[p.meta['asked'][-1]]}={vals[p.meta['asked'][-1]]}")
     for (a, b), i, start in zip(p.answers, p.meta["asked"], p.inserts[1:]):
         assert s[start:b] == f"{keys[i]}={vals[i]}" and s[a:b] == vals[i]
@@ -130,18 +134,22 @@ def true_rows(prompts):
 
 def niah_prompts(length, opts):
     depths = [0.0, 0.5, 1.0]
-    return {v: [p for i, d in enumerate(depths) for p in niah_task.cell_prompts(v, length, i, d, opts, 0)]
-            for v in ruler.NIAH_VARIANTS}
+    return {
+        v: [p for i, d in enumerate(depths) for p in niah_task.cell_prompts(v, length, i, d, opts, 0)]
+        for v in ruler.NIAH_VARIANTS
+    }
 
 
 def test_niah_handed_the_answer_scores_one_and_uniform_scores_chance():
     task, L = TASKS.get("niah"), 256
     prompts = niah_prompts(L, NIAH_OPTS)
-    oracle = AnswerOracle(true_rows(prompts["multivalue"]) | {bytes(p.tokens) for v in ("single", "multikey",
-                                                              "multiquery") for p in prompts[v]})
+    oracle = AnswerOracle(
+        true_rows(prompts["multivalue"])
+        | {bytes(p.tokens) for v in ("single", "multikey", "multiquery") for p in prompts[v]}
+    )
     out = task.measure(task_ctx(oracle, **NIAH_OPTS), L)
     assert out["metrics"] == {f"niah_{v}": 1.0 for v in ruler.NIAH_VARIANTS}
-    assert [(c["variant"], c["depth"]) for c in out["details"]["cells"]][:3] == [("single", d) for d in (0, .5, 1)]
+    assert [(c["variant"], c["depth"]) for c in out["details"]["cells"]][:3] == [("single", d) for d in (0, 0.5, 1)]
     uni = task.measure(task_ctx(Uniform(), **NIAH_OPTS), L)["metrics"]
     for v in ("single", "multikey", "multiquery"):  # every digit a tenth: a value's chance is 10^-digits
         assert uni[f"niah_{v}"] == pytest.approx(np.mean([10.0 ** -p.meta["digits"] for p in prompts[v]]))
@@ -179,10 +187,9 @@ class WholeRows(torch.nn.Module):
 def test_ranking_with_the_prefix_run_once_equals_every_row_run_whole(pe):
     """niah multivalue and vt rank answers tried in one slot; running the shared prefix once per prompt gives the
     slot log-likelihoods, hence the records, of running every row whole (a trained-like model: weights perturbed)."""
-    from support import tiny_model_config
-
     from pebench.model import DecoderLM
     from pebench.scoring import score_positions, slot_logprobs
+    from support import tiny_model_config
 
     torch.manual_seed(0)
     m = DecoderLM(tiny_model_config(pe, context=64)).eval()
@@ -213,17 +220,24 @@ def ruler_eval():
 
 
 # -- bad input ------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("task,opts,msg", [
-    ("niah", {"queries": 0}, "niah.queries must be an integer >= 1"),
-    ("niah", {"queries": 5}, r"niah.queries \(5\) must be at most niah.keys \(4\)"),
-    ("niah", {"depths": "0,1.5"}, "niah.depths"),
-    ("niah", {"keys": 9}, "niah multikey with keys=9.*needs windows of at least"),
-    ("niah", {"variants": "single,many"}, "variants are single, multikey"),
-    ("vt", {"chains": 1}, "vt.chains must be an integer >= 2"),
-    ("vt", {"hops": 6}, "vt with 2 chains of 6 hops needs windows of at least"),
-    ("mqar", {"pairs": 20}, r"mqar with 20 pairs and 4 queries needs windows of at least \d+ tokens.*at most \d+ pairs"),
-    ("mqar", {"queries": 0}, "mqar.queries must be an integer >= 1"),
-])
+@pytest.mark.parametrize(
+    "task,opts,msg",
+    [
+        ("niah", {"queries": 0}, "niah.queries must be an integer >= 1"),
+        ("niah", {"queries": 5}, r"niah.queries \(5\) must be at most niah.keys \(4\)"),
+        ("niah", {"depths": "0,1.5"}, "niah.depths"),
+        ("niah", {"keys": 9}, "niah multikey with keys=9.*needs windows of at least"),
+        ("niah", {"variants": "single,many"}, "variants are single, multikey"),
+        ("vt", {"chains": 1}, "vt.chains must be an integer >= 2"),
+        ("vt", {"hops": 6}, "vt with 2 chains of 6 hops needs windows of at least"),
+        (
+            "mqar",
+            {"pairs": 20},
+            r"mqar with 20 pairs and 4 queries needs windows of at least \d+ tokens.*at most \d+ pairs",
+        ),
+        ("mqar", {"queries": 0}, "mqar.queries must be an integer >= 1"),
+    ],
+)
 def test_impossible_settings_get_one_line(task, opts, msg):
     t = TASKS.get(task)
     with pytest.raises(UsageError, match=msg):
@@ -242,8 +256,9 @@ def table(values, one=None, metric="niah_single"):
 
     lengths = [128, 256, 512, 1024]
     cells = {("m", L): (v, 0.0, 1, (one or {}).get(L)) for L, v in zip(lengths, values)}
-    return Table(metric, "p", lengths, {L: f"{L // 128}x" for L in lengths}, ["m"], cells, {}, 128, "validation",
-                 True, 2, "niah")
+    return Table(
+        metric, "p", lengths, {L: f"{L // 128}x" for L in lengths}, ["m"], cells, {}, 128, "validation", True, 2, "niah"
+    )
 
 
 def test_effective_length_is_the_longest_length_within_both_rules():
@@ -281,7 +296,7 @@ def test_training_documents_are_answered_prompts_of_the_window(kind):
             assert value.isdigit() and f"{name} = " in s
         else:
             key, value = s.rsplit(": ", 1)[0].split()[-1], s.rsplit(": ", 1)[1].strip(".").split(".")[0]
-            assert f"{key}: {value}" in s[:s.rindex(f"{key}: ")]  # the answer is a needle of the window
+            assert f"{key}: {value}" in s[: s.rindex(f"{key}: ")]  # the answer is a needle of the window
 
 
 def test_the_context_suite_sets_its_task_options_and_a_users_key_wins():

@@ -7,6 +7,7 @@ sbatch returns at once ("Submitted batch job N") and a detached runner plays the
 with the SLURM_* variables a real task gets, one after another; a task requeued while running runs again
 (SLURM_RESTART_COUNT + 1). With FAKE_SLURM_PREEMPT=GLOB, the runner sends the task's process USR2 (Slurm's notice
 before a time limit, as --signal=USR2@N asks) once, as soon as a file matching GLOB exists."""
+
 import glob
 import json
 import os
@@ -64,9 +65,13 @@ def sbatch(argv: list) -> None:
         f.write(json.dumps({"job": a, "flags": flags, "script": text, "tasks": len(tasks)}) + "\n")
     for i in tasks:
         _set_state(_jid(a, i, flags), "PENDING")
-    subprocess.Popen([sys.executable, __file__, "--run-array", a, str(script), ",".join(map(str, tasks))],
-                     start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     cwd=os.getcwd())
+    subprocess.Popen(
+        [sys.executable, __file__, "--run-array", a, str(script), ",".join(map(str, tasks))],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=os.getcwd(),
+    )
     print(f"Submitted batch job {a}")
 
 
@@ -77,9 +82,17 @@ def run_array(a: str, script: str, tasks: str) -> None:
         restarts = 0
         while True:
             jid = _jid(a, i, flags)
-            env = dict(os.environ, SLURM_JOB_ID=str(int(a) * 100 + i) if "array" in flags else a,
-                       SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_NODEID="0", SLURM_NTASKS="1",
-                       SLURM_JOB_NUM_NODES="1", SLURM_JOB_NODELIST="fakenode", SLURM_RESTART_COUNT=str(restarts))
+            env = dict(
+                os.environ,
+                SLURM_JOB_ID=str(int(a) * 100 + i) if "array" in flags else a,
+                SLURM_PROCID="0",
+                SLURM_LOCALID="0",
+                SLURM_NODEID="0",
+                SLURM_NTASKS="1",
+                SLURM_JOB_NUM_NODES="1",
+                SLURM_JOB_NODELIST="fakenode",
+                SLURM_RESTART_COUNT=str(restarts),
+            )
             if "array" in flags:
                 env.update(SLURM_ARRAY_JOB_ID=a, SLURM_ARRAY_TASK_ID=str(i))
             out = _expand(str(flags.get("output", f"slurm-{a}_{i}.out")), a, i, jid)

@@ -1,0 +1,41 @@
+"""``pebench run`` after its plan: the suite's jobs (here, on local workers or through a launcher), then its report
+and its profile (where the time went, against the training floor)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..progress import Reporter
+from ..results import ResultsDir
+from . import launch, profile
+
+
+@dataclass
+class SuiteDone:
+    """What a suite run left: failures (jobs or runs), the main table (None when the jobs were only written, as
+    ``--emit-sbatch`` does), the context-use tables' markdown and the closing summary."""
+
+    failed: int
+    table: object = None  # findings.report.Table
+    context_md: Optional[str] = None
+    summary: str = ""
+
+
+def run_suite(sp, clock: profile.Clock, reporter: Reporter, show: bool = False) -> SuiteDone:
+    """Run a ``plan.SuitePlan`` (its launch plan set): measure the peaks, run the jobs, report and profile."""
+    from ..findings.report import records_frame_noting, suite_report
+
+    rd = ResultsDir(sp.results).ensure_writable()
+    clock.measure_peaks(sp.request.device, sp.runs)
+    clock.lap("setup")
+    if failed := launch.run_jobs(rd, sp, sp.overwrite, reporter, show):
+        return SuiteDone(failed)
+    if sp.launch and sp.launch.emit:
+        return SuiteDone(0)
+    clock.lap("jobs")
+    df = records_frame_noting(rd, reporter.warn)
+    t, context_md, paths = suite_report(rd, df, [n for n, _ in sp.runs], sp.request)
+    prof = profile.finish(rd, sp.runs, clock, sp.devices, sp.request.device)
+    wrote = "wrote " + ", ".join(str(p) for p in paths + [rd.root / "profile.md"])
+    return SuiteDone(0, t, context_md, wrote + "\n" + profile.summary(prof))
