@@ -41,8 +41,7 @@ BACKENDS = ("auto", "sdpa", "flex", "chunked", "banded", "relative", "math")
 MATERIALIZE_MAX_LEN = 2048  # CPU inference: up to here a materialized bias + fused SDPA is fastest
 CHUNK = 256
 # CPU inference with relative vectors: the explicit relative path beats the banded split up to about
-# 8 band widths (measured at k_max 64, 16k-token batches: 29 vs 121 ms at 128 tokens, 98 vs 154 ms at
-# 512, 1.5x slower at 1024, 2x at 2048).
+# 8 band widths (`pebench bench --pe shaw` measures both paths).
 RELATIVE_MAX_BANDS = 8
 
 _compile_flex = True
@@ -316,7 +315,7 @@ def choose_backend(device_type: str, seq_len: int, mod: Optional[ScoreMod], trai
     if device_type == "cuda":
         return "flex"  # returns the log-sum-exp on CUDA too, so Shaw uses it as well
     if mod.relative is not None and seq_len <= min(RELATIVE_MAX_BANDS * mod.band, MATERIALIZE_MAX_LEN):
-        return "relative"  # short: explicit scores with the band on their diagonals (4x banded at 128)
+        return "relative"  # short: explicit scores with the band on their diagonals
     if mod.needs_lse:  # compiled flex on CPU cannot return the log-sum-exp
         return "banded" if mod.band is not None else "chunked"
     return "sdpa" if seq_len <= MATERIALIZE_MAX_LEN else "flex"

@@ -8,7 +8,7 @@ import copy
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
@@ -23,6 +23,12 @@ from .registry import unknown_name_message
 from .results import EVAL_SPLITS, SCHEMA_VERSION, ResultsDir, environment, now, protocol_key
 from .scoring import Protocol
 from .tasks import TASKS, EvalContext, Task, resolve_tasks, task_names, task_options
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .config import Config
+    from .data.dataset import PreparedCorpus
 
 
 @dataclass(frozen=True)
@@ -39,7 +45,7 @@ class EvalFlags:
     rope_factor: Optional[float] = None
     task: Optional[str] = None  # a comma list of tasks (None: ppl, or the suite's)
     trials: Optional[int] = None
-    task_opts: tuple = ()  # NAME=V or TASK.NAME=V
+    task_opts: tuple[str, ...] = ()  # NAME=V or TASK.NAME=V
     max_tokens: Optional[int] = None
     split: str = "validation"
     logit_scale: Optional[str] = None
@@ -55,19 +61,19 @@ class EvalRequest:
     (default ``ppl``) with their options, whether records already written are reused, and ``only_lengths``: a
     worker's share of the lengths (None: all), measured exactly as the whole list would measure them."""
 
-    lengths: Optional[list] = None
+    lengths: Optional[list[int]] = None
     protocol: Protocol = Protocol()
-    variants: list = field(default_factory=list)
+    variants: list[str] = field(default_factory=list)
     rope_factor: Optional[float] = None
     max_tokens: Optional[int] = None
     device: str = "auto"
     backend: str = "auto"
     split: str = "validation"
     logit_scale: Optional[str] = None
-    tasks: list = field(default_factory=list)
-    options: Optional[dict] = None
+    tasks: list[Task] = field(default_factory=list)
+    options: Optional[dict[str, dict[str, Any]]] = None
     skip_existing: bool = False
-    only_lengths: Optional[list] = None
+    only_lengths: Optional[list[int]] = None
 
     def validate(self) -> "EvalRequest":
         if self.rope_factor is not None and self.rope_factor < 1:
@@ -136,12 +142,12 @@ def _measure(task: Task, ctx: EvalContext, L: int) -> dict:
 class _Opened:
     """A finished run opened for evaluation: its config, metadata, model, corpus, split tokens and stream."""
 
-    cfg: object
-    meta: dict
+    cfg: Config
+    meta: dict[str, Any]
     model: torch.nn.Module
-    corpus: object
-    tokens: object
-    stream: object
+    corpus: PreparedCorpus
+    tokens: np.ndarray
+    stream: np.ndarray
 
 
 def _open_run(results: ResultsDir, run: str, dev, req: EvalRequest) -> _Opened:

@@ -16,13 +16,16 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import torch
 
 from .errors import PebenchError, UsageError
 from .parsing import parse_list
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
 HF_SCALINGS = {
     "linear": ("factor",),
@@ -47,7 +50,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 @dataclass(frozen=True)
 class Scaling:
     name: str
-    params: dict = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -146,11 +149,11 @@ class HFLM(torch.nn.Module):
 class Outside:
     name: str
     model: HFLM
-    tokenizer: object
-    config: object
+    tokenizer: PreTrainedTokenizerBase
+    config: PretrainedConfig
     context: int
     rope: bool  # the model applies rotary embeddings (a RoPE scaling can apply)
-    provenance: dict
+    provenance: dict[str, Any]
 
 
 def _is_local(spec: str) -> bool:
@@ -415,9 +418,11 @@ def eval_config(o: Outside, batch_tokens: int):
 
 @dataclass
 class RopeReport:
-    rows: list  # per frequency pair: {dim, inv_freq, scaled, ratio, wavelength, pebench, rel_diff}
-    facts: dict  # rope_type, factor, original context, attention factor (transformers and pebench), max length
-    warnings: list
+    rows: list[dict[str, Any]]  # per frequency pair: {dim, inv_freq, scaled, ratio, wavelength, pebench, rel_diff}
+    facts: dict[
+        str, Any
+    ]  # rope_type, factor, original context, attention factor (transformers and pebench), max length
+    warnings: list[str]
 
 
 def load_hf_config(spec: str):

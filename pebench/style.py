@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from typing import Union
 
 SCHEME_COLORS = {
     # the survey's seven
@@ -58,7 +59,7 @@ CONTEXT_LINE = {"color": "#777777", "linestyle": ":", "linewidth": 1.2}
 @dataclass(frozen=True)
 class LineStyle:
     color: str
-    linestyle: object
+    linestyle: Union[str, tuple]
     marker: str
     hollow: bool
 

@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import torch
 import yaml
@@ -25,6 +25,12 @@ from .fsutil import RunLock, append_line, atomic_save, atomic_write_text
 from .model import DecoderLM
 from .results import ResultsDir, environment, now
 from .scoring import Protocol, score_stream
+
+if TYPE_CHECKING:
+    import numpy as np
+    from torch.distributed import ProcessGroup
+
+    from .data.dataset import PreparedCorpus
 
 
 def lr_at(step: int, cfg) -> float:
@@ -65,8 +71,8 @@ def make_optimizer(model: torch.nn.Module, cfg, device: torch.device) -> torch.o
     decay = [p for n, p in named if decays(model, n, p)]
     no_decay = [p for n, p in named if not decays(model, n, p)]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    # The fused kernel on both devices: on the CPU it takes 0.4 ms a step for the default config where the foreach
-    # one takes 1.4 (scripts/speed_levers.py); same update up to rounding (tests/test_train.py, the optimizer test).
+    # The fused kernel on both devices, the faster on the CPU too (results/speed/levers.md, the optimizer rows); the
+    # same update up to rounding (tests/test_train.py, the optimizer test).
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device.type in ("cpu", "cuda"))
 
 
@@ -367,14 +373,14 @@ class _Loop:
     results: ResultsDir
     name: str
     dev: torch.device
-    corpus: object
+    corpus: PreparedCorpus
     model: DecoderLM
     opt: torch.optim.Optimizer
     rank: int
     world: int
-    pg: object
+    pg: Optional[ProcessGroup]
     progress: Optional[Callable]
-    train_tokens: object = None
+    train_tokens: np.ndarray = None
     saved: int = 0
     precision: str = "fp32"  # device.train_precision, resolved once per run
     window_t: float = 0.0

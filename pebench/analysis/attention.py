@@ -65,7 +65,7 @@ class AttentionStats:
     n_layers: int
     n_heads: int
     queries: int = 0
-    sums: dict = field(default_factory=dict)
+    sums: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self):
         nb = (n_bins(self.length),)

@@ -126,8 +126,8 @@ def run(
     clock, options = profile.Clock(), locals()
     flags, ev = fields_from(ConfigFlags, options), fields_from(EvalFlags, options)
     sp = suite_plan(suite, pe, flags, seeds, results, ev, overwrite, final, devices)
-    sp.launch = launch.launch_plan(launcher, launcher_opt, emit_sbatch, sp.config, devices)
-    done = run_suite(sp, clock, console.reporter(), show=sys.stdout.isatty())
+    lp = launch.launch_plan(launcher, launcher_opt, emit_sbatch, sp.config, devices)
+    done = run_suite(sp, lp, clock, console.reporter(), show=sys.stdout.isatty())
     if done.failed:
         raise typer.Exit(1)
     if done.table is not None:
@@ -182,5 +182,44 @@ def list_cmd(results: Path = ResultsOpt):
     """Schemes, RoPE scalings, tasks, corpora, configs and the runs in the results folder."""
     from ..results import ResultsDir
 
-    for line in console.list_text(ResultsDir(results)):
+    for line in _catalog(ResultsDir(results)):
         console.echo(line)
+
+
+def _catalog(results) -> list[str]:
+    """`pebench list`: schemes (with their positional parameters at the tiny config), variants, tasks and their
+    metrics, corpora, configs and the runs in the results folder."""
+    from dataclasses import replace
+
+    from ..config import builtin_configs, load_config
+    from ..data import describe_corpora
+    from ..model import DecoderLM
+    from ..pe import SCHEMES, all_variants, group_of, load_entry_points, scheme_names
+    from ..tasks import TASKS, task_names
+
+    tiny = load_config("tiny")
+    base = DecoderLM(replace(tiny.model, pe="none")).num_params()
+    load_entry_points()
+    out = ["schemes by group (--pe classic | modern | all), with positional parameters at the tiny config:"]
+    for n in scheme_names():
+        extra = DecoderLM(replace(tiny.model, pe=n)).num_params() - base
+        out.append(f"  {group_of(n):<8} {n:<11} {extra:>7,}  {SCHEMES.get(n).description}")
+    out.append("evaluation-time variants (--rope-scaling): " + ", ".join(all_variants()))
+    out.append(
+        "evaluation tasks (eval --task), their options (--task-opt TASK.NAME=V) and metrics (report "
+        "--metric; + higher, - lower is better):"
+    )
+    for n in task_names():
+        t = TASKS.get(n)
+        ms = ", ".join(f"{m.name} {'+' if m.higher_is_better else '-'}" for m in t.metrics)
+        opts = ", ".join(f"{k}={v}" for k, v in t.options.items()) or "none"
+        out.append(f"  {n:<9} {t.description}; {ms}; options: {opts}")
+    out.append("corpora:")
+    out += [f"  {k:<17} {v}" for k, v in describe_corpora().items()]
+    out.append("configs: " + ", ".join(builtin_configs()))
+    runs = results.run_names()
+    out.append(f"runs in {results.runs}:" + ("" if runs else " none"))
+    for r in runs:
+        st = results.status(r)
+        out.append(f"  {r:<28} {st.get('state')} (step {st.get('step', '?')}/{st.get('steps', '?')})")
+    return out

@@ -6,7 +6,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -32,7 +32,7 @@ class PreparedCorpus:
     spec: str
     fingerprint: str
     folder: Path
-    meta: dict
+    meta: dict[str, Any]
 
     def tokens(self, split: str) -> np.ndarray:
         n = self.meta["tokens"][split]

@@ -13,7 +13,7 @@ it from the evaluation stream, training documents from the training stream.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -59,7 +59,7 @@ class Prompt:
     answers: list[tuple[int, int]]  # [start, stop) of each teacher-forced answer
     texts: list[str]  # the answers' texts (ranking prompts: the true candidates)
     candidates: list[str] = field(default_factory=list)  # ranking prompts: the distractors (as long as the answer)
-    meta: dict = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 def random_word(rng: np.random.Generator) -> str:

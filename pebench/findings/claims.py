@@ -37,7 +37,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import yaml
 
@@ -71,13 +71,14 @@ class Cell:
     """One compared quantity: per-seed values where records hold them, else a table's mean and interval."""
 
     name: str
-    values: dict = field(default_factory=dict)  # seed -> value
+    values: dict[int, float] = field(default_factory=dict)  # seed -> value
     mean: Optional[float] = None
     lo: Optional[float] = None
     hi: Optional[float] = None
     n: int = 0
     undefined: int = 0  # records that say the scheme cannot represent this cell (learned beyond its table)
-    trials: dict = field(default_factory=dict)  # seed -> (lo, hi): the 95% interval over that seed's prompts
+    # seed -> (lo, hi): the 95% interval over that seed's prompts
+    trials: dict[int, tuple[float, float]] = field(default_factory=dict)
 
     @classmethod
     def from_values(cls, name: str, values: dict, trial: Optional[tuple] = None) -> "Cell":
@@ -101,9 +102,9 @@ class Cell:
 
 @dataclass
 class Verdict:
-    claim: dict
+    claim: dict[str, Any]
     held: bool
-    cells: list
+    cells: list[Cell]
     why: str
 
     @property

@@ -92,8 +92,12 @@ class Table:
     lengths: list[int]
     contexts: dict[int, str]
     rows: list[str]
-    cells: dict  # (label, length) -> (mean | None, ci, n_seeds, (lo, hi) of one seed's trials | None)
-    ratio: dict  # label -> value at the longest length / value at 1x (None where either is missing)
+    cells: dict[
+        tuple[str, int], tuple
+    ]  # (label, length) -> (mean | None, ci, n_seeds, (lo, hi) of one seed's trials | None)
+    ratio: dict[
+        str, Optional[float]
+    ]  # label -> value at the longest length / value at 1x (None where either is missing)
     context: int = 0  # the training context (the 1x length)
     split: str = "validation"
     higher_is_better: bool = False  # the metric's direction: bold and "best" follow it

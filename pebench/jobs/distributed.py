@@ -6,9 +6,12 @@ import contextlib
 import gc
 import os
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 import torch
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
 
 
 @dataclass
@@ -17,7 +20,7 @@ class DistInfo:
     world: int = 1
     local_rank: int = 0
     device: str = "auto"
-    group: Optional[object] = None
+    group: Optional[ProcessGroup] = None
 
     @property
     def is_main(self) -> bool:

@@ -49,7 +49,7 @@ class LaunchOptions:
 @dataclass
 class LaunchPlan:
     kind: str  # local | slurm
-    options: object  # launch.LaunchOptions: the config's launcher section, then --launcher-opt
+    options: LaunchOptions  # launch.LaunchOptions: the config's launcher section, then --launcher-opt
     emit: Optional[Path] = None  # --emit-sbatch FILE: a plain sbatch script instead of submitting
 
 
@@ -201,7 +201,7 @@ def local_waves(opts: LaunchOptions) -> int:
 
 @dataclass
 class TaskResult:
-    files: list
+    files: list[str]
     ok: bool
     error: str = ""
 
@@ -264,14 +264,14 @@ def _last_lines(job, fallback: str, n: int = 2) -> str:
     return " | ".join(tail)
 
 
-def run_jobs(rd: ResultsDir, sp, overwrite: bool, reporter, show: bool = False) -> int:
-    """A suite plan's jobs: through its launcher (``sp.launch``), else here or on local workers
-    (``sweep.run_all``), told through ``reporter`` (a ``progress.Reporter``). Returns the failures."""
+def run_jobs(rd: ResultsDir, sp, launch: Optional[LaunchPlan], reporter, show: bool = False) -> int:
+    """A suite plan's jobs: through its launcher (``launch``), else here or on local workers (``sweep.run_all``),
+    told through ``reporter`` (a ``progress.Reporter``). Returns the failures."""
     from .sweep import run_all
 
-    if sp.launch is not None:
-        return run_launched(rd, sp.runs, sp.request, overwrite, sp.launch, reporter)
-    return run_all(rd, sp.runs, sp.request, overwrite, sp.devices, reporter, show)
+    if launch is not None:
+        return run_launched(rd, sp.runs, sp.request, sp.overwrite, launch, reporter)
+    return run_all(rd, sp.runs, sp.request, sp.overwrite, sp.devices, reporter, show)
 
 
 def run_launched(rd: ResultsDir, runs: list, req, overwrite: bool, plan, reporter) -> int:

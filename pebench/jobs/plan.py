@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..config import Config, ConfigFlags, naming_flags, resolve_config, with_overlays
 from ..errors import UsageError
@@ -53,8 +53,8 @@ class RunPlan:
 
     name: str
     cfg: Config
-    meta: dict = field(default_factory=dict)
-    notes: list = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 def recalibration_config(parent: Config, scheme: str, steps: int, source: str = "") -> Config:
@@ -110,7 +110,7 @@ class Continuation:
     context: Optional[str] = None
     rope_scaling: Optional[str] = None
     rope_factor: Optional[float] = None
-    overlays: tuple = ()
+    overlays: tuple[str, ...] = ()
     needles: Optional[float] = None
     compile: Optional[bool] = None
     name: Optional[str] = None
@@ -211,13 +211,12 @@ class SuitePlan:
     """``pebench run``: the results folder, the runs to train, how to evaluate them, notes for the user."""
 
     results: Path
-    runs: list  # (name, config)
+    runs: list[tuple[str, Config]]  # (name, config)
     request: EvalRequest
-    notes: list = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     devices: str = "local"  # local (this process) | auto | GPU indices | cpu:N (N single-threaded CPU workers)
     config: str = "tiny"  # the config spec (its launcher section is read by launch.launch_plan)
     overwrite: bool = False  # replace finished runs and records (else resume and reuse them)
-    launch: object = None  # launch.LaunchPlan: --launcher local|slurm (a submitit job array) or --emit-sbatch
 
 
 def suite_task_opts(st, tasks: list, given: Optional[list[str]]) -> list[str]:

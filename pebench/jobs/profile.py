@@ -31,7 +31,7 @@ class Profile:
     wall_s: float
     peak_flops: float
     workers: int
-    phases: list = field(default_factory=list)
+    phases: list[Phase] = field(default_factory=list)
     peak_bf16: float = 0.0  # the CPU's bf16 matmul peak, measured where runs trained in bf16 (else 0)
     cores: int = 0  # the machine's CPU cores (for core_use)
 

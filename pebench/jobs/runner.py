@@ -4,11 +4,15 @@ and its profile (where the time went, against the training floor)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..progress import Reporter
 from ..results import ResultsDir
 from . import launch, profile
+from .plan import SuitePlan
+
+if TYPE_CHECKING:
+    from ..findings.report import Table
 
 
 @dataclass
@@ -17,21 +21,24 @@ class SuiteDone:
     ``--emit-sbatch`` does), the context-use tables' markdown and the closing summary."""
 
     failed: int
-    table: object = None  # findings.report.Table
+    table: Optional[Table] = None  # findings.report.Table
     context_md: Optional[str] = None
     summary: str = ""
 
 
-def run_suite(sp, clock: profile.Clock, reporter: Reporter, show: bool = False) -> SuiteDone:
-    """Run a ``plan.SuitePlan`` (its launch plan set): measure the peaks, run the jobs, report and profile."""
+def run_suite(
+    sp: SuitePlan, lp: Optional[launch.LaunchPlan], clock: profile.Clock, reporter: Reporter, show: bool = False
+) -> SuiteDone:
+    """Run a suite plan here, on local workers or through a launcher (``lp``: --launcher local|slurm, a submitit
+    job array, or --emit-sbatch): measure the peaks, run the jobs, report and profile."""
     from ..findings.report import records_frame_noting, suite_report
 
     rd = ResultsDir(sp.results).ensure_writable()
     clock.measure_peaks(sp.request.device, sp.runs)
     clock.lap("setup")
-    if failed := launch.run_jobs(rd, sp, sp.overwrite, reporter, show):
+    if failed := launch.run_jobs(rd, sp, lp, reporter, show):
         return SuiteDone(failed)
-    if sp.launch and sp.launch.emit:
+    if lp and lp.emit:
         return SuiteDone(0)
     clock.lap("jobs")
     df = records_frame_noting(rd, reporter.warn)

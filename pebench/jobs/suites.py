@@ -21,9 +21,11 @@ class Suite:
     tasks: str
     results: str
     trials: Optional[int] = None  # passkey and copy prompts per cell (None: the tasks' default)
-    protocol: tuple = ("nonoverlap", None)  # ppl's protocol and its stride (sliding)
+    protocol: tuple[str, Optional[int]] = ("nonoverlap", None)  # ppl's protocol and its stride (sliding)
     max_tokens: Optional[int] = None  # evaluation stream (None: the config's)
-    task_opts: tuple = ()  # --task-opt settings of the suite's tasks (a user's --task-opt of the same key wins)
+    task_opts: tuple[
+        str, ...
+    ] = ()  # --task-opt settings of the suite's tasks (a user's --task-opt of the same key wins)
     description: str = ""
 
 

@@ -31,8 +31,8 @@ OVERLAY = "tuned.yaml"
 
 @dataclass
 class TuneResult:
-    losses: dict  # (scheme, lr, options) -> 1x validation loss, None where training diverged
-    best: dict  # scheme -> (lr, options)
+    losses: dict[tuple, Optional[float]]  # (scheme, lr, options) -> 1x validation loss, None where training diverged
+    best: dict[str, tuple]  # scheme -> (lr, options)
     overlay: Path
     table: Path
 
@@ -44,7 +44,7 @@ def _finite(loss) -> bool:
 def pick_best(losses: dict) -> dict:
     """Per scheme, the (lr, options) cell with the lowest loss; diverged runs (None, NaN) never win; a tie goes
     to the default options, then to the smaller learning rate. A scheme whose every run diverged is left out."""
-    best: dict = {}
+    best: dict[str, tuple] = {}
     for (scheme, lr, opts), loss in losses.items():
         if not _finite(loss):
             continue

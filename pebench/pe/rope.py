@@ -162,7 +162,7 @@ class RopeOptions:
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
     # Options of variants that the fields above do not name (a variant registered from another module), by name.
-    params: dict = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
 
     def validate(self):
         ROPE_VARIANTS.get(canonical_variant(self.scaling))

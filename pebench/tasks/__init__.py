@@ -2,7 +2,7 @@
 
 The interface and the registries live in :mod:`pebench.tasks.base`; every other module of this folder is a task
 that registers itself, discovered like the schemes. Adding a task is one new module here (or anywhere, calling
-:func:`register_task`). This package is torch-free (reports use it).
+:func:`register_task`). Reports read the tasks' metadata and run no model.
 """
 
 from __future__ import annotations

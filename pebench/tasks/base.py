@@ -8,18 +8,28 @@ A task measures one finished model at one evaluation length and returns the meas
 - ``protocol(options, protocol)``: the key that keeps records of different settings apart.
 
 Adding a task is one module that subclasses :class:`Task` and calls :func:`register_task`; ``pebench eval
---task NAME``, ``report --metric NAME`` and ``run`` then know it. This module is torch-free (reports use it).
+--task NAME``, ``report --metric NAME`` and ``run`` then know it. Reports read the tasks' metadata (metrics,
+directions) and run no model.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..errors import UsageError
 from ..parsing import typed_value
 from ..registry import Registry, unknown_name_message
 from ..stats import mean_interval, wilson  # noqa: F401  (tasks import them from here)
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from transformers import PreTrainedTokenizerBase
+
+    from ..config import Config
+    from ..progress import Progress
+    from ..scoring import Protocol
 
 
 @dataclass(frozen=True)
@@ -43,20 +53,24 @@ class EvalContext:
     """What a task measures with: the model (with its scheme or variant), its config, the evaluation stream (the
     split cut to max_tokens) and the whole split, the protocol, this task's options and the progress display."""
 
-    model: Any  # a DecoderLM (or any module with its forward and .pe)
-    cfg: object
-    dev: Any  # torch.device
-    stream: Any  # np.ndarray: the evaluation stream
-    split_tokens: Any  # np.ndarray: the whole split
-    protocol: Any  # scoring.Protocol
+    model: torch.nn.Module  # a DecoderLM (or any module with its forward and .pe)
+    cfg: Config
+    dev: torch.device  # torch.device
+    stream: np.ndarray  # np.ndarray: the evaluation stream
+    split_tokens: np.ndarray  # np.ndarray: the whole split
+    protocol: Protocol  # scoring.Protocol
     max_length: int
-    options: dict
+    options: dict[str, Any]
     seed: int = 0  # evaluation stream seed (prompt keys, strings, offsets)
-    progress: Any = None  # progress.Progress
+    progress: Optional[Progress] = None  # progress.Progress
     title: str = ""
-    state: dict = field(default_factory=dict)  # what a task's prepare() keeps for its measure()
-    tokenizer: Any = None  # None: bytes are the tokens (pebench's runs); else an outside model's tokenizer
-    token_bytes: Any = None  # np.ndarray beside the stream: UTF-8 bytes each token covers (None: one each)
+    state: dict[str, Any] = field(default_factory=dict)  # what a task's prepare() keeps for its measure()
+    tokenizer: Optional[PreTrainedTokenizerBase] = (
+        None  # None: bytes are the tokens (pebench's runs); else an outside model's tokenizer
+    )
+    token_bytes: Optional[np.ndarray] = (
+        None  # np.ndarray beside the stream: UTF-8 bytes each token covers (None: one each)
+    )
 
 
 METRICS: dict[str, Metric] = {}

@@ -1,4 +1,4 @@
-"""``ppl``: perplexity of the evaluation stream under a protocol (evaluate.py's windows), and ``ppl_far``, the
+"""``ppl``: perplexity of the evaluation stream under a protocol (scoring.py's windows), and ``ppl_far``, the
 perplexity of the tokens only far context can predict (a model-free analogue of LongPPL, Fang et al. 2024).
 
 A target token i is *far* when the n bytes before it (tokens i-n .. i-1) occurred before in the stream, and their

@@ -56,7 +56,7 @@ def test_the_last_wave_starts_after_every_other_job(tmp_path, monkeypatch):
 
     order = []
 
-    def fake(job, device, workers):
+    def fake(job, device):
         order.append(("start", job.name, job.threads))
         time.sleep(0.05 if job.name != "j0" else 0.3)  # j0 is slow: the last wave must wait for it
         order.append(("end", job.name, job.threads))
@@ -102,7 +102,7 @@ def test_an_evaluation_share_waits_for_its_training_and_fails_with_it(tmp_path, 
 
     order = []
 
-    def fake(job, device, workers):
+    def fake(job, device):
         order.append(("start", job.name))
         time.sleep(0.2 if job.name == "a" else 0.01)
         order.append(("end", job.name))
@@ -162,7 +162,7 @@ def test_core_use_counts_each_items_seconds_times_its_threads():
 def test_a_job_that_cannot_start_fails_alone_and_the_sweep_finishes(tmp_path, monkeypatch):
     import pebench.jobs.sweep as sw
 
-    def fake(job, device, workers):
+    def fake(job, device):
         if job.name == "j0":
             raise OSError("no such interpreter")
         job.state = "done"

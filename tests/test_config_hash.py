@@ -1,0 +1,80 @@
+"""The config hash keeps its meaning: every committed record's ``config_hash`` is reproduced by planning its run
+again (config, scheme, seed, steps, a fine-tune's settings from its name), and a key added later leaves the hashes of
+configs without it unchanged (``config.HASH_OMITTED``)."""
+
+import gzip
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pebench.config import HASH_OMITTED, load_config
+from pebench.jobs.plan import Continuation, _finetune_plan, plan_runs
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _committed_runs() -> dict:
+    """(config name, scheme, seed, steps, run, train precision) -> the recorded hash, over every committed record."""
+    out = {}
+    for path in sorted(REPO.glob("results/**/records.jsonl.gz")):
+        with gzip.open(path, "rt") as f:
+            for line in f:
+                r = json.loads(line)
+                p = r["provenance"]
+                key = (p["config_name"], r["scheme"], p["seed"], p["steps"], r["run"], p.get("train_precision"))
+                assert out.setdefault(key, p["config_hash"]) == p["config_hash"], (path, key)
+    return out
+
+
+def _planned(name: str, scheme: str, seed: int, steps: int, run: str, precision: str):
+    base = load_config(name)
+    base = replace(base, train=replace(base.train, precision=precision))
+    if "-ft-" in run:  # a fine-tune: RUN-ft-SCALING-CONTEXT from its parent at the config's own steps
+        _, scaling, ctx = run.rsplit("-", 2)
+        ((_, parent),) = plan_runs(base, [scheme], [seed])
+        return _finetune_plan(parent, Continuation(run.split("-ft-")[0], scheme, steps, ctx, scaling)).cfg
+    ((_, cfg),) = plan_runs(replace(base, train=replace(base.train, steps=steps)), [scheme], [seed])
+    return cfg
+
+
+def test_every_committed_records_config_hash_is_reproduced():
+    runs = _committed_runs()
+    assert len(runs) >= 50
+    missed = []
+    for (name, scheme, seed, steps, run, trained_in), want in runs.items():
+        # a run trained at the config's precision (auto) or forced to the one it records (--precision)
+        got = {_planned(name, scheme, seed, steps, run, p).hash() for p in {"auto", trained_in or "auto"}}
+        if want not in got:
+            missed.append(f"{run} ({name}, seed {seed}): {want} not in {sorted(got)}")
+    assert not missed, missed
+
+
+@pytest.mark.parametrize("key", sorted(HASH_OMITTED))
+def test_a_key_added_later_is_left_out_at_its_default_and_counts_when_set(key):
+    cfg = load_config("tiny")
+    section, name = key.split(".")
+    value = getattr(getattr(cfg, section), name)
+    changed = {
+        "train.needles": 0.5,
+        "train.needle_lengths": [8, 8],
+        "train.needle_kinds": {"copy": 1},
+        "train.precision": "fp32",
+        "train.induction_steps": 10,
+        "train.induction_lengths": [2, 2],
+        "train.induction_kinds": {"repeat": 1},
+    }[key]
+    assert value != changed
+    on = {
+        "train.needle_lengths": {"needles": 0.5},
+        "train.needle_kinds": {"needles": 0.5},
+        "train.induction_lengths": {"induction_steps": 10},
+        "train.induction_kinds": {"induction_steps": 10},
+    }
+    gate = on.get(key, {})
+    base = replace(cfg, train=replace(cfg.train, **gate))
+    assert replace(base, train=replace(base.train, **{name: changed})).hash() != base.hash()  # set: it counts
+    if not gate:  # at its default (and with its gate off) the key is not in the hash at all
+        d = cfg.to_dict()
+        assert HASH_OMITTED[key](d)
