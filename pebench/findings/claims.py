@@ -63,22 +63,29 @@ _CELL_KEYS = {
     "over",
     "part",
     "key",
+    "precision",
 }
+
+
+Draw = tuple  # (seed, training precision): one trained model; a seed trained in another precision is another draw
 
 
 @dataclass
 class Cell:
-    """One compared quantity: per-seed values where records hold them, else a table's mean and interval."""
+    """One compared quantity: a value per draw where records hold them (a rerun of the same draw averaged, never
+    counted twice), else a table's mean and interval."""
 
     name: str
-    values: dict[int, float] = field(default_factory=dict)  # seed -> value
+    values: dict[Draw, float] = field(default_factory=dict)  # draw -> value
     mean: Optional[float] = None
     lo: Optional[float] = None
     hi: Optional[float] = None
     n: int = 0
     undefined: int = 0  # records that say the scheme cannot represent this cell (learned beyond its table)
-    # seed -> (lo, hi): the 95% interval over that seed's prompts
-    trials: dict[int, tuple[float, float]] = field(default_factory=dict)
+    # draw -> (lo, hi): the 95% interval over that draw's prompts (Wilson's at least, for a proportion)
+    trials: dict[Draw, tuple[float, float]] = field(default_factory=dict)
+    copy_of: set = field(default_factory=set)  # labels this cell's records were copied from (measured_as)
+    metric: str = ""
 
     @classmethod
     def from_values(cls, name: str, values: dict, trial: Optional[tuple] = None) -> "Cell":
@@ -89,9 +96,11 @@ class Cell:
         lo, hi = (m - ci, m + ci) if len(vals) > 1 else (trial or (None, None))
         return cls(name, dict(values), m, lo, hi, len(vals))
 
-    def seed(self, s: int) -> "Cell":
-        """Seed ``s`` alone: its value and, where the task has one, the interval over its prompts."""
-        return Cell(self.name, {s: self.values[s]}, self.values[s], *self.trials.get(s, (None, None)), 1)
+    def seed(self, s: Draw) -> "Cell":
+        """Draw ``s`` alone: its value and, where the task has one, the interval over its prompts."""
+        return Cell(
+            self.name, {s: self.values[s]}, self.values[s], *self.trials.get(s, (None, None)), 1, metric=self.metric
+        )
 
     def text(self) -> str:
         if self.mean is None:
@@ -135,6 +144,10 @@ def _checked_claim(c: dict, defaults: dict, where: str) -> dict:
         raise UsageError(f"{where}: needs an id and a text")
     where = f"{where} ({c['id']})"
     rel, rule = c.get("relation"), c.get("rule")
+    if (aliases := c.get("aliases")) is not None and not (
+        isinstance(aliases, dict) and all(isinstance(v, list) for v in aliases.values())
+    ):
+        raise UsageError(f"{where}: aliases must map a row label to a list of its spellings")
     if rel not in RELATIONS:
         raise UsageError(f"{where}: relation {rel!r} is not one of {', '.join(RELATIONS)}")
     if rule not in RULES:
@@ -255,11 +268,13 @@ def _per_seed(claim: dict, a: Cell, b: Optional[Cell]) -> tuple[bool, str]:
         if ok:
             held.append(s)
         each.append(
-            f"{s}: {a.values[s]:.3g}" + (f" vs {b.values[s]:.3g}" if b is not None else "") + ("" if ok else " no")
+            f"{draw_name(s)}: {a.values[s]:.3g}"
+            + (f" vs {b.values[s]:.3g}" if b is not None else "")
+            + ("" if ok else " no")
         )
     counts = claim["count"] if isinstance(claim["count"], list) else [claim["count"]]
     return len(held) in counts, (
-        f"holds in seeds {held}: {len(held)} of {len(seeds)} "
+        f"holds in seeds [{', '.join(map(draw_name, held))}]: {len(held)} of {len(seeds)} "
         f"(claimed {' or '.join(map(str, counts))}; by seed {', '.join(each)})"
     )
 
@@ -274,7 +289,15 @@ def _paired(a: Cell, b: Cell, rel: str) -> tuple[bool, str]:
         return False, f"rule paired needs >= 2 seeds with both values (have {len(seeds)})"
     m, h = mean_ci([a.values[s] - b.values[s] for s in seeds])
     ok = {"lower": m + h < 0, "higher": m - h > 0, "overlap": m - h <= 0 <= m + h}[rel]
-    return ok, f"paired a-b over seeds {seeds}: {m:.3g} ± {h:.3g}"
+    return ok, f"paired a-b over seeds [{', '.join(map(draw_name, seeds))}]: {m:.3g} ± {h:.3g}"
+
+
+def draw_name(d) -> str:
+    """'3' for seed 3 in fp32, '3/bf16' in bf16 (a table's seedless value: '-')."""
+    if not isinstance(d, tuple):
+        return str(d)
+    seed, precision = d
+    return f"{seed}" + ("" if precision == "fp32" else f"/{precision}")
 
 
 # ---- cells from evidence -------------------------------------------------------------------------------------
@@ -321,34 +344,23 @@ class Evidence:
         df, metric = self.df, spec.get("metric", "ppl")
         if df.empty:
             raise UsageError(f"{self.root}: no records (packed or loose) for the claims that name no file")
-        df = df[df["task"] == find_metric(metric).task]
+        m = find_metric(metric)
+        df = df[df["task"] == m.task]
         ctx = int(df["train_context"].mode().iloc[0]) if not df.empty else 0
-        L = parse_length(spec["length"], ctx)
         sel = df[
             (df["label"] == spec["label"])
-            & (df["length"] == L)
+            & (df["length"] == parse_length(spec["length"], ctx))
             & (df["split"] == spec.get("split", "validation"))
             & (df["protocol"] == spec.get("protocol", "nonoverlap"))
         ]
         if spec.get("seeds") is not None:
             sel = sel[sel["seed"].isin(spec["seeds"] if isinstance(spec["seeds"], list) else [spec["seeds"]])]
+        if spec.get("precision") is not None:
+            sel = sel[sel["precision"] == spec["precision"]]
         undefined = int((sel["status"] == "undefined").sum())
-        sel = sel[sel["status"] == "ok"]
-        values = {int(s): float(v) for s, v in zip(sel["seed"], sel[metric]) if v is not None and not pd_isna(v)}
-        trials = {
-            int(s): tuple(iv[metric])
-            for s, iv in zip(sel["seed"], sel["intervals"])
-            if iv.get(metric) and int(s) in values
-        }
-        prot = spec.get("protocol", "nonoverlap")
-        name = (
-            f"{spec['label']} {metric} @{spec['length']} ({spec.get('split', 'validation')}"
-            + ("" if prot == "nonoverlap" else f", {prot}")
-            + (f", seed {spec['seeds']}" if "seeds" in spec else "")
-            + ")"
-        )
-        cell = Cell.from_values(name, values, next(iter(trials.values()), None))
-        cell.undefined, cell.trials = undefined, trials
+        values, trials, copies = _draws(sel[sel["status"] == "ok"], metric, m.proportion)
+        cell = Cell.from_values(_cell_name(spec, metric), values, next(iter(trials.values()), None))
+        cell.undefined, cell.trials, cell.copy_of, cell.metric = undefined, trials, copies, metric
         return cell
 
     def _json_cell(self, spec: dict) -> Cell:
@@ -390,6 +402,50 @@ class Evidence:
                         text, name = text.split(" / ")[spec["part"]].strip(), f"{name} [{spec['part']}]"
                     return table_value(name, text)
         raise UsageError(f"{self.root / file}: no cell where {where} in column {spec['col']!r}")
+
+
+def _cell_name(spec: dict, metric: str) -> str:
+    prot = spec.get("protocol", "nonoverlap")
+    return (
+        f"{spec['label']} {metric} @{spec['length']} ({spec.get('split', 'validation')}"
+        + ("" if prot == "nonoverlap" else f", {prot}")
+        + (f", seed {spec['seeds']}" if "seeds" in spec else "")
+        + (f", {spec['precision']}" if "precision" in spec else "")
+        + ")"
+    )
+
+
+def _draws(sel, metric: str, proportion: bool) -> tuple[dict, dict, set]:
+    """Per draw (seed, precision): the mean of its records' values (a rerun of one draw is not another sample),
+    the interval over its prompts (for a proportion, at least Wilson's on its prompts: never zero-wide), and the
+    labels any record was copied from."""
+    from ..stats import wilson
+
+    values, trials, copies = {}, {}, set()
+    for (seed, precision), g in sel.groupby(["seed", "precision"]):
+        vals = [float(v) for v in g[metric] if v is not None and not pd_isna(v)]
+        if not vals:
+            continue
+        key = (int(seed), str(precision))
+        values[key] = sum(vals) / len(vals)
+        ivs = [tuple(iv[metric]) for iv in g["intervals"] if iv.get(metric)]
+        if proportion:
+            n = max(prompts_of(d) for d in g["details"])
+            lo, hi = wilson(round(values[key] * n), n) if n else (0.0, 1.0)
+            ivs = [(min(lo, *(i[0] for i in ivs)), max(hi, *(i[1] for i in ivs)))] if ivs else [(lo, hi)]
+        if ivs:
+            trials[key] = ivs[0]
+        copies |= {c for c in g["measured_as"] if isinstance(c, str)}
+    return values, trials, copies
+
+
+def prompts_of(details: dict) -> int:
+    """How many prompts a record's proportion was measured on: its cells' trials summed (one cell per depth or
+    distance), else its trials."""
+    cells = (details or {}).get("cells") or []
+    if cells and all(isinstance(c, dict) and "trials" in c for c in cells):
+        return int(sum(c["trials"] for c in cells))
+    return int((details or {}).get("trials") or 0)
 
 
 def csv_table(text: str) -> list[tuple[list[str], list[list[str]]]]:
@@ -483,9 +539,12 @@ def paired_spec(b: dict, a: dict, inherited: list[str]) -> dict:
 
 def check_set(root: Path, df=None) -> list[Verdict]:
     """Every claim of one result set, decided (from ``df``, its records frame, where already read)."""
+    from .audit import audit
+
     path = Path(root) / CLAIMS_FILE
     ev = Evidence(root, df)
-    return [check_claim(ev, c) for c in load_claims(path)]
+    claims = load_claims(path)
+    return audit(claims, ev, [check_claim(ev, c) for c in claims])
 
 
 def claim_sets(paths: list[Path]) -> list[Path]:

@@ -50,6 +50,9 @@ def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.Dat
                 "details": rec.get("details") or {},
                 "position_buckets": (rec.get("details") or {}).get("position_buckets"),
                 "split": rec.get("split", "validation"),
+                # the precision the model trained in: records from before it was recorded trained in fp32
+                "precision": (rec.get("provenance") or {}).get("train_precision") or "fp32",
+                "measured_as": (rec.get("provenance") or {}).get("measured_as"),
             }
         )
     return pd.DataFrame(rows)

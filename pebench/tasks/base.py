@@ -43,6 +43,9 @@ class Metric:
     # The absolute rule of the effective length (report.effective): a length counts only where the score is at
     # least this (and at least RELATIVE of the 1x score); None: the metric has no effective length.
     threshold: Optional[float] = None
+    # A fraction of prompts right, in [0, 1]: a single draw's interval is at least Wilson's on its prompts, and an
+    # interval that covers all of [0, 1] says nothing.
+    proportion: bool = False
 
     def best(self, values: list[float]) -> float:
         return max(values) if self.higher_is_better else min(values)

@@ -59,6 +59,7 @@ class CopyTask(Task):
             True,
             "copy: per-byte accuracy on the second copy, mean over the distances",
             threshold=0.5,
+            proportion=True,
         ),
         Metric("copy_range", "copy", True, "copy: longest distance with accuracy >= 0.5 (0: none)", 0),
         Metric("copy_loss", "copy", False, "copy: mean loss on the second copy (nats)", 3),

@@ -29,6 +29,7 @@ class MqarTask(Task):
             True,
             f"mqar: fraction of queried values exactly right (chance 10^-{MQAR_VALUE})",
             threshold=0.5,
+            proportion=True,
         ),
         Metric("mqar_loss", "mqar", False, "mqar: mean loss per value byte of the queries (nats)", 3),
     )

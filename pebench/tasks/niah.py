@@ -68,7 +68,7 @@ class NiahTask(Task):
     name = "niah"
     description = "RULER needle in a haystack: single, multikey, multivalue, multiquery; by length and depth"
     metrics = tuple(
-        Metric(f"niah_{v}", "niah", True, d, threshold=0.5)
+        Metric(f"niah_{v}", "niah", True, d, threshold=0.5, proportion=True)
         for v, d in (
             ("single", "niah single: fraction of prompts whose value is exact (chance 10^-digits)"),
             ("multikey", "niah multikey: exact value of the asked key among `keys` needles (chance 10^-digits)"),

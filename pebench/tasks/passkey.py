@@ -56,13 +56,19 @@ class PasskeyTask(Task):
     description = "passkey retrieval: 5-digit key in a haystack, teacher-forced, by length and depth"
     metrics = (
         Metric(
-            "passkey_exact", "passkey", True, "passkey: fraction of prompts with all 5 key digits right", threshold=0.5
+            "passkey_exact",
+            "passkey",
+            True,
+            "passkey: fraction of prompts with all 5 key digits right",
+            threshold=0.5,
+            proportion=True,
         ),
         Metric(
             "passkey_digit",
             "passkey",
             True,
             "passkey: per-digit accuracy (right digit ranked first of ten; chance 0.1)",
+            proportion=True,
         ),
     )
     fields = {

@@ -29,8 +29,11 @@ class VariableTrackingTask(Task):
             "vt: recall of the names holding the asked value, each ranked against the "
             "other chains' names (chance 1/(1 + (chains - 1) (hops + 1)))",
             threshold=0.5,
+            proportion=True,
         ),
-        Metric("vt_direct", "vt", True, "vt: the same for the name assigned the value directly (no hop)"),
+        Metric(
+            "vt_direct", "vt", True, "vt: the same for the name assigned the value directly (no hop)", proportion=True
+        ),
     )
     fields = {
         "form": "prompt form: standard (RULER's sentences) or compact",

@@ -334,8 +334,14 @@ def test_undefined_relation_needs_undefined_records(rset):
     write_claims(
         rset.root,
         [
-            claim("learned-undef", "undefined", "one-seed", {"label": "learned", "length": "2x"}),
-            claim("learned-1x-undef", "undefined", "one-seed", {"label": "learned", "length": "1x"}),
+            {
+                **claim("learned-undef", "undefined", "one-seed", {"label": "learned", "length": "2x"}),
+                "text": "learned is undefined at 2x (one seed)",
+            },
+            {
+                **claim("learned-1x-undef", "undefined", "one-seed", {"label": "learned", "length": "1x"}),
+                "text": "learned is undefined at 1x (one seed)",
+            },
         ],
     )
     got = {v.id: v.held for v in cl.check_set(rset.root)}
