@@ -70,9 +70,9 @@ def train_autocast(device: torch.device, precision: str):
 
 # glibc's malloc hands every allocation above its (adaptive) mmap threshold back to the kernel when it is freed, and
 # trims the heap's top past 128 kB: a CPU training step of the default config then faults in about 44 MB of fresh
-# pages, each zeroed by the kernel (results/speed/levers.md, the allocator rows). Keeping freed blocks up to 32 MB in
-# the heap (the largest threshold glibc allows) and trimming only past 256 MB leaves almost none to fault in
-# (tests/jobs/test_scheduling.py counts them). PEBENCH_MALLOC=system keeps glibc's defaults.
+# pages, each zeroed by the kernel (results/speed/levers-bf16.md, the allocator rows). Keeping freed blocks up to
+# 32 MB in the heap (the largest threshold glibc allows) and trimming only past 256 MB leaves almost none to fault
+# in (tests/jobs/test_scheduling.py counts them). PEBENCH_MALLOC=system keeps glibc's defaults.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 MMAP_THRESHOLD = 32 << 20
 TRIM_THRESHOLD = 256 << 20

@@ -231,15 +231,20 @@ class ResultsDir:
         only, if given; a loose file replaces the packed record of the same measurement). A file or line that
         cannot be used (cut short, not JSON, another schema version, fields missing) is never fatal: it is
         appended to ``skipped`` as (path, reason)."""
-        seen = set()
+        seen: set = set()
         for where, text in self._loose_texts(runs) + self._packed_texts():
             rec, reason = read_record(text)
             if reason is not None:
                 if skipped is not None:
                     skipped.append((where, reason))
-            elif (runs is None or rec["run"] in runs) and (key := self.record_path(rec)) not in seen:
+            elif (runs is None or rec["run"] in runs) and (key := self._identity(rec)) not in seen:
                 seen.add(key)
                 yield rec
+
+    def _identity(self, rec: dict) -> tuple:
+        """What makes a record one measurement: its path, and the precision its model trained in (a pack may hold
+        the same run name trained in fp32 and in bf16: two draws, never one replacing the other)."""
+        return self.record_path(rec), (rec.get("provenance") or {}).get("train_precision")
 
     def _packed_texts(self) -> list[tuple]:
         if not self.packed.is_file():
@@ -265,14 +270,27 @@ class ResultsDir:
     def pack(self, dest: Path, runs: Optional[list] = None) -> int:
         """Write every usable record (of ``runs``, if given) into one compact, byte-reproducible
         ``records.jsonl.gz`` at ``dest`` (sorted; gzip without a timestamp); returns the number of records."""
-        recs = sorted(self.iter_records(runs=runs), key=lambda r: json.dumps(r, sort_keys=True))
-        if not recs:
-            raise PebenchError(f"no records to pack in {self.root}")
-        text = "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in recs)
-        from .fsutil import atomic_write_bytes
+        return pack_records([self], dest, runs)
 
-        atomic_write_bytes(Path(dest), gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
-        return len(recs)
+
+def pack_records(sources: list[ResultsDir], dest: Path, runs: Optional[list] = None) -> int:
+    """Every usable record of several results folders (loose and packed; of ``runs``, if given) in one
+    ``records.jsonl.gz`` at ``dest``: one result set holding all the evidence of its experiments. A measurement
+    that several sources hold is kept once, from the first. Returns the number of records."""
+    seen, recs = set(), []
+    for src in sources:
+        for rec in src.iter_records(runs=runs):
+            if (key := src._identity(rec)[1:] + (str(src.record_path(rec).relative_to(src.root)),)) not in seen:
+                seen.add(key)
+                recs.append(rec)
+    recs.sort(key=lambda r: json.dumps(r, sort_keys=True))
+    if not recs:
+        raise PebenchError(f"no records to pack in {', '.join(str(s.root) for s in sources)}")
+    text = "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in recs)
+    from .fsutil import atomic_write_bytes
+
+    atomic_write_bytes(Path(dest), gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+    return len(recs)
 
 
 PACKED_RECORDS = "records.jsonl.gz"

@@ -71,7 +71,7 @@ def make_optimizer(model: torch.nn.Module, cfg, device: torch.device) -> torch.o
     decay = [p for n, p in named if decays(model, n, p)]
     no_decay = [p for n, p in named if not decays(model, n, p)]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    # The fused kernel on both devices, the faster on the CPU too (results/speed/levers.md, the optimizer rows); the
+    # The fused kernel on both devices, the faster on the CPU too (results/speed/levers-bf16.md, the AdamW rows); the
     # same update up to rounding (tests/test_train.py, the optimizer test).
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device.type in ("cpu", "cuda"))
 

@@ -81,7 +81,7 @@ def test_no_import_cycle_in_the_package():
     assert not found, "import cycles (function-level imports included): " + "; ".join(" <-> ".join(c) for c in found)
 
 
-# The rooms' directions (docs/commands.md, Layout): the CLI on top, then the job machinery, then the findings and the
+# The rooms' directions (docs/layout.md): the CLI on top, then the job machinery, then the findings and the
 # core. Nothing imports the CLI; the findings read records, never models; results and config know no task or model.
 CORE = (
     "pebench.model",

@@ -1,4 +1,4 @@
-"""docs/commands.md's Layout table names every module of the package, each once, in its room (the subpackage it
+"""docs/layout.md's table names every module of the package, each once, in its room (the subpackage it
 lives in, or the core), and names no module that is gone."""
 
 import re
@@ -10,15 +10,15 @@ ROOMS = ("cli", "jobs", "findings")
 
 
 def _table() -> dict[str, str]:
-    text = (ROOT / "docs" / "commands.md").read_text()
-    layout = text[text.index("## Layout") :]
+    text = (ROOT / "docs" / "layout.md").read_text()
+    layout = text[text.index("# Layout") :]
     return {m: room for m, room in re.findall(r"^\| `([\w/]+\.py)` \| (\w+) \|", layout, flags=re.M)}
 
 
 def test_the_layout_table_names_every_module_in_its_room():
     table = _table()
     modules = {str(p.relative_to(PKG)) for p in PKG.rglob("*.py")}
-    assert modules - set(table) == set(), "modules missing from docs/commands.md's Layout table"
+    assert modules - set(table) == set(), "modules missing from docs/layout.md's table"
     assert set(table) - modules == set(), "modules in the Layout table that do not exist"
     for m, room in table.items():
         top = m.split("/")[0]

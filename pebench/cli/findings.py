@@ -101,13 +101,16 @@ def docs(
 def pack(
     dest: Path = typer.Argument(..., help="the result set folder to write records.jsonl.gz into"),
     pe: Optional[str] = typer.Option(None, "--runs", help="comma list of runs (default: every run)"),
-    results: Path = ResultsOpt,
+    results: List[Path] = typer.Option(
+        [Path("results")], "--results", help="results folder (repeatable: one set from several folders)"
+    ),
 ):
-    """Keep the evidence: every record of the results folder in one compact records.jsonl.gz (no checkpoints)."""
+    """Keep the evidence: every record of the results folder(s) in one compact records.jsonl.gz (no checkpoints);
+    several --results put every draw of an experiment (reruns, more seeds, the other precision) in one set."""
     from ..parsing import parse_list
-    from ..results import PACKED_RECORDS, ResultsDir
+    from ..results import PACKED_RECORDS, ResultsDir, pack_records
 
-    n = ResultsDir(results).pack(Path(dest) / PACKED_RECORDS, parse_list(pe, "--runs"))
+    n = pack_records([ResultsDir(r) for r in results], Path(dest) / PACKED_RECORDS, parse_list(pe, "--runs"))
     size = (Path(dest) / PACKED_RECORDS).stat().st_size
     console.echo(f"packed {n} records into {Path(dest) / PACKED_RECORDS} ({size / 1e3:.0f} kB)")
 

@@ -42,7 +42,7 @@ from typing import Any, Optional
 import yaml
 
 from ..errors import UsageError
-from ..stats import mean_ci
+from ..stats import mean_ci, wilson
 
 RELATIONS = ("lower", "higher", "flat", "overlap", "above", "below", "undefined")
 RULES = ("intervals", "paired", "one-seed", "ratio", "point", "seeds")
@@ -273,7 +273,9 @@ def _per_seed(claim: dict, a: Cell, b: Optional[Cell]) -> tuple[bool, str]:
             + ("" if ok else " no")
         )
     counts = claim["count"] if isinstance(claim["count"], list) else [claim["count"]]
+    lo, hi = wilson(len(held), len(seeds))
     return len(held) in counts, (
+        f"rate {len(held)}/{len(seeds)}, Wilson 95% [{lo:.2f}, {hi:.2f}]; "
         f"holds in seeds [{', '.join(map(draw_name, held))}]: {len(held)} of {len(seeds)} "
         f"(claimed {' or '.join(map(str, counts))}; by seed {', '.join(each)})"
     )

@@ -5,10 +5,10 @@ is written from committed records (or a committed table file), never typed.
     ...generated...
     <!-- pebench:end -->
 
-Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds: a report table), ``context`` (set, split: the
-context-use table), ``seeds`` (set, metrics, length, split, labels: one length seed by seed), ``claims`` (set,
-tag: every claim, or those tagged, with held/failed and its numbers), ``include`` (file: a committed table written
-by pebench), ``profile`` (set: the phases of the run's time, from its profile.md),
+Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds, precision: a report table), ``context``
+(set, split: the context-use table), ``seeds`` (set, metrics, length, split, labels: one length seed by seed),
+``claims`` (set, tag: every claim, or those tagged, with held/failed and its numbers), ``include`` (file: a
+committed table written by pebench), ``profile`` (set: the phases of the run's time, from its profile.md),
 ``budgets`` (sets: one row per result set from its profile.json).
 """
 
@@ -52,6 +52,8 @@ def _table(root: Path, args: dict) -> str:
     df = _frame(root, args["set"])
     if "seeds" in args:
         df = df[df["seed"].isin([int(s) for s in args["seeds"].split(",")])]
+    if "precision" in args:  # the draws trained in one precision
+        df = df[df["precision"] == args["precision"]]
     if "labels" in args:  # exact row labels, '_' for a space: rope+yarn_ft512
         df = df[df["label"].isin([x.replace("_", " ") for x in args["labels"].split(",")])]
     t = rp.build_table(
@@ -61,9 +63,11 @@ def _table(root: Path, args: dict) -> str:
         parse_list(args.get("pe"), "pe"),
         args.get("split", "validation"),
     )
-    seeds = sorted(int(x) for x in df[df["label"].isin(t.rows)]["seed"].unique())
+    used = df[df["label"].isin(t.rows)]
+    seeds = sorted(int(x) for x in used["seed"].unique())
     n = f"{len(seeds)} seeds" if len(seeds) > 1 else "one seed"
-    return f"Seeds behind these cells: {', '.join(map(str, seeds))} ({n}).\n" + rp.to_markdown(t)
+    trained = " and ".join(sorted(used["precision"].unique()))
+    return f"Seeds behind these cells: {', '.join(map(str, seeds))} ({n}; trained in {trained}).\n" + rp.to_markdown(t)
 
 
 @GENERATORS.register("context")

@@ -1,7 +1,7 @@
-"""Your run against the committed reference: for each cell, your value, the reference's value for the same seed,
-the reference's seeds (mean and 95% interval) and the range one new seed is expected in (a 95% prediction
-interval over the reference seeds, m ± t * s * sqrt(1 + 1/n)), so a run on another CPU can tell a correct
-reproduction from a broken one."""
+"""Your run against the committed reference, in your run's training precision: for each cell, your value, the
+reference's value for the same seed, the reference's seeds (mean and 95% interval) and the range one new seed is
+expected in (a 95% prediction interval over the reference seeds, m ± t * s * sqrt(1 + 1/n)), so a run on another
+CPU can tell a correct reproduction from a broken one."""
 
 from __future__ import annotations
 
@@ -35,9 +35,9 @@ def _cells(df: pd.DataFrame, metric: str, split: str, protocol: str) -> dict:
         & (df["status"] == "ok")
     ]
     out: dict = {}
-    for lab, L, seed, v in zip(df["label"], df["length"], df["seed"], df[metric]):
+    for lab, L, seed, prec, v in zip(df["label"], df["length"], df["seed"], df["precision"], df[metric]):
         if v is not None and not pd.isna(v):
-            out.setdefault((lab, int(L)), {})[int(seed)] = float(v)
+            out.setdefault((lab, int(L), prec), {})[int(seed)] = float(v)
     return out
 
 
@@ -50,8 +50,8 @@ def compare_runs(
     if not mine:
         raise PebenchError(f"no {metric} records on the {split} split ({protocol}) in your results")
     rows = []
-    for (lab, L), seeds in sorted(mine.items(), key=lambda kv: kv[0]):
-        ref_seeds = theirs.get((lab, L), {})
+    for (lab, L, prec), seeds in sorted(mine.items(), key=lambda kv: kv[0]):
+        ref_seeds = theirs.get((lab, L, prec), {})  # the reference's draws in your run's training precision
         for seed, v in sorted(seeds.items()):
             m, ci = mean_ci(list(ref_seeds.values())) if ref_seeds else (None, None)
             pi = prediction_interval(list(ref_seeds.values()))
@@ -60,6 +60,7 @@ def compare_runs(
                     "label": lab,
                     "length": L,
                     "seed": seed,
+                    "precision": prec,
                     "yours": v,
                     "ref_same_seed": ref_seeds.get(seed),
                     "ref_mean": m,
