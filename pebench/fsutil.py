@@ -13,6 +13,15 @@ from typing import Callable, Iterator
 from .errors import PebenchError
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()
+
+
 @contextlib.contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temp path in the same folder; on success fsync it and rename it over ``path``."""
@@ -20,6 +29,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes it 0600: the file gets the mode open() would give it
     try:
         yield Path(tmp)
         with open(tmp, "rb+") as f:

@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import platform
+import re
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
@@ -131,7 +132,7 @@ class ResultsDir:
         return self.root / "cache"
 
     def run_dir(self, name: str) -> Path:
-        return self.runs / name
+        return self.runs / check_run_name(name)
 
     def ensure_writable(self) -> "ResultsDir":
         try:
@@ -243,8 +244,9 @@ class ResultsDir:
 
     def _identity(self, rec: dict) -> tuple:
         """What makes a record one measurement: its path, and the precision its model trained in (a pack may hold
-        the same run name trained in fp32 and in bf16: two draws, never one replacing the other)."""
-        return self.record_path(rec), (rec.get("provenance") or {}).get("train_precision")
+        the same run name trained in fp32 and in bf16: two draws, never one replacing the other; records from before
+        the precision was recorded trained in fp32)."""
+        return self.record_path(rec), (rec.get("provenance") or {}).get("train_precision") or "fp32"
 
     def _packed_texts(self) -> list[tuple]:
         if not self.packed.is_file():
@@ -296,6 +298,19 @@ def pack_records(sources: list[ResultsDir], dest: Path, runs: Optional[list] = N
 PACKED_RECORDS = "records.jsonl.gz"
 
 
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+
+def check_run_name(name: str) -> str:
+    """A run name is one safe path component (letters, digits, '.', '_', '+', '-'; not starting with '.' or '-'),
+    so a run can never write outside its results folder nor hide from ``list``."""
+    if not isinstance(name, str) or not RUN_NAME.match(name) or ".." in name:
+        raise UsageError(
+            f"run name {name!r} is not allowed: use letters, digits, '.', '_', '+' and '-' (one folder name, no '..')"
+        )
+    return name
+
+
 def read_record(text: str) -> tuple:
     """(record, None) for a usable record's JSON text, upgraded to today's shape; (None, reason) otherwise."""
     if text.startswith("<") and text.endswith(">"):
@@ -314,7 +329,14 @@ def read_record(text: str) -> tuple:
         return None, f"record schema {rec['schema']!r}, this pebench reads schema {SCHEMA_VERSION}"
     if missing := sorted(set(RECORD_FIELDS) - OPTIONAL_RECORD_FIELDS - set(rec)):
         return None, f"fields missing: {', '.join(missing)}"
+    metrics = rec.get("metrics") or {}
+    if not isinstance(metrics, dict) or (bad := sorted(k for k, v in metrics.items() if not _number_or_none(v))):
+        return None, f"metric values that are not numbers: {', '.join(bad) if isinstance(metrics, dict) else metrics}"
     return rec, None
+
+
+def _number_or_none(v) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
 _ABBREV = {

@@ -141,6 +141,8 @@ def train(
             raise UsageError(f"run {name!r} is already finished; pass --overwrite to train it again")
         if state in ("running", "failed", "interrupted") and not (resume or overwrite):
             raise UsageError(f"run {name!r} exists ({state}); pass --resume to continue it or --overwrite")
+        if state in ("running", "failed", "interrupted") and resume and (folder / "config.yaml").exists():
+            _check_same_config(results, name, cfg, state)
         lock.acquire()
     try:
         if is_main and overwrite and folder.exists():
@@ -221,8 +223,8 @@ def _init_state(cfg: Config, dev: torch.device, ckpt_path: Path, resume: bool, i
     return model, opt, 0
 
 
-def _check_same_config(results: ResultsDir, name: str, cfg: Config) -> None:
-    """A finished run is reused only if it was trained with this config: never silently another model."""
+def _check_same_config(results: ResultsDir, name: str, cfg: Config, state: str = "finished") -> None:
+    """A run is reused or resumed only with the config it was trained with: never silently another model."""
     from .config import config_diff
 
     saved, _ = results.run_config(name)
@@ -233,7 +235,7 @@ def _check_same_config(results: ResultsDir, name: str, cfg: Config) -> None:
         diff.append(f"train.precision (trained in {used})")
     if diff:
         raise UsageError(
-            f"run {name!r} is finished but was trained with another config ({', '.join(diff[:3])} "
+            f"run {name!r} is {state} but was trained with another config ({', '.join(diff[:3])} "
             f"differ); pass --overwrite to retrain it, or --name for a new run"
         )
 

@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
-# Reproduce results/reference: the main job's config over seeds 0, 1, 2 on validation and test (every RoPE scaling),
-# RoPE's long-context fine-tuning at 4x (seed 0, as PI and YaRN did), the three evaluation protocols (seed 0), then
-# the evidence packed, the plots and profile copied, and the docs regenerated. Time: docs/speed.md (budgets).
+# Reproduce results/reference: the main job's config over seeds 0-4 trained in fp32 and seeds 0-4 trained in bf16
+# autocast (ten draws), on validation and test with every RoPE scaling; RoPE's long-context fine-tuning at 4x (seed 0
+# in fp32, as PI and YaRN did); the three evaluation protocols (seed 0 in fp32); then every draw packed into one set,
+# the plots and profile copied and the docs regenerated. Time: docs/speed.md (budgets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-W=${W:-results/reference-work}   # the working results folder (runs, checkpoints, loose records; not committed)
+W=${W:-results/reference-work}   # the working results folders (runs, checkpoints, loose records; not committed)
 OUT=${OUT:-results/reference}     # the committed set
-pebench run --seeds 0,1,2 --precision fp32 --results "$W"   # the reference trains in fp32 on every machine
-cp "$W/profile.md" "$W/profile.csv" "$OUT/"   # the main job's own profile
-pebench run --seeds 0,1,2 --final --precision fp32 --results "$W"
+for p in fp32 bf16; do
+  pebench run --seeds 0,1,2,3,4 --precision "$p" --results "$W-$p"
+  pebench run --seeds 0,1,2,3,4 --final --precision "$p" --results "$W-$p"
+done
+cp "$W-fp32/profile.md" "$W-fp32/profile.csv" "$OUT/"   # the fp32 main job's own profile
 # RoPE long-context fine-tuning at 4x (context 512), each with its scaling baked in
 for s in linear yarn; do
-  pebench train --pe rope --init-from rope-tiny-s0 --context 4x --rope-scaling "$s" --steps 125 --resume --results "$W"
-  pebench eval --run "rope-tiny-s0-ft-$s-512" --lengths 128,256,512,1024,2048 --results "$W"
+  pebench train --pe rope --init-from rope-tiny-s0 --context 4x --rope-scaling "$s" --steps 125 --resume --results "$W-fp32"
+  pebench eval --run "rope-tiny-s0-ft-$s-512" --lengths 128,256,512,1024,2048 --results "$W-fp32"
 done
 # the three evaluation protocols on the same seed-0 runs (first 16,384 validation tokens for sliding and fixed)
 for pe in sinusoidal rope alibi; do
-  pebench eval --run "$pe-tiny-s0" --protocol sliding --stride 64 --max-tokens 16384 --results "$W"
-  pebench eval --run "$pe-tiny-s0" --protocol fixed --targets 256 --max-tokens 16384 --results "$W"
+  pebench eval --run "$pe-tiny-s0" --protocol sliding --stride 64 --max-tokens 16384 --results "$W-fp32"
+  pebench eval --run "$pe-tiny-s0" --protocol fixed --targets 256 --max-tokens 16384 --results "$W-fp32"
 done
-pebench pack "$OUT" --results "$W"
-pebench report --split test --format md --results "$OUT" > /dev/null   # the 3-seed headline's plots
+pebench pack "$OUT" --results "$W-fp32" --results "$W-bf16"
+pebench report --split test --format md --results "$OUT" > /dev/null   # the headline's plots
 mv "$OUT/plot_length-test.png" "$OUT/plot_length.png"; mv "$OUT/plot_position-test.png" "$OUT/plot_position.png"
 rm -f "$OUT"/report*   # the tables live in the docs, generated
 pebench docs

@@ -129,6 +129,11 @@ def compare(
     from ..findings import reference as ref
     from ..results import ResultsDir
 
+    if not (Path(reference) / "records.jsonl.gz").is_file() and not (Path(reference) / "records").is_dir():
+        raise PebenchError(
+            f"no reference records in {reference}; pass --reference DIR (the committed set is results/reference in a "
+            "clone of the repository)"
+        )
     df = ref.compare_runs(
         console.load_records(ResultsDir(results)), console.load_records(ResultsDir(reference)), metric, split, protocol
     )

@@ -28,6 +28,8 @@ def prediction_interval(values: list[float]) -> tuple[float, float] | None:
 def _cells(df: pd.DataFrame, metric: str, split: str, protocol: str) -> dict:
     from ..tasks import metric as find_metric
 
+    if df.empty:  # a folder without records: nothing to compare (the caller says so in one line)
+        return {}
     df = df[
         (df["task"] == find_metric(metric).task)
         & (df["split"] == split)
@@ -47,6 +49,8 @@ def compare_runs(
     """One row per cell of your run: yours, reference (same seed), reference mean ± ci (n), expected range,
     and whether your value lies inside it."""
     mine, theirs = _cells(yours, metric, split, protocol), _cells(ref, metric, split, protocol)
+    if not theirs:
+        raise PebenchError(f"no {metric} records on the {split} split ({protocol}) in the reference")
     if not mine:
         raise PebenchError(f"no {metric} records on the {split} split ({protocol}) in your results")
     rows = []

@@ -482,28 +482,32 @@ def context_markdown(
 def by_seed_markdown(
     df: pd.DataFrame, metrics: list[str], length: int, split: str = "validation", protocols: Optional[dict] = None
 ) -> str:
-    """One length, seed by seed: a row per label, a column per (metric, seed), each seed's value with the 95%
-    interval over its prompts where the task has one. What a mean over seeds hides (an outcome that came in some
-    seeds and not in others) shows here."""
-    seeds = sorted(int(s) for s in df["seed"].unique()) if not df.empty else []
-    tables = {
-        s: [build_table(df[df["seed"] == s], m, (protocols or {}).get(m), split=split) for m in metrics] for s in seeds
-    }
-    if not seeds or any(length not in t.lengths for ts in tables.values() for t in ts):
+    """One length, draw by draw (a seed in a training precision: '3' in fp32, '3/bf16' in bf16): a row per label, a
+    column per (metric, draw), each draw's value with the 95% interval over its prompts where the task has one. What
+    a mean over seeds hides (an outcome that came in some seeds and not in others) shows here."""
+    draws = sorted({(int(s), str(p)) for s, p in zip(df["seed"], df["precision"])}) if not df.empty else []
+    name = {d: f"{d[0]}" + ("" if d[1] == "fp32" else f"/{d[1]}") for d in draws}
+
+    def table(d, m):
+        one = df[(df["seed"] == d[0]) & (df["precision"] == d[1])]
+        return build_table(one, m, (protocols or {}).get(m), split=split)
+
+    tables = {d: [table(d, m) for m in metrics] for d in draws}
+    if not draws or any(length not in t.lengths for ts in tables.values() for t in ts):
         raise PebenchError(f"no records at {length} tokens for every seed and metric ({', '.join(metrics)})")
-    first = tables[seeds[0]]
-    head = ["scheme"] + [f"{t.metric}, seed {s}" for t in first for s in seeds]
+    first = tables[draws[0]]
+    head = ["scheme"] + [f"{t.metric}, seed {name[d]}" for t in first for d in draws]
     lines = [
         f"Seed by seed at {length} tokens ({length / first[0].context:g}x): "
         + "; ".join(f"{t.metric} ({t.protocol})" for t in first)
-        + f"; split: {split}; brackets: 95% interval over the seed's prompts.",
+        + f"; split: {split}; brackets: 95% interval over the seed's prompts; '/bf16': trained in bf16.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
     ]
     rows = sorted({lab for ts in tables.values() for t in ts for lab in t.rows}, key=row_key)
     for lab in rows:
-        cells = [_fmt(tables[s][i].cells.get((lab, length)), t.digits) for i, t in enumerate(first) for s in seeds]
+        cells = [_fmt(tables[d][i].cells.get((lab, length)), t.digits) for i, t in enumerate(first) for d in draws]
         lines.append(f"| {lab} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

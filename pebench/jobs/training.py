@@ -79,5 +79,7 @@ def train_runs(
     if name and len(runs) > 1:
         raise UsageError("--name names one run; omit it when training several schemes or seeds")
     for run_name, cfg in runs:
+        if kw.get("resume") and rd.state(name or run_name) == "missing":
+            reporter.warn(f"note: --resume: run {name or run_name!r} does not exist yet; training it from scratch")
         train_run(cfg, rd, name or run_name, reporter, device, **kw)
     return notes

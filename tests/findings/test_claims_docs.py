@@ -279,6 +279,13 @@ def test_every_committed_claim_holds_and_covers_every_findings_page():
             pytest.fail(f"{page.name} shows no checked claims")
 
 
+def test_every_claim_set_is_shown_on_a_page():
+    """No claims live where no reader sees them: each set's claims are in a generated section of some page."""
+    pages = "\n".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))])
+    for s in cl.claim_sets([REPO / "results"]):
+        assert f"<!-- pebench:claims set={s.relative_to(REPO)}" in pages, f"{s} is shown on no page"
+
+
 def test_changing_one_committed_value_fails_the_claim_that_depends_on_it(tmp_path):
     dest = tmp_path / "reference"
     shutil.copytree(REFERENCE, dest)

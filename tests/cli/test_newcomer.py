@@ -1,0 +1,65 @@
+"""What a newcomer hits first: run names stay inside the results folder, compare works from any folder, resume never
+trains a changed config silently and says when there was nothing to resume, a bad seed leaves nothing behind, a
+damaged record value is skipped and named, and written files follow the umask."""
+
+import json
+import os
+import stat
+
+import pytest
+
+from support import invoke, write_micro
+
+
+def _one_line(r, code, fragment):
+    lines = [x for x in r.output.strip().splitlines() if x.strip()]
+    assert r.exit_code == code and len(lines) == 1 and fragment in lines[0] and "Traceback" not in r.output, r.output
+
+
+@pytest.mark.parametrize("name", ["../../escape", "a/b", ".hidden", "-dash"])
+def test_a_run_name_is_one_safe_folder_name(tmp_path, name):
+    res = tmp_path / "res"
+    r = invoke("train", "--pe", "alibi", "--config", write_micro(tmp_path), "--name", name, "--results", res)
+    _one_line(r, 2, "is not allowed")
+    assert not (tmp_path / "escape").exists() and not (res / "runs").exists()
+
+
+def test_compare_from_another_folder_says_where_the_reference_is(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _one_line(invoke("compare", "--results", tmp_path / "res"), 1, "no reference records in results/reference")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "records").mkdir()
+    r = invoke("compare", "--reference", tmp_path / "empty", "--results", tmp_path / "empty")
+    _one_line(r, 1, "in the reference")
+
+
+def test_resume_refuses_a_changed_config_and_says_when_nothing_was_there(tmp_path):
+    cfg, res = write_micro(tmp_path, train={"steps": 4}), tmp_path / "res"
+    r = invoke("train", "--pe", "alibi", "--config", cfg, "--resume", "--results", res)
+    assert r.exit_code == 0 and "does not exist yet; training it from scratch" in r.output, r.output
+    status = res / "runs" / "alibi-micro-s0" / "status.json"
+    status.write_text(json.dumps({**json.loads(status.read_text()), "state": "interrupted"}))
+    r = invoke("train", "--pe", "alibi", "--config", cfg, "--steps", "6", "--resume", "--results", res)
+    _one_line(r, 2, "is interrupted but was trained with another config (train.steps")
+
+
+def test_a_negative_seed_is_one_line_and_leaves_no_run(tmp_path):
+    res = tmp_path / "res"
+    _one_line(invoke("train", "--pe", "alibi", "--seeds", "-1", "--results", res), 2, "--seeds must be >= 0")
+    _one_line(invoke("train", "--pe", "alibi", "--seed", "-1", "--results", res), 2, "--seed must be an integer >= 0")
+    assert not res.exists()
+
+
+def test_a_damaged_value_in_a_record_is_skipped_and_named_and_files_follow_the_umask(tmp_path):
+    res = tmp_path / "res"
+    assert invoke("train", "--pe", "alibi", "--config", write_micro(tmp_path), "--results", res).exit_code == 0
+    assert invoke("eval", "--lengths", "16,32", "--results", res).exit_code == 0
+    paths = sorted((res / "records").rglob("*.json"))
+    mask = os.umask(0)
+    os.umask(mask)
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o666 & ~mask for p in paths)
+    rec = json.loads(paths[0].read_text())
+    rec["metrics"]["ppl"] = "high"
+    paths[0].write_text(json.dumps(rec))
+    r = invoke("report", "--results", res)
+    assert r.exit_code == 0 and f"skipped record {paths[0]}" in r.output and "ppl" in r.output, r.output
