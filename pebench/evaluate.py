@@ -103,10 +103,6 @@ def parse_variants(spec: Optional[str]) -> list[str]:
     return names
 
 
-def parse_lengths(spec: Optional[str]) -> Optional[list[int]]:
-    return parse_list(spec, "--lengths", int, lo=2)
-
-
 def variant_label(cfg, pe, meta: dict, logit_scale: Optional[str] = None) -> tuple[str, str]:
     """(variant, row label): 'rope+yarn', with ' ftN' for a fine-tuned run, ' from-S' for a run continued from a
     scheme S (DroPE) and ' rpM' for one trained on random positions; an evaluation-time logit scale joins the
@@ -243,8 +239,13 @@ def evaluate_run(
 
 
 def eval_lengths(cfg, lengths: Optional[list]) -> list[int]:
-    """The lengths an evaluation measures: those asked for, else the config's multiples of its context."""
-    return lengths or [int(round(m * cfg.model.context)) for m in cfg.eval.multiples]
+    """The lengths an evaluation measures, in tokens: those asked for (``Kx`` at this run's context), else the
+    config's multiples of its context."""
+    from .parsing import resolve_lengths
+
+    return resolve_lengths(lengths, cfg.model.context) or [
+        int(round(m * cfg.model.context)) for m in cfg.eval.multiples
+    ]
 
 
 def _share(lengths: list[int], only: Optional[list]) -> list[int]:

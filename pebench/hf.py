@@ -94,19 +94,10 @@ def parse_hf_scalings(spec: Optional[str]) -> list[Scaling]:
 
 
 def parse_hf_lengths(spec: Optional[str], context: int) -> Optional[list[int]]:
-    """Lengths as token counts or multiples of the model's context ('1x,2x,4x', '0.5x', '4096')."""
-    if not spec:
-        return None
-    out = []
-    for item in parse_list(spec, "--lengths"):
-        try:
-            n = int(round(float(item[:-1]) * context)) if item.endswith("x") else int(item)
-        except ValueError:
-            raise UsageError(f"--lengths: {item!r} is neither a token count nor a multiple such as 2x") from None
-        if n < 2:
-            raise UsageError(f"--lengths: {item} is {n} tokens; lengths must be >= 2")
-        out.append(n)
-    return out
+    """Lengths as token counts or multiples of the model's context ('1x,2x,4x', '0.5x', '4096'): the one parser."""
+    from .parsing import parse_lengths, resolve_lengths
+
+    return resolve_lengths(parse_lengths(spec or None), context)
 
 
 def require_transformers():

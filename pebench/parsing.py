@@ -77,3 +77,33 @@ def fields_from(cls, options: dict, **given):
                 v = tuple(v or ())
             kw[f.name] = v
     return cls(**{**kw, **given})
+
+
+def parse_lengths(spec: Any) -> Optional[list]:
+    """``--lengths``, the one spelling for every command: token counts (``512``) or multiples of the model's context
+    (``2x``, ``0.5x``), mixed as you like; each checked here, resolved against a context by ``resolve_lengths``."""
+    items = parse_list(spec, "--lengths")
+    if items is None:
+        return None
+    out: list = []
+    for item in items:
+        try:
+            value = float(item[:-1]) if item.endswith("x") else int(item)
+        except ValueError:
+            raise UsageError(
+                f"--lengths must be integers (token counts) or multiples such as 2x, got {item!r} in {spec!r}"
+            ) from None
+        if value <= 0 or (not item.endswith("x") and value < 2):
+            raise UsageError(f"--lengths: {item!r} must be a token count >= 2 or a multiple above 0 (e.g. 2x)")
+        out.append(item if item.endswith("x") else int(item))
+    return out
+
+
+def resolve_lengths(lengths: Optional[list], context: int) -> Optional[list[int]]:
+    """Lengths in tokens at ``context``: a multiple ``Kx`` is K times it, rounded; each at least 2 tokens."""
+    if lengths is None:
+        return None
+    out = [int(round(float(L[:-1]) * context)) if isinstance(L, str) else int(L) for L in lengths]
+    if bad := [str(L) for L, n in zip(lengths, out) if n < 2]:
+        raise UsageError(f"--lengths: {', '.join(bad)} is under 2 tokens at context {context}")
+    return out

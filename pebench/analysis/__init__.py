@@ -75,12 +75,12 @@ def analyze_run(results: ResultsDir, run: str, opts: AnalyzeOptions) -> dict:
     from ..checkpoint import load_run_model
     from ..data import prepare_corpus
     from ..device import resolve_device
-    from ..evaluate import variant_label
+    from ..evaluate import eval_lengths, variant_label
 
     dev = resolve_device(opts.device)
     cfg, meta, model = load_run_model(results, run, dev)
     T = cfg.model.context
-    lengths = sorted(set(opts.lengths or [int(round(m * T)) for m in cfg.eval.multiples]) | {T})
+    lengths = sorted(set(eval_lengths(cfg, opts.lengths)) | {T})
     stream = prepare_corpus(cfg.train.data, results.cache, cfg.train.text_field).tokens("validation")
     if len(stream) < max(lengths):
         raise PebenchError(f"the validation split has {len(stream)} tokens, fewer than one window of {max(lengths)}")

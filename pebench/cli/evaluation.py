@@ -85,8 +85,7 @@ def analyze(
     RoPE's decay bound. Writes RESULTS/analysis/ (markdown, JSON, PNGs)."""
     from ..analysis import AnalyzeOptions
     from ..analysis import analyze as run_analyze
-    from ..evaluate import parse_lengths
-    from ..parsing import parse_list
+    from ..parsing import parse_lengths, parse_list
     from ..results import ResultsDir
 
     if tokens < 2 or not window_k > 0:

@@ -11,8 +11,8 @@ from typing import Any, Optional
 
 from ..config import Config, ConfigFlags, naming_flags, resolve_config, with_overlays
 from ..errors import UsageError
-from ..evaluate import EvalFlags, EvalRequest, parse_lengths, parse_variants
-from ..parsing import parse_list
+from ..evaluate import EvalFlags, EvalRequest, parse_variants
+from ..parsing import parse_lengths, parse_list
 from ..results import ResultsDir
 from ..scoring import Protocol
 from ..tasks import parse_task_opts, resolve_tasks, task_options

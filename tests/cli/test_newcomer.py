@@ -63,3 +63,15 @@ def test_a_damaged_value_in_a_record_is_skipped_and_named_and_files_follow_the_u
     paths[0].write_text(json.dumps(rec))
     r = invoke("report", "--results", res)
     assert r.exit_code == 0 and f"skipped record {paths[0]}" in r.output and "ppl" in r.output, r.output
+
+
+def test_lengths_are_spelled_the_same_for_own_runs_and_outside_models(tmp_path):
+    from pebench.parsing import parse_lengths, resolve_lengths
+
+    assert resolve_lengths(parse_lengths("1x,0.5x,48"), 16) == [16, 8, 48]
+    res = tmp_path / "res"
+    assert invoke("train", "--pe", "alibi", "--config", write_micro(tmp_path), "--results", res).exit_code == 0
+    r = invoke("eval", "--lengths", "1x,2x", "--results", res)
+    assert r.exit_code == 0, r.output
+    assert sorted(json.loads(p.read_text())["length"] for p in (res / "records").rglob("*.json")) == [16, 32]
+    _one_line(invoke("eval", "--lengths", "0x", "--results", res), 2, "--lengths")
