@@ -41,6 +41,16 @@ COMMAND_ORDER = (
 class OneLineErrors(TyperGroup):
     """``--debug`` anywhere on the line; a usage error is one line on stderr (exit 2), never a box."""
 
+    def get_command(self, ctx, name):
+        cmd = super().get_command(ctx, name)
+        if cmd is not None:
+            _flags_take_no_value(cmd, ctx)
+        return cmd
+
+    def format_help(self, ctx, formatter):
+        _flags_take_no_value(self, ctx)
+        return super().format_help(ctx, formatter)
+
     def list_commands(self, ctx):
         names = super().list_commands(ctx)
         return sorted(names, key=lambda n: COMMAND_ORDER.index(n) if n in COMMAND_ORDER else len(COMMAND_ORDER))
@@ -66,6 +76,13 @@ class OneLineErrors(TyperGroup):
         except BrokenPipeError:
             _pipe_closed()
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _flags_take_no_value(cmd, ctx) -> None:
+    """--help shows a flag bare (``--resume``), not with a ``<bool>`` value it does not take."""
+    for p in [*cmd.params, cmd.get_help_option(ctx)]:
+        if p is not None and getattr(p, "is_flag", False):
+            p.metavar = ""
 
 
 def _err(msg: str, code: int) -> None:

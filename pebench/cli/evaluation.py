@@ -104,7 +104,7 @@ def analyze(
 @app.command()
 @handle_errors
 def bench(
-    config: str = typer.Option("tiny", "--config"),
+    config: str = typer.Option("tiny", "--config", help="tiny | small | context | PATH.yaml"),
     pe: str = GroupPeOpt,
     multiples: str = typer.Option("1,4,16", "--multiples", help="evaluation lengths as multiples of the context"),
     repeats: int = typer.Option(3, "--repeats", help="timed repeats after warm-up (median reported)"),

@@ -119,9 +119,9 @@ def pack(
 @handle_errors
 def compare(
     reference: Path = typer.Option(Path("results/reference"), "--reference", help="the committed set"),
-    metric: str = typer.Option("ppl", "--metric"),
+    metric: str = typer.Option("ppl", "--metric", help="a metric of a task (pebench list shows them)"),
     split: str = SplitOpt,
-    protocol: str = typer.Option("nonoverlap", "--protocol"),
+    protocol: str = typer.Option("nonoverlap", "--protocol", help="e.g. nonoverlap, sliding-s64, fixed-k256"),
     results: Path = ResultsOpt,
 ):
     """Your run against the committed reference: per cell, yours, the same seed there, and the range a new seed

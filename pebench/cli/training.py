@@ -54,7 +54,9 @@ def train(
     init_from: Optional[str] = typer.Option(None, "--init-from", help="fine-tune or continue a finished run"),
     context: Optional[str] = typer.Option(None, "--context", help="with --init-from: N or Kx"),
     rope_scaling: Optional[str] = typer.Option(None, "--rope-scaling", help="with --init-from: scaling to bake in"),
-    rope_factor: Optional[float] = typer.Option(None, "--rope-factor"),
+    rope_factor: Optional[float] = typer.Option(
+        None, "--rope-factor", help="with --init-from: the factor (default: the new context over the old)"
+    ),
     compile: Optional[bool] = CompileOpt,
     precision: Optional[str] = PrecisionOpt,
     needles: Optional[float] = NeedlesOpt,
@@ -109,7 +111,7 @@ def run(
     launcher: Optional[str] = LauncherOpt,
     launcher_opt: Optional[List[str]] = LauncherOptOpt,
     emit_sbatch: Optional[Path] = EmitSbatchOpt,
-    overwrite: bool = typer.Option(False, "--overwrite"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="train and evaluate again what is finished"),
     compile: Optional[bool] = CompileOpt,
     precision: Optional[str] = PrecisionOpt,
     final: bool = typer.Option(False, "--final", help="evaluate and report on the test split"),
@@ -142,7 +144,7 @@ def tune(
     pe: str = GroupPeOpt,
     lr: str = typer.Option("1e-3,3e-3,1e-2", "--lr", help="comma list of learning rates"),
     option: Optional[List[str]] = typer.Option(None, "--option", help="a scheme option to tune, NAME=V1,V2"),
-    config: str = typer.Option("tiny", "--config"),
+    config: str = typer.Option("tiny", "--config", help="tiny | small | context | PATH.yaml"),
     overlays: Optional[List[Path]] = OverlayOpt,
     steps: Optional[int] = StepsOpt,
     seed: Optional[int] = SeedOpt,

@@ -75,3 +75,21 @@ def test_lengths_are_spelled_the_same_for_own_runs_and_outside_models(tmp_path):
     assert r.exit_code == 0, r.output
     assert sorted(json.loads(p.read_text())["length"] for p in (res / "records").rglob("*.json")) == [16, 32]
     _one_line(invoke("eval", "--lengths", "0x", "--results", res), 2, "--lengths")
+
+
+def test_every_commands_help_gives_every_flag_a_line_and_no_bool_value():
+    import typer
+
+    from pebench.cli import app
+
+    group = typer.main.get_command(app)
+    ctx = group.make_context("pebench", ["list"], resilient_parsing=True)
+    names = group.list_commands(ctx)
+    assert len(names) >= 15
+    for name in [None, *names]:
+        cmd = group if name is None else group.get_command(ctx, name)
+        bare = [p.opts for p in cmd.params if p.param_type_name == "option" and not (p.help or "").strip()]
+        assert not bare, f"{name}: options without help text {bare}"
+        r = invoke(*([] if name is None else [name]), "--help")
+        assert r.exit_code == 0 and "<bool>" not in r.output and "Usage" in r.output, (name, r.output)
+    assert invoke("--version").output.startswith("pebench ") and invoke("train", "-h").exit_code == 0
