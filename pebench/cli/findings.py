@@ -26,6 +26,11 @@ def report(
     html: bool = typer.Option(False, "--html", help="also write report.html: one self-contained page"),
     split: str = SplitOpt,
     results: Path = ResultsOpt,
+    out: Optional[Path] = typer.Option(
+        None,
+        "--out",
+        help="the folder to write the report files into (default: the results folder, never a committed set)",
+    ),
 ):
     """Tables and plots from every record; writes report.md/.csv/.tex/.json and PNG plots."""
     from ..findings import report as rp
@@ -44,13 +49,15 @@ def report(
     for r in rd.runs_in("failed"):
         console.warn(f"note: run {r!r} failed during training and is left out")
     t = rp.build_table(df, metric, protocol, schemes, split)
-    rd.ensure_writable()
-    paths = rp.write_reports(rd, t, df, schemes)
+    console.show(fmt(t))
+    if (dest := rp.report_destination(rd, out)) is None:
+        console.warn(f"note: {rd.root} is a committed result set: nothing written; pass --out DIR for the files")
+        return
+    paths = rp.write_reports(dest.ensure_writable(), t, df, schemes)
     if html:
         from ..findings.html import write_html
 
-        paths.append(write_html(rd.root))
-    console.show(fmt(t))
+        paths.append(write_html(rd.root, dest.root / "report.html"))
     console.warn("wrote " + ", ".join(str(p) for p in paths))
 
 

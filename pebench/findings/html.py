@@ -133,7 +133,7 @@ def write_html(root: Path, dest: Path | None = None) -> Path:
         "<h2>Claims</h2>",
         *_claims(Path(root), df),
         "<h2>Plots</h2>",
-        *_images(Path(root)),
+        *_images(Path(dest).parent if dest else Path(root)),
         "<h2>Provenance</h2>",
         _provenance(prov, created),
     ]

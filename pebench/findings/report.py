@@ -364,6 +364,16 @@ def report_suffix(t: Table, schemes: Optional[list[str]] = None) -> str:
     return ("-" + "-".join(parts)).replace(" ", "_") if parts else ""
 
 
+def report_destination(results: ResultsDir, out: Optional[Path]) -> Optional[ResultsDir]:
+    """Where a report's files go: ``out`` where given; else the results folder itself, unless it is a committed
+    result set (it holds a claims file), which a report never rewrites unless asked (None: write nothing)."""
+    from .claims import CLAIMS_FILE
+
+    if out is not None:
+        return ResultsDir(out)
+    return None if (results.root / CLAIMS_FILE).is_file() else results
+
+
 def write_reports(results: ResultsDir, t: Table, df: pd.DataFrame, schemes: Optional[list[str]] = None) -> list[Path]:
     """report.md, report.csv (+ .tex/.json) and the PNG plots next to them, all written atomically."""
     root = results.root

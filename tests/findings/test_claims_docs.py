@@ -240,7 +240,11 @@ def test_html_page_is_self_contained(rset):
     write_claims(
         rset.root, [claim("breaks-up", "higher", "intervals", {"label": "breaks", "length": "16x"}, {"length": "1x"})]
     )
-    assert invoke("report", "--results", rset.root).exit_code == 0  # writes the plots beside the records
+    before = sorted((f.name, f.stat().st_mtime_ns) for f in rset.root.iterdir())
+    r = invoke("report", "--html", "--results", rset.root)  # a committed set (it has claims): nothing rewritten
+    assert r.exit_code == 0 and "nothing written" in r.output
+    assert sorted((f.name, f.stat().st_mtime_ns) for f in rset.root.iterdir()) == before
+    assert invoke("report", "--results", rset.root, "--out", rset.root).exit_code == 0  # asked: the plots beside
     page = write_html(rset.root).read_text()
     n_png = len(list(rset.root.glob("*.png")))
     assert n_png >= 1 and page.count('src="data:image/png;base64,') == n_png
