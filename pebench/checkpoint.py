@@ -41,7 +41,10 @@ def load_checkpoint(path: Path) -> dict:
                 f"refusing to load {path}: it contains code or objects that are not plain "
                 "tensors (loaded with weights_only=True)"
             ) from e
-        raise PebenchError(f"checkpoint {path} is truncated or corrupted: {msg.splitlines()[0][:160]}") from e
+        first = msg.splitlines()[0] if msg else type(e).__name__
+        raise PebenchError(
+            f"checkpoint {path} is truncated or corrupted ({first[:120]}); train the run again with --overwrite"
+        ) from e
     if not isinstance(ckpt, dict) or "model" not in ckpt or "config" not in ckpt:
         raise PebenchError(f"checkpoint {path} is not a pebench checkpoint")
     return ckpt

@@ -296,6 +296,7 @@ def pack_records(sources: list[ResultsDir], dest: Path, runs: Optional[list] = N
 
 
 PACKED_RECORDS = "records.jsonl.gz"
+CLAIMS_FILE = "claims.yaml"  # a committed result set's findings (findings.claims reads them)
 
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")

@@ -55,7 +55,7 @@ def eval_cmd(
     from ..evaluate import EvalFlags
     from ..jobs.plan import eval_request, outside_eval
     from ..jobs.sweep import evaluate_runs
-    from ..parsing import fields_from
+    from ..parsing import fields_from, parse_list
     from ..results import ResultsDir
 
     outside = {"lengths": None, "rope_scaling": None} if hf else {}  # --hf parses its own (Kx lengths, NAME:k=v)
@@ -64,7 +64,7 @@ def eval_cmd(
         rd.ensure_writable()
         outside_eval(rd, hf, lengths, rope_scaling, req, context, dtype, revision, data, console.reporter())
         return
-    names = run or rd.runs_in("finished")
+    names = [n for r in run or [] for n in parse_list(r, "--run")] or rd.runs_in("finished")  # repeat or comma list
     if not names:
         raise UsageError(f"no finished runs to evaluate in {rd.runs}; train one first (pebench train)")
     if evaluate_runs(rd.ensure_writable(), names, req, bool(run), console.reporter()):

@@ -19,7 +19,11 @@ from .options import ResultsOpt, SplitOpt
 @handle_errors
 def report(
     format: str = typer.Option("table", "--format", help="table | md | csv | latex | json"),
-    metric: str = typer.Option("ppl", "--metric", help="a metric of a task, or ratio (pebench list shows them)"),
+    metric: Optional[str] = typer.Option(
+        None,
+        "--metric",
+        help="a metric of a task, or ratio (pebench list shows them; default: ppl, else the first task's)",
+    ),
     protocol: Optional[str] = typer.Option(None, "--protocol", help="e.g. nonoverlap, sliding-s64, fixed-k256"),
     pe: Optional[str] = typer.Option(None, "--pe", help="comma list of schemes or row labels"),
     compare: Optional[List[Path]] = typer.Option(None, "--compare", help="two result folders: A then B"),
@@ -39,13 +43,10 @@ def report(
 
     fmt, schemes = rp.REPORT_FORMATS.get(format), parse_list(pe, "--pe")
     if compare:
-        if len(compare) != 2:
-            raise UsageError("--compare takes exactly two result folders: --compare A --compare B")
-        a, b = (rp.build_table(console.load_records(ResultsDir(d)), metric, protocol, schemes, split) for d in compare)
-        console.echo(rp.compare_tables(a, b).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        return
+        return _compare_sets(compare, metric or "ppl", protocol, schemes, split)
     rd = ResultsDir(results)
     df = console.load_records(rd)
+    metric = metric or rp.default_metric(df)
     for r in rd.runs_in("failed"):
         console.warn(f"note: run {r!r} failed during training and is left out")
     t = rp.build_table(df, metric, protocol, schemes, split)
@@ -59,6 +60,17 @@ def report(
 
         paths.append(write_html(rd.root, dest.root / "report.html"))
     console.warn("wrote " + ", ".join(str(p) for p in paths))
+
+
+def _compare_sets(dirs: list, metric: str, protocol, schemes, split: str) -> None:
+    """``report --compare A --compare B``: the two sets' tables side by side."""
+    from ..findings import report as rp
+    from ..results import ResultsDir
+
+    if len(dirs) != 2:
+        raise UsageError("--compare takes exactly two result folders: --compare A --compare B")
+    a, b = (rp.build_table(console.load_records(ResultsDir(d)), metric, protocol, schemes, split) for d in dirs)
+    console.echo(rp.compare_tables(a, b).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 
 
 @app.command()

@@ -19,7 +19,7 @@ import re
 from dataclasses import replace
 from typing import Optional
 
-from .claims import Cell, decide, expand
+from .rules import Cell, decide, expand
 
 # How a text names a row label's scheme or variant (case-insensitive, whole words). A label is named when any of
 # its spellings is; a variant label also counts as naming its base scheme.

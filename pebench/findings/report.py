@@ -13,7 +13,7 @@ from ..errors import PebenchError
 from ..fsutil import atomic_path, atomic_write_text
 from ..groups import row_key
 from ..registry import Registry
-from ..results import ResultsDir, protocol_key
+from ..results import CLAIMS_FILE, ResultsDir, protocol_key
 from ..stats import mean_ci
 from ..style import CONTEXT_LINE, save_figure, style_for
 from ..tasks import TASKS, task_names
@@ -364,11 +364,18 @@ def report_suffix(t: Table, schemes: Optional[list[str]] = None) -> str:
     return ("-" + "-".join(parts)).replace(" ", "_") if parts else ""
 
 
+def default_metric(df: pd.DataFrame) -> str:
+    """The metric a report shows unless told: ppl where there are ppl records, else the first summary metric of the
+    first task the records hold (a set of retrieval records alone reports what is there)."""
+    if df.empty or "ppl" in set(df["task"]) or not any(t in TASKS for t in df["task"].unique()):
+        return "ppl"
+    task = TASKS.get(sorted(t for t in df["task"].unique() if t in TASKS)[0])
+    return task.summary_metrics()[0]
+
+
 def report_destination(results: ResultsDir, out: Optional[Path]) -> Optional[ResultsDir]:
     """Where a report's files go: ``out`` where given; else the results folder itself, unless it is a committed
     result set (it holds a claims file), which a report never rewrites unless asked (None: write nothing)."""
-    from .claims import CLAIMS_FILE
-
     if out is not None:
         return ResultsDir(out)
     return None if (results.root / CLAIMS_FILE).is_file() else results
