@@ -156,6 +156,17 @@ def _hand_back_preemption() -> None:
         handler(signal.SIGUSR2, None)
 
 
+def _site_options(opts: LaunchOptions) -> dict:
+    """The Slurm settings a site may need, those given (submitit's names; sbatch's with dashes)."""
+    given = (
+        ("partition", opts.partition),
+        ("account", opts.account),
+        ("qos", opts.qos),
+        ("gpus_per_task", opts.gpus_per_task),
+    )
+    return {k: v for k, v in given if v}
+
+
 def executor(kind: str, folder: Path, opts: LaunchOptions):
     """A submitit executor for ``kind`` with the options applied."""
     try:
@@ -176,18 +187,7 @@ def executor(kind: str, folder: Path, opts: LaunchOptions):
         array_parallelism=opts.parallelism or 256,
         job_name="pebench",
     )
-    params.update(
-        {
-            k: v
-            for k, v in (
-                ("partition", opts.partition),
-                ("account", opts.account),
-                ("qos", opts.qos),
-                ("gpus_per_task", opts.gpus_per_task),
-            )
-            if v
-        }
-    )
+    params.update(_site_options(opts))
     if opts.mem_gb:
         params["mem"] = f"{int(opts.mem_gb)}GB"
     ex.update_parameters(**params)
@@ -336,16 +336,7 @@ def _sbatch_text(listing: Path, n: int, opts: LaunchOptions, device: str, rd: Re
         "--requeue",
         "--open-mode=append",
     ]
-    flags += [
-        f"--{k.replace('_', '-')}={v}"
-        for k, v in (
-            ("partition", opts.partition),
-            ("account", opts.account),
-            ("qos", opts.qos),
-            ("gpus_per_task", opts.gpus_per_task),
-        )
-        if v
-    ]
+    flags += [f"--{k.replace('_', '-')}={v}" for k, v in _site_options(opts).items()]
     if opts.mem_gb:
         flags.append(f"--mem={int(opts.mem_gb)}G")
     py = shlex.quote(sys.executable)
