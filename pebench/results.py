@@ -134,6 +134,12 @@ class ResultsDir:
     def run_dir(self, name: str) -> Path:
         return self.runs / check_run_name(name)
 
+    def existing(self) -> "ResultsDir":
+        """The folder, refused in one line when it does not exist (a mistyped --results is called missing)."""
+        if not self.root.is_dir():
+            raise UsageError(f"no results folder {self.root}; check --results (pebench list shows what a folder holds)")
+        return self
+
     def ensure_writable(self) -> "ResultsDir":
         try:
             self.root.mkdir(parents=True, exist_ok=True)

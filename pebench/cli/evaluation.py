@@ -64,7 +64,9 @@ def eval_cmd(
         rd.ensure_writable()
         outside_eval(rd, hf, lengths, rope_scaling, req, context, dtype, revision, data, console.reporter())
         return
-    names = [n for r in run or [] for n in parse_list(r, "--run")] or rd.runs_in("finished")  # repeat or comma list
+    names = [n for r in run or [] for n in parse_list(r, "--run")] or rd.existing().runs_in(
+        "finished"
+    )  # repeat or comma list
     if not names:
         raise UsageError(f"no finished runs to evaluate in {rd.runs}; train one first (pebench train)")
     if evaluate_runs(rd.ensure_writable(), names, req, bool(run), console.reporter()):

@@ -44,7 +44,7 @@ def report(
     fmt, schemes = rp.REPORT_FORMATS.get(format), parse_list(pe, "--pe")
     if compare:
         return _compare_sets(compare, metric or "ppl", protocol, schemes, split)
-    rd = ResultsDir(results)
+    rd = ResultsDir(results).existing()
     df = console.load_records(rd)
     metric = metric or rp.default_metric(df)
     for r in rd.runs_in("failed"):

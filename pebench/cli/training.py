@@ -220,7 +220,9 @@ def _catalog(results) -> list[str]:
     out += [f"  {k:<17} {v}" for k, v in describe_corpora().items()]
     out.append("configs: " + ", ".join(builtin_configs()))
     runs = results.run_names()
-    out.append(f"runs in {results.runs}:" + ("" if runs else " none"))
+    out.append(
+        f"runs in {results.runs}:" + ("" if runs else " none" if results.root.is_dir() else " none (no such folder)")
+    )
     for r in runs:
         st = results.status(r)
         out.append(f"  {r:<28} {st.get('state')} (step {st.get('step', '?')}/{st.get('steps', '?')})")

@@ -559,7 +559,7 @@ def _plot_length(t: Table, path: Path) -> Path:
         ax.yaxis.set_minor_formatter(ScalarFormatter())
     ax.set_xlabel("evaluation length (tokens)")
     ax.set_ylabel(t.metric)
-    ax.set_title(f"{t.metric} vs evaluation length ({t.protocol})")
+    ax.set_title(f"{t.metric} vs evaluation length ({t.protocol}, {t.split} split)")
     return save_figure(fig, ax, path)
 
 

@@ -189,7 +189,7 @@ def plot_position(t, df, path: Path) -> Optional[Path]:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("context length of the scored token (bucket end)")
     ax.set_ylabel("mean loss (nats)")
-    ax.set_title(f"per-position loss at length {L} ({t.protocol})")
+    ax.set_title(f"per-position loss at length {L} ({t.protocol}, {t.split} split)")
     return save_figure(fig, ax, path)
 
 

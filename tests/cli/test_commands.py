@@ -137,9 +137,9 @@ BAD = [
     (["eval", "--protocol", "sliding"], 2, "needs --stride"),
     (["eval", "--protocol", "fixd"], 2, "did you mean 'fixed'"),
     (["eval", "--rope-scaling", "yarm"], 2, "did you mean 'yarn'"),
-    (["eval"], 2, "no finished runs"),
+    (["eval"], 2, "no results folder"),  # a missing --results folder is called missing
     (["report", "--format", "xml"], 2, "unknown report format"),
-    (["report"], 1, "no records"),
+    (["report"], 2, "no results folder"),
 ]
 
 

@@ -93,3 +93,12 @@ def test_every_commands_help_gives_every_flag_a_line_and_no_bool_value():
         r = invoke(*([] if name is None else [name]), "--help")
         assert r.exit_code == 0 and "<bool>" not in r.output and "Usage" in r.output, (name, r.output)
     assert invoke("--version").output.startswith("pebench ") and invoke("train", "-h").exit_code == 0
+
+
+def test_a_missing_results_folder_is_called_missing_and_an_empty_one_empty(tmp_path):
+    _one_line(invoke("eval", "--results", tmp_path / "typo"), 2, "no results folder")
+    _one_line(invoke("report", "--results", tmp_path / "typo"), 2, "no results folder")
+    (tmp_path / "empty").mkdir()
+    _one_line(invoke("eval", "--results", tmp_path / "empty"), 2, "no finished runs")
+    _one_line(invoke("report", "--results", tmp_path / "empty"), 1, "no records")
+    assert "none (no such folder)" in invoke("list", "--results", tmp_path / "typo").output
