@@ -8,6 +8,7 @@
 - repeats another claim of the set (the same cells, relation and rule);
 - says ``overlap`` where an interval covers the whole range of its metric ([0, 1] for a proportion): uninformative;
 - reads an MFU above 100% (a peak of the wrong precision);
+- is a headline claim decided over fewer than five seeds in a training precision its cells hold;
 - names in its text a scheme or a length its cells do not test, or tests one its text does not name (schemes are
   spelled as the papers do, ``ALIASES``; a claim may add its own spellings with ``aliases: {label: [spelling]}``).
 """
@@ -69,7 +70,7 @@ def audit(claims: list[dict], ev, verdicts: list) -> list:
         if key in seen:
             reasons.append(f"duplicates claim {seen[key]} (the same cells, relation and rule)")
         seen.setdefault(key, claim["id"])
-        reasons += _refusals(claim, v.cells)
+        reasons += _refusals(claim, v.cells) + _too_few_seeds(claim, v.cells)
         if v.held and not reasons and (why := cannot_fail(claim, v.cells)):
             reasons.append(why)
         reasons += lint_text(claim)
@@ -99,6 +100,23 @@ def _refusals(claim: dict, cells: list[Cell]) -> list[str]:
                     shown = c.mean / 100 if percent else c.mean
                     out.append(f"{c.name} = {shown:.0%}: an MFU above 100% is measured against the wrong peak")
     return sorted(set(out), key=out.index)
+
+
+MIN_SEEDS = 5  # a headline claim rests on at least this many seeds in each precision it draws on
+
+
+def _too_few_seeds(claim: dict, cells: list[Cell]) -> list[str]:
+    """A headline claim decided over seeds needs ``MIN_SEEDS`` of them in every training precision its cells hold."""
+    if "headline" not in (claim.get("tags") or []) or claim["rule"] in ("one-seed", "point"):
+        return []
+    out = []
+    for c in cells:
+        per = {}
+        for seed, precision in (k for k in c.values if isinstance(k, tuple)):
+            per.setdefault(precision, set()).add(seed)
+        if few := {p: len(s) for p, s in per.items() if len(s) < MIN_SEEDS}:
+            out.append(f"a headline claim on {few} seeds ({c.name}; at least {MIN_SEEDS} per precision)")
+    return sorted(set(out))[:1]
 
 
 def _label(c: Cell) -> str:

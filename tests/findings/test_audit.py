@@ -215,3 +215,18 @@ def test_an_mfu_above_100_percent_is_refused(tmp_path):
     )
     (v,) = cl.check_set(tmp_path)
     assert not v.held and "MFU above 100%" in v.why
+
+
+def test_a_headline_claim_needs_five_seeds_in_each_precision(schemes):
+    a16, a1 = {"label": "alibi", "length": "16x"}, {"length": "1x"}
+    _write(
+        schemes,
+        [
+            {
+                **claim("alibi-flat", "ALiBi stays flat from 1x to 16x.", "flat", "ratio", a16, a1, within=1.05),
+                "tags": ["headline"],
+            }
+        ],
+    )
+    (v,) = cl.check_set(schemes)
+    assert not v.held and "headline claim on {'bf16': 3, 'fp32': 3} seeds" in v.why.splitlines()[0]
