@@ -440,3 +440,27 @@ def test_seed_by_seed_section_shows_each_seeds_value_and_interval(tmp_path):
     assert f"| x | 5.00 [4.60, 5.40] | 1.00 [0.80, 1.20] | {math.log2(5):.3f} | 0.000 |" in text
     with pytest.raises(Exception, match="no records at 512 tokens"):
         render("<!-- pebench:seeds set=s metrics=ppl length=4x -->\n<!-- pebench:end -->\n", tmp_path)
+
+
+def test_a_claim_on_the_first_three_bf16_seeds_alone_fails_where_it_failed_before(tmp_path):
+    """Llama 3 against RoPE at 8x (test), paired, on bf16 seeds 0-2 alone: the 3-seed rerun's failure, still there
+    in the evidence; on every draw the same comparison holds (the README's scalings-beat-rope)."""
+    spec = {"label": "rope+llama3", "length": "8x", "precision": "bf16", "seeds": [0, 1, 2]}
+    c = {
+        "id": "llama3-bf16-3",
+        "text": "Llama 3 beats RoPE at 8x in bf16 seeds 0-2.",
+        "relation": "lower",
+        "rule": "paired",
+        "a": spec,
+        "b": {"label": "rope"},
+    }
+    dest = tmp_path / "reference"
+    shutil.copytree(REFERENCE, dest)
+    write_claims(
+        dest,
+        [c, {**c, "id": "llama3-all", "a": {"label": "rope+llama3", "length": "8x"}}],
+        defaults={"metric": "ppl", "split": "test"},
+    )
+    got = {v.id: v for v in cl.check_set(dest)}
+    assert not got["llama3-bf16-3"].held and "over seeds [0/bf16, 1/bf16, 2/bf16]" in got["llama3-bf16-3"].why
+    assert got["llama3-all"].held
