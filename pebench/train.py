@@ -386,6 +386,7 @@ class _Loop:
     saved: int = 0
     precision: str = "fp32"  # device.train_precision, resolved once per run
     window_t: float = 0.0
+    last_tps: float = 0.0  # tokens/s of the last log window (the progress bar's speed between log lines)
     window_tokens: int = 0
 
     @property
@@ -427,9 +428,8 @@ class _Loop:
         tc = self.cfg.train
         if self.is_main and (done % tc.log_every == 0 or done == tc.steps or stopping):
             self.log(done, loss, lr)
-        elif self.is_main and self.progress:  # the bar moves every step, not only at the log lines
-            el = time.time() - self.window_t
-            self.progress(done, tc.steps, loss, self.window_tokens / el if el > 0 else 0.0)
+        elif self.is_main and self.progress:  # the bar moves every step; the speed is the last log line's
+            self.progress(done, tc.steps, loss, self.last_tps)
         if self.is_main and tc.eval_every and (done % tc.eval_every == 0 or done == tc.steps):
             point = curve_point(self.model, self.cfg, self.corpus.tokens("validation"), self.dev)
             append_line(
@@ -457,7 +457,7 @@ class _Loop:
             self.folder / "metrics.jsonl",
             f'{{"step": {done}, "loss": {loss:.6f}, "lr": {lr:.6g}, "tokens_per_s": {tps:.1f}}}',
         )
-        self.window_t, self.window_tokens = time.time(), 0
+        self.window_t, self.window_tokens, self.last_tps = time.time(), 0, tps
         if self.progress:
             self.progress(done, self.cfg.train.steps, loss, tps)
 
