@@ -103,6 +103,8 @@ class TrainConfig:
     induction_kinds: dict[str, float] = field(default_factory=lambda: {"pairs": 1})  # kind -> weight, as needle_kinds
 
     def validate(self):
+        if self.data != "sotu" and not self.data.startswith(("hf:", "local:")):  # its form; the corpus, when read
+            raise UsageError(f"unknown corpus spec {self.data!r}; valid: sotu, hf:NAME[:CONFIG], local:PATH")
         if self.steps < 1:
             raise UsageError(f"train.steps must be >= 1, got {self.steps}")
         if self.batch_size < 1:

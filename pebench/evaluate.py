@@ -17,7 +17,7 @@ from .data import prepare_corpus
 from .device import resolve_device, tune_cpu_allocator
 from .errors import PebenchError, PositionOutOfRange, UsageError
 from .logit_scales import LOGIT_SCALES
-from .parsing import parse_list
+from .parsing import parse_list, parse_spec, typed_value
 from .progress import Reporter
 from .registry import unknown_name_message
 from .results import EVAL_SPLITS, SCHEMA_VERSION, ResultsDir, environment, now, protocol_key
@@ -87,8 +87,11 @@ class EvalRequest:
         return tasks, self.options or task_options(tasks, {})
 
 
-def parse_variants(spec: Optional[str]) -> list[str]:
-    """Evaluation-time variant names, checked against every scheme's list; ``all`` means each run's own list."""
+def parse_variants(spec: Optional[str], factor: Optional[float] = None) -> list[str]:
+    """Evaluation-time variants, ``NAME[:key=value...]`` each (``yarn:factor=4:beta_fast=16``, the form ``--hf``
+    takes), checked against every scheme's list and the variant's settings; ``all`` means each run's own list.
+    ``factor`` (``--rope-factor``) is ``:factor=F`` on every variant. A variant with settings is named by them
+    (``yarn:factor=4``), so its records never take the place of the automatic factor's."""
     from .pe import all_variants
 
     if not spec:
@@ -96,18 +99,53 @@ def parse_variants(spec: Optional[str]) -> list[str]:
     names = parse_list(spec, "--rope-scaling")
     if names == ["all"]:
         return names
-    known = all_variants()
-    for n in names:
-        if n not in known:
-            raise UsageError(unknown_name_message("RoPE scaling", n, known + ["all"]))
-    return names
+    known, out = all_variants(), []
+    for item in names:
+        name = item.split(":")[0].strip()
+        if name not in known:
+            raise UsageError(unknown_name_message("RoPE scaling", name, known + ["all"]))
+        keys = variant_settings(name)
+        _, texts = parse_spec(item, "--rope-scaling", list(keys))
+        if factor is not None and "factor" in keys:
+            texts.setdefault("factor", repr(float(factor)))
+        values = {k: typed_value(v, keys[k], f"--rope-scaling {item}: {k}") for k, v in sorted(texts.items())}
+        if values.get("factor", 1.0) < 1:
+            raise UsageError(f"--rope-scaling {item}: factor must be >= 1, got {values['factor']:g}")
+        out.append(variant_spec(name, values))
+    return out
 
 
-def variant_label(cfg, pe, meta: dict, logit_scale: Optional[str] = None) -> tuple[str, str]:
+def variant_settings(name: str) -> dict[str, Any]:
+    """The settings ``NAME:key=value`` may give a variant, with their defaults: the factor (0: automatic) and the
+    variant function's own options (RoPE's scalings read them off their signatures)."""
+    from .pe.rope import ROPE_VARIANTS, canonical_variant, variant_options
+
+    if canonical_variant(name) == "default":
+        return {}  # the rotation as trained: nothing to set
+    own = variant_options(name) if canonical_variant(name) in ROPE_VARIANTS.names() else {}
+    return {"factor": 0.0, **own}
+
+
+def variant_spec(name: str, values: dict[str, Any]) -> str:
+    """The canonical text of a variant with settings: ``yarn:beta_fast=16:factor=4`` (keys sorted, numbers
+    with ``%g``); the bare name without them."""
+    return name + "".join(f":{k}={v:g}" if isinstance(v, float) else f":{k}={v}" for k, v in sorted(values.items()))
+
+
+def split_variant(spec: str) -> tuple[str, dict[str, Any]]:
+    """A canonical variant text back into (name, settings typed as their defaults)."""
+    name, texts = parse_spec(spec, "--rope-scaling", list(variant_settings(spec.split(":")[0])))
+    keys = variant_settings(name)
+    return name, {k: typed_value(v, keys[k], f"--rope-scaling {spec}: {k}") for k, v in texts.items()}
+
+
+def variant_label(
+    cfg, pe, meta: dict, logit_scale: Optional[str] = None, spec: Optional[str] = None
+) -> tuple[str, str]:
     """(variant, row label): 'rope+yarn', with ' ftN' for a fine-tuned run, ' from-S' for a run continued from a
     scheme S (DroPE) and ' rpM' for one trained on random positions; an evaluation-time logit scale joins the
     variant ('none+drope', 'rope+yarn+logn')."""
-    v = "none" if pe.variant == "default" else pe.variant
+    v = spec or ("none" if pe.variant == "default" else pe.variant)  # with settings: 'yarn:factor=4'
     if logit_scale and logit_scale not in ("none", cfg.model.logit_scale):
         v = logit_scale if v == "none" else f"{v}+{logit_scale}"
     label = cfg.model.pe + ("" if v == "none" else f"+{v}")
@@ -163,7 +201,7 @@ def _open_run(results: ResultsDir, run: str, dev, req: EvalRequest) -> _Opened:
 
 
 def _variants(run: str, o: _Opened, req: EvalRequest) -> list:
-    """The scheme variants to evaluate ([None]: the run as trained)."""
+    """The scheme variants to evaluate, canonical ``NAME[:key=value...]`` texts ([None]: the run as trained)."""
     variants = list(req.variants)
     if variants == ["all"]:
         variants = o.model.pe.variants()
@@ -172,7 +210,7 @@ def _variants(run: str, o: _Opened, req: EvalRequest) -> list:
             f"run {run!r} uses {o.cfg.model.pe!r}, which has no evaluation-time variants "
             "(--rope-scaling applies to the RoPE family)"
         )
-    return variants or [None]
+    return parse_variants(",".join(variants), req.rope_factor) if variants else [None]
 
 
 def _existing(results: ResultsDir, rec: dict, task: Task) -> Optional[dict]:
@@ -215,8 +253,9 @@ def evaluate_run(
     records, base_pe, measured = [], o.model.pe, {}
     try:
         for variant in _variants(run, o, req):
-            o.model.pe = base_pe if variant is None else base_pe.with_variant(variant, req.rope_factor)
-            v, label = variant_label(o.cfg, o.model.pe, o.meta, req.logit_scale)
+            name, settings = split_variant(variant) if variant is not None else (None, {})
+            o.model.pe = base_pe if name is None else base_pe.with_variant(name, **settings)
+            v, label = variant_label(o.cfg, o.model.pe, o.meta, req.logit_scale, variant if settings else None)
             if variant is not None and base_pe.variant != "default":
                 label += f" eval-{variant}"  # a variant applied over the one baked in: never the baked run's label
             for task in tasks:
@@ -317,6 +356,8 @@ def _evaluate_task(
                 task.prepare(ctx)
                 prepared = True
             value = _measure(task, ctx, L)
+            if value["status"] == "ok":
+                value["chance"] = task.chances(ctx.options, ctx.vocab, value["metrics"])
             rec.update(value)
             rec["provenance"] = {**prov, "wall_s": round(time.time() - t0, 3)}
             if key is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import json
 import os
@@ -127,11 +128,38 @@ class RunLock:
         self.release()
 
 
-def save_png(fig, path: Path, dpi: int = 110) -> Path:
-    """A matplotlib figure written atomically as PNG (tight bounding box), then closed."""
+FIGURE_FORMATS = ("png", "pdf", "svg")
+_NO_DATE = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}  # the same figure, the same bytes
+_FIGURE_FORMAT: contextvars.ContextVar[str] = contextvars.ContextVar("figure_format", default="png")
+
+
+@contextlib.contextmanager
+def figure_format(fmt: str) -> Iterator[None]:
+    """Figures saved inside are written as ``fmt`` (png, pdf or svg: ``report --figure-format``)."""
+    if fmt not in FIGURE_FORMATS:
+        from .errors import UsageError
+
+        raise UsageError(f"--figure-format must be one of {', '.join(FIGURE_FORMATS)}, got {fmt!r}")
+    token = _FIGURE_FORMAT.set(fmt)
+    try:
+        yield
+    finally:
+        _FIGURE_FORMAT.reset(token)
+
+
+def figure_suffix() -> str:
+    """The suffix figures get now: '.png', or '.pdf' / '.svg' inside ``figure_format``."""
+    return "." + _FIGURE_FORMAT.get()
+
+
+def save_plot(fig, path: Path, dpi: int = 110) -> Path:
+    """A matplotlib figure written atomically (tight bounding box) in the figure format in force (PNG unless
+    ``figure_format`` says pdf or svg; ``path``'s suffix follows it), then closed. Returns the path written."""
     import matplotlib.pyplot as plt
 
+    fmt = _FIGURE_FORMAT.get()
+    path = Path(path).with_suffix("." + fmt)
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
+        fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight", metadata=_NO_DATE.get(fmt))
     plt.close(fig)
-    return Path(path)
+    return path

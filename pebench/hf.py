@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .errors import PebenchError, UsageError
-from .parsing import parse_list
+from .parsing import parse_context, parse_list
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
@@ -43,6 +43,7 @@ HF_SCALINGS = {
     "llama3": ("factor", "original", "low_freq_factor", "high_freq_factor"),
     "longrope": ("factor", "original", "attention_factor", "short_factor", "long_factor"),
 }
+HF_ALIASES = {"dynamic-ntk": "dynamic"}  # pebench's spelling of Hugging Face's scaling
 PEBENCH_NAME = {"linear": "linear", "dynamic": "dynamic-ntk", "yarn": "yarn", "llama3": "llama3"}  # same maths here
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -70,19 +71,20 @@ def _value(key: str, text: str):
 
 
 def parse_hf_scalings(spec: Optional[str]) -> list[Scaling]:
-    """``--rope-scaling`` for an outside model: a comma list of NAME[:key=value...]."""
+    """``--rope-scaling`` for an outside model: a comma list of NAME[:key=value...] (the form pebench's own runs
+    take too; ``dynamic-ntk`` is pebench's name for Hugging Face's ``dynamic``)."""
+    from .parsing import parse_spec
+
     out = []
     for item in parse_list(spec, "--rope-scaling") or []:
-        name, *pairs = item.split(":")
+        name = item.split(":")[0].strip()
+        name = HF_ALIASES.get(name, name)
         if name not in HF_SCALINGS:
-            raise UsageError(f"--rope-scaling {item}: unknown scaling {name!r}; with --hf: {', '.join(HF_SCALINGS)}")
+            known = ", ".join([*HF_SCALINGS, *HF_ALIASES])
+            raise UsageError(f"--rope-scaling {item}: unknown scaling {name!r}; with --hf: {known}")
+        _, texts = parse_spec(item, "--rope-scaling", HF_SCALINGS[name])
         params = {}
-        for p in pairs:
-            k, eq, v = p.partition("=")
-            if not eq or k not in HF_SCALINGS[name]:
-                raise UsageError(
-                    f"--rope-scaling {item}: {p!r}; {name} takes {', '.join(HF_SCALINGS[name])} as key=value"
-                )
+        for k, v in texts.items():
             try:
                 params[k] = _value(k, v)
             except ValueError:
@@ -154,7 +156,7 @@ def _is_local(spec: str) -> bool:
 def open_model(
     spec: str,
     dtype: str = "float32",
-    context: Optional[int] = None,
+    context: Optional[str] = None,  # N tokens or Kx the context its config states
     revision: Optional[str] = None,
     device: str = "cpu",
 ) -> Outside:
@@ -179,9 +181,10 @@ def open_model(
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UsageError(f"--hf {spec}: cannot load a causal LM and its tokenizer ({first})") from None
     model.eval().to(device)
-    ctx = context or original_context(config)
-    if not ctx:
-        raise UsageError(f"--hf {spec}: the config states no context length; give --context N")
+    stated = original_context(config)
+    if not stated and (context is None or str(context).endswith("x")):
+        raise UsageError(f"--hf {spec}: the config states no context length; give --context N (tokens)")
+    ctx = parse_context(context, stated) if context is not None else stated
     rope = has_rope(config)
     name = Path(spec).name if local else spec.split("/")[-1]
     prov = {

@@ -49,6 +49,21 @@ def parse_assignment(spec: str, what: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
+def parse_spec(item: str, what: str, keys: Sequence[str]) -> tuple[str, dict[str, str]]:
+    """``NAME[:key=value...]`` (``yarn:factor=4:beta_fast=16``), the one form of a named thing with settings in
+    every command -> (NAME, {key: value text}); a key outside ``keys``, a repeat or a pair without ``=`` is one
+    line naming ``what`` and the keys allowed."""
+    name, *pairs = [p.strip() for p in item.split(":")]
+    params: dict[str, str] = {}
+    for p in pairs:
+        k, eq, v = (x.strip() for x in p.partition("="))
+        if not eq or not v or k not in keys or k in params:
+            allowed = ", ".join(keys) or "no settings"
+            raise UsageError(f"{what} {item}: {p!r} is not a setting; {name} takes {allowed} as key=value")
+        params[k] = v
+    return name, params
+
+
 def typed_value(value, default, what: str):
     """A value given as text (``--task-opt trials=20``, ``--launcher-opt pack=2``) in the type of the option's
     default; other values as they are. A bad one is one line: '{what} must be int, got 'x''."""
@@ -79,10 +94,10 @@ def fields_from(cls, options: dict, **given):
     return cls(**{**kw, **given})
 
 
-def parse_lengths(spec: Any) -> Optional[list]:
+def parse_lengths(spec: Any, what: str = "--lengths") -> Optional[list]:
     """``--lengths``, the one spelling for every command: token counts (``512``) or multiples of the model's context
     (``2x``, ``0.5x``), mixed as you like; each checked here, resolved against a context by ``resolve_lengths``."""
-    items = parse_list(spec, "--lengths")
+    items = parse_list(spec, what)
     if items is None:
         return None
     out: list = []
@@ -91,19 +106,35 @@ def parse_lengths(spec: Any) -> Optional[list]:
             value = float(item[:-1]) if item.endswith("x") else int(item)
         except ValueError:
             raise UsageError(
-                f"--lengths must be integers (token counts) or multiples such as 2x, got {item!r} in {spec!r}"
+                f"{what} must be integers (token counts) or multiples such as 2x, got {item!r} in {spec!r}"
             ) from None
         if value <= 0 or (not item.endswith("x") and value < 2):
-            raise UsageError(f"--lengths: {item!r} must be a token count >= 2 or a multiple above 0 (e.g. 2x)")
+            raise UsageError(f"{what}: {item!r} must be a token count >= 2 or a multiple above 0 (e.g. 2x)")
         out.append(item if item.endswith("x") else int(item))
     return out
 
 
-def resolve_lengths(lengths: Optional[list], context: int) -> Optional[list[int]]:
+def resolve_lengths(lengths: Optional[list], context: int, what: str = "--lengths") -> Optional[list[int]]:
     """Lengths in tokens at ``context``: a multiple ``Kx`` is K times it, rounded; each at least 2 tokens."""
     if lengths is None:
         return None
     out = [int(round(float(L[:-1]) * context)) if isinstance(L, str) else int(L) for L in lengths]
     if bad := [str(L) for L, n in zip(lengths, out) if n < 2]:
-        raise UsageError(f"--lengths: {', '.join(bad)} is under 2 tokens at context {context}")
+        raise UsageError(f"{what}: {', '.join(bad)} is under 2 tokens at context {context}")
     return out
+
+
+def parse_context(spec: Any, base: Optional[int] = None) -> Any:
+    """``--context``, one length in the form ``--lengths`` takes: N tokens, or Kx ``base`` (``train --init-from``:
+    the parent's context; ``eval --hf``: the one its config states). Without ``base``, only checked (the token
+    count, or the ``Kx`` text for later)."""
+    if isinstance(spec, int):
+        spec = str(spec)
+    items = parse_lengths(spec, "--context")
+    if items is None:
+        return None
+    if len(items) != 1:
+        raise UsageError(f"--context takes one length (N or Kx), got {spec!r}")
+    if base is None:
+        return items[0]
+    return resolve_lengths(items, base, "--context")[0]

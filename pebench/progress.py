@@ -10,6 +10,7 @@ longer than the interval), then a line every ``interval`` seconds. Short work pr
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -43,46 +44,100 @@ def fmt_rate(rate: float) -> str:
 
 class LogProgress(Progress):
     """Lines for a log. The rate is measured from the first update on, so start-up and the first piece of
-    work (warm-up, compilation) do not distort the estimate; the cost line comes with the second update."""
+    work (warm-up, compilation) do not distort the estimate; the cost line comes with the second update, or with
+    the first heartbeat where pieces are slower than the interval (one window of 262,144 tokens). ``tick``, which
+    a daemon thread calls every ``beat`` seconds (None: no thread, as in tests that drive the clock), writes a line
+    once ``interval`` seconds pass without one, so long work is never silent between its updates."""
 
     def __init__(
-        self, write: Callable[[str], None], interval: float = 30.0, clock: Callable[[], float] = time.monotonic
+        self,
+        write: Callable[[str], None],
+        interval: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        beat: Optional[float] = None,
     ):
-        self.write, self.interval, self.clock = write, interval, clock
+        self.write, self.interval, self.clock, self.beat = write, interval, clock, beat
+        self.lock = threading.Lock()
+        self.thread: Optional[threading.Thread] = None
         self.start("", 0, "", "")
 
     def start(self, title: str, total: int, cost: str, unit: str, initial: int = 0) -> None:
-        self.title, self.total, self.cost, self.unit = title, total, cost, unit
-        self.t0 = self.last = self.clock()
-        self.ref = None  # (time, done) of the first update
-        self.announced = False
-        self.initial = initial
+        with self.lock:
+            self.title, self.total, self.cost, self.unit = title, total, cost, unit
+            self.t0 = self.last = self.clock()
+            self.ref = None  # (time, done) of the first update
+            self.rate: Optional[float] = None  # units/s since the first update
+            self.done = self.initial = initial
+            self.announced = False
+            self.active = bool(title) and total > 0
+        if self.active and self.beat and (self.thread is None or not self.thread.is_alive()):
+            self.thread = threading.Thread(target=self._beat, daemon=True)
+            self.thread.start()
 
     def update(self, done: int, info: str = "") -> None:
+        with self.lock:
+            self._update(done, info)
+
+    def _update(self, done: int, info: str) -> None:
         now = self.clock()
         if done <= self.initial:
             return
+        self.done = max(self.done, done)
         if self.ref is None:
             self.ref = (now, done)
             return
         if now <= self.ref[0] or done <= self.ref[1]:
             return
-        rate = (done - self.ref[1]) / (now - self.ref[0])
-        elapsed, left = now - self.t0, (self.total - done) / rate
+        self.rate = (done - self.ref[1]) / (now - self.ref[0])
+        elapsed, left = now - self.t0, (self.total - done) / self.rate
         if not self.announced:
             self.announced = True
             if elapsed + left > self.interval:  # say what it will cost, from the measured rate
                 self.write(
-                    f"{self.title}: {self.cost}; about {fmt_duration(elapsed + left)} at {fmt_rate(rate)} {self.unit}/s"
+                    f"{self.title}: {self.cost}; about {fmt_duration(elapsed + left)} at {fmt_rate(self.rate)} "
+                    f"{self.unit}/s"
                 )
                 self.last = now
                 return
         if now - self.last >= self.interval and done < self.total:
-            self.write(
-                f"{self.title}: {100 * done / self.total:.0f}% ({done:,}/{self.total:,} {self.unit}), "
-                f"{fmt_duration(elapsed)} elapsed, about {fmt_duration(left)} left" + (f"; {info}" if info else "")
-            )
+            self.write(self._line(now, left) + (f"; {info}" if info else ""))
             self.last = now
+
+    def _line(self, now: float, left: Optional[float]) -> str:
+        eta = f", about {fmt_duration(left)} left" if left is not None else ""
+        return (
+            f"{self.title}: {100 * self.done / self.total:.0f}% ({self.done:,}/{self.total:,} {self.unit}), "
+            f"{fmt_duration(now - self.t0)} elapsed{eta}"
+        )
+
+    def tick(self) -> None:
+        """A heartbeat: a line where ``interval`` seconds passed without one. Before the first piece is done it
+        says the cost; after it, an estimate (from the first piece alone, warm-up included, until a second one
+        gives the rate)."""
+        with self.lock:
+            now = self.clock()
+            if not self.active or now - self.last < self.interval or self.done >= self.total:
+                return
+            self.last = now
+            if self.ref is None:
+                self.announced = True
+                self.write(
+                    f"{self.title}: {self.cost}; {fmt_duration(now - self.t0)} elapsed, the first piece not done"
+                )
+                return
+            rate = self.rate or (self.ref[1] - self.initial) / max(self.ref[0] - self.t0, 1e-9)
+            left = (self.total - self.done) / rate - (now - (self.ref[0] if self.rate is None else now))
+            self.announced = True
+            self.write(self._line(now, max(left, 0.0)) + ("" if self.rate else " (from the first piece)"))
+
+    def finish(self) -> None:
+        with self.lock:
+            self.active = False
+
+    def _beat(self) -> None:
+        while self.active:
+            time.sleep(self.beat)
+            self.tick()
 
 
 class BarProgress(Progress):
@@ -138,7 +193,7 @@ def for_stream(stream=None, interval: float = 30.0) -> Progress:
     def write(line: str) -> None:
         print(line, file=stream, flush=True)
 
-    return LogProgress(write, interval)
+    return LogProgress(write, interval, beat=1.0)
 
 
 def _out(line: str) -> None:

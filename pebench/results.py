@@ -44,10 +44,12 @@ RECORD_FIELDS = {
     "provenance": "pebench/torch version, git commit, device, steps, params, corpus, fingerprints, timing",
     "created": "when the record was written (UTC, ISO 8601)",
     "split": "validation | test: the documents the stream was taken from",
+    "chance": "each metric's chance level here, what a uniform next-token guess scores: {name: value} (ppl: the "
+    "vocabulary size; passkey_digit: 0.1; passkey_token: 1/V); absent in records written before it",
 }
 # Every other field is in every record: `pe_state` only for schemes that describe one; `split` and `task_version`
 # are absent from records written before they existed (validation split; version 1).
-OPTIONAL_RECORD_FIELDS = frozenset({"pe_state", "split", "task_version"})
+OPTIONAL_RECORD_FIELDS = frozenset({"pe_state", "split", "task_version", "chance"})
 EVAL_SPLITS = ("validation", "test")
 _V1_DETAILS = ("tokens_scored", "windows", "position_buckets")
 RECORD_V1 = [
@@ -141,9 +143,16 @@ class ResultsDir:
         return self
 
     def ensure_writable(self) -> "ResultsDir":
+        """Fail fast where nothing could be written: the folder, or where it does not exist yet its nearest
+        existing parent, probed without creating anything (a command that then fails on bad input leaves no
+        empty folder behind; the first file written creates the folder)."""
+        here = self.root
+        while not here.exists() and here.parent != here:
+            here = here.parent
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            probe = self.root / f".write-test-{os.getpid()}"
+            if not here.is_dir():
+                raise NotADirectoryError(20, "Not a directory")
+            probe = here / f".write-test-{os.getpid()}"
             probe.write_text("")
             probe.unlink()
         except OSError as e:
@@ -218,7 +227,7 @@ class ResultsDir:
 
     # records
     def record_path(self, rec: dict) -> Path:
-        label = rec["label"].replace(" ", "_").replace("+", "-")
+        label = rec["label"].replace(" ", "_").replace("+", "-").replace(":", "_").replace("=", "")
         split = "" if rec.get("split", "validation") == "validation" else f"__{rec['split']}"
         task = "" if rec.get("task", "ppl") == "ppl" else f"{rec['task']}__"  # ppl keeps the schema-1 names
         return self.records / rec["run"] / f"{task}{label}__{protocol_key(rec)}{split}__L{rec['length']}.json"

@@ -1,10 +1,12 @@
 """One look per scheme, the same in every plot and report.
 
-Colours come from Paul Tol's colour-blind-safe qualitative palettes (plus black); every RoPE variant is a
-shade of one blue family told apart by its dash pattern and marker, so a reader sees at once which lines
-are RoPE extensions. Fine-tuned rows (``... ftN``) keep their variant's look with hollow markers. A scheme
-this table does not know gets a stable colour from its name, so a user's own scheme looks the same in
-every plot too.
+Colours come from Paul Tol's colour-blind-safe qualitative palettes (plus black). Schemes are solid lines; every
+RoPE variant is a dashed line with its own marker and a hue of its own from the palettes' cool and sand tones
+(indigo, blue, pale cyan, teal, sand), so variants are told apart at a glance and seen as RoPE extensions by
+their dashes. A row that equals another exactly (dynamic NTK where it computes NTK's function) is named so in
+the legend (``legend_labels``) rather than hidden under it. Fine-tuned rows (``... ftN``) keep their variant's
+look with hollow markers. A scheme this table does not know gets a stable colour from its name, so a user's own
+scheme looks the same in every plot too.
 """
 
 from __future__ import annotations
@@ -31,13 +33,13 @@ SCHEME_COLORS = {
     "xpos": "#33BBEE",  # cyan: a RoPE relative
     "p-rope": "#5E81C2",  # mid blue: a RoPE relative
 }
-# RoPE scalings: shades of blue, each with its own dashes and marker.
+# RoPE scalings: a hue each (Tol's muted and vibrant palettes, none a scheme's), each with its own dashes and marker.
 VARIANT_STYLES = {
-    "linear": ("#4477AA", (0, (6, 2)), "s"),
-    "ntk": ("#2166AC", (0, (1, 1.5)), "^"),
-    "dynamic-ntk": ("#6BAED6", (0, (4, 1.5, 1, 1.5)), "v"),
-    "yarn": ("#08519C", (0, (8, 2, 2, 2)), "D"),
-    "llama3": ("#4292C6", (0, (3, 3)), "P"),
+    "linear": ("#332288", (0, (6, 2)), "s"),  # indigo
+    "ntk": ("#0077BB", (0, (1, 1.5)), "^"),  # blue
+    "dynamic-ntk": ("#88CCEE", (0, (4, 1.5, 1, 1.5)), "v"),  # pale cyan
+    "yarn": ("#009988", (0, (8, 2, 2, 2)), "D"),  # teal
+    "llama3": ("#DDCC77", (0, (3, 3)), "P"),  # sand
 }
 EXTRA_COLORS = (
     "#332288",
@@ -91,9 +93,20 @@ def style_for(label: str) -> LineStyle:
     return LineStyle(scheme_color(scheme), "-", "o", finetuned)
 
 
+def legend_labels(rows: list[str], points: dict) -> dict[str, str]:
+    """Each row's legend label: its name, with ``(= OTHER)`` where its points (``points[row]``, a list) equal an
+    earlier row's exactly, so a line drawn under another is said to be there."""
+    out, seen = {}, {}
+    for lab in rows:
+        key = tuple(points.get(lab) or ())
+        out[lab] = f"{lab} (= {seen[key]})" if key and key in seen else lab
+        seen.setdefault(key, lab)
+    return out
+
+
 def save_figure(fig, ax, path):
     """Legend outside the axes (it never covers a curve), written atomically."""
-    from .fsutil import save_png
+    from .fsutil import save_plot
 
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    return save_png(fig, path)
+    return save_plot(fig, path)

@@ -120,8 +120,11 @@ def train(
     rank: int = 0,
     world: int = 1,
     process_group=None,
+    on_ready: Optional[Callable[[], None]] = None,
 ) -> TrainResult:
-    """Train one run into ``results/runs/name``. Resumable; refuses to clobber finished runs."""
+    """Train one run into ``results/runs/name``. Resumable; refuses to clobber finished runs. ``on_ready`` is
+    called once every check has passed, just before the work starts (the CLI's notes on the settings go there:
+    after a refusal they would be noise, after the training too late)."""
     dev = resolve_device(device)
     tune_cpu_allocator()  # library callers too (the CLI has already done it)
     tc = cfg.train
@@ -152,6 +155,8 @@ def train(
             shutil.rmtree(results.records / name, ignore_errors=True)  # stale measurements of the old run
         if world > 1:
             torch.distributed.barrier(process_group)
+        if on_ready is not None and is_main:
+            on_ready()
         return _train_locked(
             cfg, results, name, dev, corpus, resume, init_from, parent_meta, progress, rank, world, process_group
         )

@@ -12,7 +12,7 @@ for s in none sinusoidal learned shaw t5 rope alibi; do
   [ -d "$A/records/$s-tiny-s0" ] || cp -r "results/records/$s-tiny-s0" "$A/records/"
 done
 start=$(date +%s)
-pebench run --pe all --devices cpu:2 --results "$A" > "$A/run.log" 2>&1
+pebench run --pe all --workers cpu:2 --results "$A" > "$A/run.log" 2>&1
 echo "modern seven trained and evaluated in $(( $(date +%s) - start )) s" | tee -a "$A/run.log"
 # options for any scheme, on RoPE: DroPE (62 steps without positions from the RoPE run, then its logit scale)
 # and log-n scaling at evaluation only

@@ -239,7 +239,9 @@ def plot_names(data: dict) -> list[str]:
         names.append("biases.png")
     if any("relative" in a["encoding"] for a in data["runs"]):
         names.append("relative.png")
-    return names
+    from ..fsutil import figure_suffix
+
+    return [n.removesuffix(".png") + figure_suffix() for n in names]  # as written: png, pdf or svg
 
 
 def _plottable(a: dict) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from . import evaluation, findings, job, outside, training  # noqa: F401  (each registers its commands on the app)
+from . import evaluation, findings, job, outside, reference, training  # noqa: F401  (commands; the docs' reference)
 from .app import app
 
 __all__ = ["app", "main"]

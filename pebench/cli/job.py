@@ -16,7 +16,7 @@ from .options import DeviceOpt
 @app.command("job", hidden=True)
 @handle_errors
 def job(
-    spec: Path = typer.Argument(..., help="a job file written by `pebench run --devices` or --launcher"),
+    spec: Path = typer.Argument(..., help="a job file written by `pebench run --workers` or --launcher"),
     device: str = DeviceOpt,
 ):
     """A worker's job: train the run its file names, then evaluate it (or the part of that the file names), exactly

@@ -5,6 +5,8 @@ from __future__ import annotations
 import typer
 
 ResultsOpt = typer.Option("results", "--results", help="results folder")
+RopeScalingHelp = "NAME[:key=value...] list (pebench list), all (the default: each run's own), or '' (as trained)"
+FigureFormatOpt = typer.Option("png", "--figure-format", help="png | pdf | svg (vector figures for a paper)")
 DeviceOpt = typer.Option("auto", "--device", help="auto | cpu | cuda")
 OverlayOpt = typer.Option(
     None, "--overlay", help="YAML merged over the config (repeatable), e.g. the one `pebench tune` writes"

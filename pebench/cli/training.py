@@ -27,6 +27,7 @@ from .options import (
     OverlayOpt,
     PrecisionOpt,
     ResultsOpt,
+    RopeScalingHelp,
     SeedOpt,
     SeedsOpt,
     StepsOpt,
@@ -73,7 +74,7 @@ def train(
     if init_from is None and (context or rope_scaling or rope_factor):
         raise UsageError("--context, --rope-scaling and --rope-factor need --init-from RUN")
     continued = None if init_from is None else fields_from(Continuation, options, parent=init_from)
-    notes = train_runs(
+    train_runs(
         ResultsDir(results),
         pe,
         fields_from(ConfigFlags, options),
@@ -85,7 +86,6 @@ def train(
         resume=resume,
         overwrite=overwrite,
     )
-    notes_of(notes)
 
 
 @app.command()
@@ -105,9 +105,12 @@ def run(
     trials: Optional[int] = TrialsOpt,
     task_opts: Optional[List[str]] = TaskOptOpt,
     needles: Optional[float] = NeedlesOpt,
-    rope_scaling: str = typer.Option("all", "--rope-scaling", help="variants of schemes that have them ('': none)"),
+    rope_scaling: str = typer.Option("all", "--rope-scaling", help=RopeScalingHelp),
     device: str = DeviceOpt,
-    devices: Optional[str] = typer.Option(None, "--devices", help="jobs: local (default) | auto | 0,1,2 | cpu:N"),
+    workers: Optional[str] = typer.Option(
+        None, "--workers", help="where jobs run: local (default: here) | auto (one per GPU) | 0,1,2 | cpu:N"
+    ),
+    devices: Optional[str] = typer.Option(None, "--devices", hidden=True, help="the old name of --workers"),
     launcher: Optional[str] = LauncherOpt,
     launcher_opt: Optional[List[str]] = LauncherOptOpt,
     emit_sbatch: Optional[Path] = EmitSbatchOpt,
@@ -125,17 +128,19 @@ def run(
     from ..jobs.runner import run_suite
     from ..parsing import fields_from
 
+    if devices is not None:
+        raise UsageError(f"--devices is now --workers (--device is the kind: auto | cpu | cuda): --workers {devices}")
     clock, options = profile.Clock(), locals()
     flags, ev = fields_from(ConfigFlags, options), fields_from(EvalFlags, options)
-    sp = suite_plan(suite, pe, flags, seeds, results, ev, overwrite, final, devices)
-    lp = launch.launch_plan(launcher, launcher_opt, emit_sbatch, sp.config, devices)
+    sp = suite_plan(suite, pe, flags, seeds, results, ev, overwrite, final, workers)
+    lp = launch.launch_plan(launcher, launcher_opt, emit_sbatch, sp.config, workers)
+    notes_of(sp.notes)  # before the work, not after it
     done = run_suite(sp, lp, clock, console.reporter(), show=sys.stdout.isatty())
     if done.failed:
         raise typer.Exit(1)
     if done.table is not None:
         console.print_table(done.table)
         console.echo((done.context_md or "") + "\n" + done.summary)
-    notes_of(sp.notes)
 
 
 @app.command()
@@ -165,6 +170,7 @@ def tune(
     lrs = parse_list(lr, "--lr", float, lo=1e-12)
     grid = parse_option_grid(option or [])
     base, notes = resolve_config(fields_from(ConfigFlags, locals()))
+    notes_of(notes)
 
     def line(scheme, x, opts, loss):
         label = "".join(f" {k}={v}" for k, v in opts)
@@ -175,7 +181,6 @@ def tune(
     res = run_tune(base, resolve_schemes(pe), lrs, ResultsDir(results), device, on_result=line, options=grid)
     console.echo(res.table.read_text())
     console.echo(f"wrote {res.overlay} (use: pebench run --overlay {res.overlay}) and {res.table}")
-    notes_of(notes)
 
 
 @app.command("list")

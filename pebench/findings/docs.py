@@ -9,7 +9,8 @@ Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds, precision: a 
 (set, split: the context-use table), ``seeds`` (set, metrics, length, split, labels: one length seed by seed),
 ``claims`` (set, tag: every claim, or those tagged, with held/failed and its numbers), ``include`` (file: a
 committed table written by pebench), ``profile`` (set: the phases of the run's time, from its profile.md),
-``budgets`` (sets: one row per result set from its profile.json).
+``budgets`` (sets: one row per result set from its profile.json); ``cli`` (the command reference, registered by
+``pebench.cli.reference``, which the findings do not import).
 """
 
 from __future__ import annotations

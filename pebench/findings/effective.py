@@ -70,19 +70,23 @@ def plots(tables: dict, root: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..fsutil import save_png
-    from ..style import style_for
+    from ..fsutil import save_plot
+    from ..style import legend_labels, style_for
 
     paths = []
     for name, ts in tables.items():
         fig, axes = plt.subplots(1, len(ts), figsize=(4.2 * len(ts) + 1.8, 3.6), squeeze=False)
         for ax, t in zip(axes[0], ts):
+            points = {
+                lab: [(L, t.cells[(lab, L)][0]) for L in t.lengths if t.cells.get((lab, L), (None,))[0] is not None]
+                for lab in t.rows
+            }
+            names = legend_labels(t.rows, points) if ax is axes[0][-1] else {lab: lab for lab in t.rows}
             for lab in t.rows:
-                pts = [(L, t.cells[(lab, L)][0]) for L in t.lengths if t.cells.get((lab, L), (None,))[0] is not None]
-                if not pts:
+                if not (pts := points[lab]):
                     continue
                 st = style_for(lab)
-                ax.plot(*zip(*pts), label=lab, **st.kwargs())
+                ax.plot(*zip(*pts), label=names[lab], **st.kwargs())
                 e = effective_length(t, lab)
                 if e and e[0]:
                     ax.plot([e[0]], [t.cells[(lab, e[0])][0]], marker="*", markersize=11, color=st.color)
@@ -90,11 +94,12 @@ def plots(tables: dict, root: Path) -> list[Path]:
             ax.set_xscale("log", base=2)
             ax.set_ylim(-0.02, 1.02)
             ax.set_xlabel("evaluation length (tokens)")
+            ax.set_ylabel(f"{t.metric} (0 to 1)")
             ax.set_title(t.metric, fontsize=9)
         axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         fig.suptitle(
             f"{name}: score by length (star: effective length, >= {RELATIVE:.0%} of 1x and >= the dashed threshold)",
             fontsize=9,
         )
-        paths.append(save_png(fig, root / f"effective_{name}.png"))
+        paths.append(save_plot(fig, root / f"effective_{name}.png"))
     return paths

@@ -13,8 +13,10 @@ import pandas as pd
 
 from ..errors import PebenchError
 
-STYLE = """body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;max-width:1100px;color:#222}
-table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}
+STYLE = """body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;color:#222}
+body{margin:2em auto;max-width:1400px;padding:0 1.5em;box-sizing:border-box}
+.wide{overflow-x:auto}table{border-collapse:collapse;margin:1em 0}caption{text-align:left;font-weight:600}
+th,td{border:1px solid #ccc;padding:3px 8px;text-align:right;white-space:nowrap}nav li{margin:2px 0}
 th:first-child,td:first-child{text-align:left}td.best{font-weight:bold;background:#e8f4e8}
 .held{color:#176317}.failed{color:#b00020;font-weight:bold}img{max-width:100%;border:1px solid #eee}
 code,pre{background:#f6f6f6}pre{padding:6px;white-space:pre-wrap}figure{margin:1em 0}"""
@@ -41,14 +43,27 @@ def table_html(t) -> str:
         )
     best = "highest" if t.higher_is_better else "lowest"
     cap = f"{t.metric} ({t.protocol}, {t.split} split; {best} is best, marked)"
-    return f"<table><caption>{html.escape(cap)}</caption><tr>{head}</tr>{''.join(body)}</table>"
+    table = f"<table id='{anchor(t)}'><caption>{html.escape(cap)}</caption><tr>{head}</tr>{''.join(body)}</table>"
+    return f"<div class='wide'>{table}</div>"  # a cell never wraps: a table wider than the page scrolls
 
 
-def _tables(df: pd.DataFrame) -> list[str]:
+def anchor(t) -> str:
+    """The page anchor of a table: split, metric and protocol."""
+    return "t-" + "-".join(str(x) for x in (t.split, t.metric, t.protocol)).replace(" ", "_")
+
+
+def caption(t) -> str:
+    return f"{t.metric} ({t.protocol})"
+
+
+def _tables(df: pd.DataFrame) -> list[tuple[str, list, str]]:
+    """(heading, tables, the task's description) per split and task, in the registry's order: the page's sections."""
+    from ..tasks import TASKS
     from .report import build_table, context_metrics
 
     out = []
     for split in sorted(df["split"].unique()):
+        groups: dict = {}
         for m in context_metrics(df[df["split"] == split]):
             for prot in sorted(df[(df["split"] == split)]["protocol"].unique()):
                 try:
@@ -56,16 +71,29 @@ def _tables(df: pd.DataFrame) -> list[str]:
                 except PebenchError:
                     continue
                 if any(c[0] is not None for c in t.cells.values()):  # a metric no record measured: no table
-                    out.append(table_html(t))
+                    groups.setdefault(t.task, []).append(t)
+        for task, ts in groups.items():
+            out.append((f"{task} ({split} split)", ts, TASKS.get(task).description))
     return out
+
+
+def _contents(sections: list[tuple[str, list, str]]) -> str:
+    """The contents list: a section per split and task, a link to each of its tables, then claims and plots."""
+    items = []
+    for i, (head, ts, _) in enumerate(sections):
+        links = ", ".join(f"<a href='#{anchor(t)}'>{html.escape(caption(t))}</a>" for t in ts)
+        items.append(f"<li><a href='#s{i}'>{html.escape(head)}</a>: {links}</li>")
+    items += ["<li><a href='#claims'>Claims</a></li>", "<li><a href='#plots'>Plots</a></li>"]
+    return "<nav><h2>Contents</h2><ul>" + "".join(items) + "</ul></nav>"
 
 
 def _images(root: Path) -> list[str]:
     out = []
-    for p in sorted(root.glob("*.png")):
+    for p in sorted([*root.glob("*.png"), *root.glob("*.svg")]):
         data = base64.b64encode(p.read_bytes()).decode("ascii")
+        kind = "svg+xml" if p.suffix == ".svg" else "png"
         out.append(
-            f'<figure><img alt="{html.escape(p.name)}" src="data:image/png;base64,{data}">'
+            f'<figure><img alt="{html.escape(p.name)}" src="data:image/{kind};base64,{data}">'
             f"<figcaption>{html.escape(p.name)}</figcaption></figure>"
         )
     return out
@@ -124,15 +152,20 @@ def write_html(root: Path, dest: Path | None = None) -> Path:
         raise PebenchError(f"no records in {root}; run `pebench eval` first")
     recs = list(rd.iter_records())
     prov, created = [r["provenance"] for r in recs], [r["created"] for r in recs if r.get("created")]
+    sections = _tables(df)
     parts = [
         f"<h1>pebench: {html.escape(str(root))}</h1>",
         f"<p>{len(df)} records, {df['run'].nunique()} runs; written "
         f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}</p>",
+        _contents(sections),
         "<h2>Tables</h2>",
-        *_tables(df),
-        "<h2>Claims</h2>",
+        *[
+            f"<h3 id='s{i}'>{html.escape(h)}</h3><p>{html.escape(what)}</p>" + "".join(map(table_html, ts))
+            for i, (h, ts, what) in enumerate(sections)
+        ],
+        "<h2 id='claims'>Claims</h2>",
         *_claims(Path(root), df),
-        "<h2>Plots</h2>",
+        "<h2 id='plots'>Plots</h2>",
         *_images(Path(dest).parent if dest else Path(root)),
         "<h2>Provenance</h2>",
         _provenance(prov, created),

@@ -15,7 +15,7 @@ from ..groups import row_key
 from ..registry import Registry
 from ..results import CLAIMS_FILE, ResultsDir, protocol_key
 from ..stats import mean_ci
-from ..style import CONTEXT_LINE, save_figure, style_for
+from ..style import CONTEXT_LINE, legend_labels, save_figure, style_for
 from ..tasks import TASKS, task_names
 from ..tasks import metric as find_metric
 from . import effective
@@ -53,6 +53,7 @@ def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.Dat
                 # the precision the model trained in: records from before it was recorded trained in fp32
                 "precision": (rec.get("provenance") or {}).get("train_precision") or "fp32",
                 "measured_as": (rec.get("provenance") or {}).get("measured_as"),
+                "chance": rec.get("chance") or {},
             }
         )
     return pd.DataFrame(rows)
@@ -107,6 +108,7 @@ class Table:
     digits: int = 2
     task: str = "ppl"
     chosen_protocol: bool = True  # the protocol was asked for (False: the default one of the records present)
+    chance: str = ""  # the metric's chance level in these records ('0.1'; 'varies' across them; '' unknown)
 
     def ratio_text(self, label: str) -> str:
         r = self.ratio.get(label)
@@ -211,7 +213,19 @@ def build_table(
         m.digits,
         m.task,
         chosen,
+        chance_text(df, m),
     )
+
+
+def chance_text(df: pd.DataFrame, m) -> str:
+    """The chance level of metric ``m`` over the records of a table: what they state (``chance``), else the
+    metric's own where it is one number (records written before they stated it); 'varies' where they differ."""
+    stated = {c[m.name] for c in df.get("chance", pd.Series([], dtype=object)) if isinstance(c, dict) and m.name in c}
+    if not stated and isinstance(m.chance, (int, float)):
+        stated = {float(m.chance)}
+    if len(stated) > 1:
+        return "varies across these records"
+    return f"{stated.pop():.3g}" if stated else ""
 
 
 def _fmt(cell, digits: int) -> str:
@@ -255,7 +269,9 @@ def to_markdown(t: Table) -> str:
     head = _header(t)
     best = "highest" if t.higher_is_better else "lowest"
     lines = [
-        f"Metric: {t.metric}; protocol: {t.protocol}; split: {t.split}; best ({best}) value per column in bold."
+        f"Metric: {t.metric}; protocol: {t.protocol}; split: {t.split}"
+        + (f"; chance (a uniform guess): {t.chance}" if t.chance else "")
+        + f"; best ({best}) value per column in bold."
         + (" Brackets: 95% interval over one seed's trials." if any(c[3] for c in t.cells.values()) else ""),
         "",
         "| " + " | ".join(head) + " |",
@@ -455,7 +471,10 @@ def context_markdown(
     lines = [
         "Context use: "
         + "; ".join(
-            f"{t.metric} ({t.protocol}, {'higher' if t.higher_is_better else 'lower'} is better)" for t in tables
+            f"{t.metric} ({t.protocol}, {'higher' if t.higher_is_better else 'lower'} is better"
+            + (f", chance {t.chance}" if t.chance else "")
+            + ")"
+            for t in tables
         )
         + f"; split: {split}; best per column in bold; brackets: 95% interval over one seed's trials, "
         "± over seeds."
@@ -534,13 +553,17 @@ def _plot_length(t: Table, path: Path) -> Path:
     from matplotlib.ticker import ScalarFormatter
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    points = {
+        lab: [(L, *t.cells[(lab, L)][:2]) for L in t.lengths if t.cells.get((lab, L), (None,))[0] is not None]
+        for lab in t.rows
+    }
+    names = legend_labels(t.rows, points)
     for lab in t.rows:
-        pts = [(L, *t.cells[(lab, L)][:2]) for L in t.lengths if t.cells.get((lab, L), (None,))[0] is not None]
-        if not pts:
+        if not (pts := points[lab]):
             continue
         xs, ys, cis = zip(*pts)
         st = style_for(lab)
-        ax.plot(xs, ys, label=lab, **st.kwargs())
+        ax.plot(xs, ys, label=names[lab], **st.kwargs())
         if any(c > 0 for c in cis):  # 95% interval over seeds
             ax.fill_between(
                 xs,

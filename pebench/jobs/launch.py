@@ -56,7 +56,7 @@ class LaunchPlan:
 def launch_plan(
     kind: Optional[str], assignments: Optional[list], emit: Optional[Path], config: str, devices: Optional[str]
 ) -> Optional[LaunchPlan]:
-    """The launcher a `pebench run` asked for (None: run here); --devices and a launcher exclude each other."""
+    """The launcher a `pebench run` asked for (None: run here); --workers and a launcher exclude each other."""
     from ..config import config_section
 
     if not (kind or emit):
@@ -66,7 +66,7 @@ def launch_plan(
     if kind is not None and kind not in LAUNCHERS:
         raise UsageError(f"--launcher must be one of {', '.join(LAUNCHERS)}, got {kind!r}")
     if devices:
-        raise UsageError("--devices and --launcher exclude each other: a launcher places the jobs itself")
+        raise UsageError("--workers and --launcher exclude each other: a launcher places the jobs itself")
     return LaunchPlan(kind or "slurm", launch_options(config_section(config, "launcher"), assignments or []), emit)
 
 

@@ -12,7 +12,7 @@ from typing import Any, Optional
 from ..config import Config, ConfigFlags, naming_flags, resolve_config, with_overlays
 from ..errors import UsageError
 from ..evaluate import EvalFlags, EvalRequest, parse_variants
-from ..parsing import parse_lengths, parse_list
+from ..parsing import parse_context, parse_lengths, parse_list
 from ..results import ResultsDir
 from ..scoring import Protocol
 from ..tasks import parse_task_opts, resolve_tasks, task_options
@@ -89,17 +89,6 @@ def finetune_config(parent: Config, context: int, scaling: str, factor: Optional
     ).validate()  # the parent's warm-up is behind it
 
 
-def parse_context(spec: str, parent_ctx: int) -> int:
-    """``--context``: N tokens or Kx the parent's context."""
-    try:
-        ctx = int(float(spec[:-1]) * parent_ctx) if spec.endswith("x") else int(spec)
-    except ValueError:
-        raise UsageError(f"--context must be N or Kx (e.g. 512 or 4x), got {spec!r}") from None
-    if ctx < 2:
-        raise UsageError(f"--context must be >= 2, got {spec!r}")
-    return ctx
-
-
 @dataclass(frozen=True)
 class Continuation:
     """``train --init-from RUN``: what the new run changes."""
@@ -164,6 +153,10 @@ def _finetune_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
         )
     ctx = parse_context(c.context, parent_cfg.model.context)
     scaling = c.rope_scaling or "linear"
+    if ":" in scaling or "," in scaling:
+        raise UsageError(
+            f"--rope-scaling with --init-from takes one scaling's name, got {scaling!r} (its factor: --rope-factor)"
+        )
     parse_variants(scaling)
     if not SCHEMES.get(parent_cfg.model.pe).variants():
         raise UsageError(
@@ -174,12 +167,23 @@ def _finetune_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
     return RunPlan(c.name or f"{c.parent}-ft-{scaling}-{ctx}", cfg, meta)
 
 
-def variants_for(scheme: str, variants: list[str], explicit: bool) -> Optional[list[str]]:
-    """The variants to evaluate a run of ``scheme`` with: all asked for where the scheme has variants; where it
-    has none, none (None when they were asked for explicitly: the run is an error for the caller to report)."""
-    from ..pe import SCHEMES
+def variants_for(cfg: Config, variants: list[str], explicit: bool) -> Optional[list[str]]:
+    """The variants to evaluate a run of config ``cfg`` with. ``all`` (the default of ``eval`` and ``run``) is the
+    run's own list: none for a scheme without variants, and none for a run with a scaling baked in (fine-tuned
+    with one: measured as trained unless a scaling is asked for by name). Variants named: all of them where the
+    scheme has variants; where it has none, none (None when they were named ``explicit``ly: the run is an error
+    for the caller to report)."""
+    from ..pe import SCHEMES, resolve_scheme
+    from ..pe.rope import canonical_variant
 
-    if not variants or SCHEMES.get(scheme).variants():
+    if not variants:
+        return variants
+    name = cfg.model.pe if cfg.model.pe in SCHEMES or not cfg.model.pe_source else resolve_scheme(cfg.model.pe_source)
+    has = bool(SCHEMES.get(name).variants())
+    if variants == ["all"]:
+        baked = canonical_variant((cfg.model.pe_options.get(cfg.model.pe) or {}).get("scaling")) != "default"
+        return variants if has and not baked else []
+    if has:
         return variants
     return None if explicit else []
 
@@ -197,7 +201,7 @@ def eval_request(flags: EvalFlags = EvalFlags(), **settings) -> EvalRequest:
             **copied,
             "lengths": parse_lengths(flags.lengths),
             "protocol": Protocol(flags.protocol, flags.stride, flags.targets).validate(),
-            "variants": parse_variants(flags.rope_scaling),
+            "variants": parse_variants(flags.rope_scaling, flags.rope_factor),
             "tasks": tasks,
             "options": task_options(tasks, given),
             **settings,
@@ -260,7 +264,26 @@ def suite_plan(
     )
     req = eval_request(ev, skip_existing=not overwrite)
     runs = plan_runs(base, resolve_schemes(pe or st.pe), parse_seeds(None, seeds, base.train.seed))
+    check_evaluation(runs, req)
     return SuitePlan(Path(results or st.results), runs, req, notes, devices or "local", flags.config, overwrite)
+
+
+def check_evaluation(runs: list[tuple[str, Config]], req: EvalRequest) -> None:
+    """Every evaluation setting of a suite checked against each run's config before anything trains: the lengths
+    against the evaluation stream's cap (``--max-tokens``, else the config's), and each task's own checks, so a bad
+    length fails in one line at once, not after the training."""
+    from ..evaluate import eval_lengths
+
+    tasks, options = req.resolved_tasks()
+    for _, cfg in runs:
+        lengths, cap = eval_lengths(cfg, req.lengths), req.max_tokens or cfg.eval.max_tokens
+        if too_long := [L for L in lengths if L > cap]:
+            raise UsageError(
+                f"evaluation length {too_long[0]} is longer than the evaluation stream ({cap} tokens at most; "
+                "--max-tokens sets it)"
+            )
+        for task in tasks:
+            task.check(options[task.name], lengths, cfg.model.context, cap, req.protocol)
 
 
 def outside_eval(
@@ -269,7 +292,7 @@ def outside_eval(
     lengths: Optional[str],
     rope_scaling: Optional[str],
     req: EvalRequest,
-    context: Optional[int] = None,
+    context: Optional[str] = None,
     dtype: str = "float32",
     revision: Optional[str] = None,
     data: Optional[str] = None,
@@ -287,8 +310,7 @@ def outside_eval(
             "longrope); --rope-factor and --logit-scale do not apply"
         )
     scalings = parse_hf_scalings(rope_scaling)
-    if context is not None and context < 2:
-        raise UsageError(f"--context must be >= 2, got {context}")
+    parse_context(context)  # checked before the model loads; a multiple is of the context its config states
     o = open_model(spec, dtype, context, revision, str(resolve_device(req.device)))
     Ls = parse_hf_lengths(lengths or "1x,2x,4x", o.context)
     return evaluate_outside(results, o, scalings, Ls, req, data or "sotu", reporter)

@@ -48,7 +48,7 @@ def request_from_dict(d: dict) -> EvalRequest:
 
 def write_job(results: ResultsDir, name: str, cfg: Config, req: EvalRequest, overwrite: bool) -> Path:
     """The job file a worker runs: the run's resolved config and this run's evaluation request."""
-    sc = variants_for(cfg.model.pe, list(req.variants), explicit=False)
+    sc = variants_for(cfg, list(req.variants), explicit=False)
     spec = {
         "name": name,
         "results": str(results.root),
@@ -86,7 +86,7 @@ def evaluate_runs(rd: ResultsDir, runs: list[str], req: EvalRequest, explicit: b
     failures = 0
     for run in runs:
         cfg, _ = rd.run_config(run)
-        sc = variants_for(cfg.model.pe, list(req.variants), explicit)
+        sc = variants_for(cfg, list(req.variants), explicit)
         if sc is None:
             reporter.error(f"run {run!r} uses {cfg.model.pe!r}: --rope-scaling applies to the RoPE family only")
             failures += 1
@@ -123,7 +123,7 @@ def job_cost(cfg: Config, req: EvalRequest) -> float:
     from ..checkpoint import train_flops
     from ..pe import SCHEMES
 
-    variants = variants_for(cfg.model.pe, list(req.variants), explicit=False) or []
+    variants = variants_for(cfg, list(req.variants), explicit=False) or []
     n = len(SCHEMES.get(cfg.model.pe).variants()) if variants == ["all"] else len(variants)
     return train_flops(cfg) * (1 + 0.1 * max(1, n))
 
@@ -206,11 +206,11 @@ def parse_devices(spec: str) -> list[str]:
         n = torch.cuda.device_count()
         return [f"cuda:{i}" for i in range(n)] if n else ["cpu"]
     if spec.startswith("cpu"):
-        (n,) = parse_list(spec.split(":", 1)[1] if ":" in spec else "1", "--devices cpu:N", int, lo=1)
+        (n,) = parse_list(spec.split(":", 1)[1] if ":" in spec else "1", "--workers cpu:N", int, lo=1)
         return ["cpu"] * n
-    ids = parse_list(spec, "--devices (auto, cpu:N or GPU indices like 0,1,2)", int, lo=0)
+    ids = parse_list(spec, "--workers (auto, cpu:N or GPU indices like 0,1,2)", int, lo=0)
     if max(ids) >= torch.cuda.device_count():
-        raise UsageError(f"--devices {spec}: only {torch.cuda.device_count()} CUDA device(s) visible")
+        raise UsageError(f"--workers {spec}: only {torch.cuda.device_count()} CUDA device(s) visible")
     return [f"cuda:{i}" for i in ids]
 
 
@@ -341,13 +341,25 @@ def run_all(
     if devices == "local":
         return run_local(rd, runs, req, overwrite, reporter)
     devs = parse_devices(devices)
-    jobs = jobs_for(rd, runs, req, overwrite)
+    whole = jobs_for(rd, runs, req, overwrite)
     if all(d == "cpu" for d in devs):
-        assign_threads(jobs, len(devs), os.cpu_count() or 1)
-    jobs = run_sweep(split_evaluations(jobs), devs, rd, show=show)
-    for j in failed_jobs(jobs):
-        reporter.error(f"job {j.name} failed: {j.error}")
-    return len(failed_jobs(jobs))
+        assign_threads(whole, len(devs), os.cpu_count() or 1)
+    jobs = run_sweep(split_evaluations(whole), devs, rd, show=show)
+    failed = failed_jobs(jobs)
+    for j in failed:
+        reporter.error(f"job {j.name} failed: {j.error}; to rerun it alone: pebench job {j.spec}")
+    tidy_jobs(rd, [j.spec for j in whole + jobs], keep={j.spec for j in failed})
+    return len(failed)
+
+
+def tidy_jobs(rd: ResultsDir, specs: list, keep: set) -> None:
+    """The job files a sweep wrote, removed once it is over (a rerun writes them again), but for the failed jobs'
+    (named in their errors); the jobs folder too where it is left empty."""
+    for path in set(specs) - set(keep):
+        Path(path).unlink(missing_ok=True)
+    folder = rd.root / JOBS
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
 
 
 def run_job_file(path: Path, device: str, reporter: Reporter) -> int:

@@ -62,24 +62,29 @@ def train_runs(
     continued=None,
     device: str = "auto",
     **kw,
-) -> list[str]:
+) -> None:
     """``pebench train``: one run per scheme and seed (``seeds``, a comma list, else the flags' or config's seed;
     ``name`` for a single run), or, with ``continued`` (a
-    ``plan.Continuation``), one run initialised from a finished one. ``kw``: resume, overwrite. Returns the notes
-    on what a flag changed beyond itself."""
+    ``plan.Continuation``), one run initialised from a finished one. ``kw``: resume, overwrite. Notes on what a
+    flag changed beyond itself go to ``reporter.warn`` before anything trains."""
     from ..pe import resolve_schemes
     from . import plan
 
     if continued is not None:
         p = plan.continuation_plan(rd, continued)
         train_run(p.cfg, rd, p.name, reporter, device, init_from=continued.parent, parent_meta=p.meta, **kw)
-        return []
+        return
     base, notes = resolve_config(flags)
+    pending = [f"note: {n}" for n in notes]  # told once, when the first run has passed its checks
+
+    def ready() -> None:
+        while pending:
+            reporter.warn(pending.pop(0))
+
     runs = plan.plan_runs(base, resolve_schemes(pe), plan.parse_seeds(None, seeds, base.train.seed))
     if name and len(runs) > 1:
         raise UsageError("--name names one run; omit it when training several schemes or seeds")
     for run_name, cfg in runs:
         if kw.get("resume") and rd.state(name or run_name) == "missing":
             reporter.warn(f"note: --resume: run {name or run_name!r} does not exist yet; training it from scratch")
-        train_run(cfg, rd, name or run_name, reporter, device, **kw)
-    return notes
+        train_run(cfg, rd, name or run_name, reporter, device, on_ready=ready, **kw)

@@ -200,7 +200,7 @@ class PositionalEncoding(nn.Module):
         """Names of the evaluation-time variants this scheme can build of itself (none by default)."""
         return []
 
-    def with_variant(self, variant: str, factor: Optional[float] = None) -> "PositionalEncoding":
+    def with_variant(self, variant: str, factor: Optional[float] = None, **settings) -> "PositionalEncoding":
         raise UsageError(f"scheme {self.name!r} has no evaluation-time variants")
 
     def describe(self, seq_len: int) -> dict:

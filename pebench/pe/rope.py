@@ -215,6 +215,11 @@ class RoPE(PositionalEncoding):
             rest["params"] = {**rest.get("params", {}), **extra}
         return super().parse_options(rest)
 
+    @property
+    def rotary_dim(self) -> int:
+        """The dimension the frequencies are laid out for (d_h: d_h/2 frequencies, one per pair; PoPE: 2 d_h)."""
+        return self.ctx.head_dim
+
     def resolved(self, seq_len: int) -> tuple[torch.Tensor, float, float]:
         """(inv_freq, attention_factor, factor) used for a sequence of ``seq_len`` tokens."""
         o = self.options
@@ -227,7 +232,7 @@ class RoPE(PositionalEncoding):
             factor = o.factor or 1.0
         else:
             factor = o.factor if o.factor else max(1.0, seq_len / orig)
-        inv, att = rope_frequencies(self.variant, self.ctx.head_dim, o.base, factor, orig, **extra)
+        inv, att = rope_frequencies(self.variant, self.rotary_dim, o.base, factor, orig, **extra)
         return inv, att, factor
 
     def describe(self, seq_len: int) -> dict:
@@ -267,11 +272,12 @@ class RoPE(PositionalEncoding):
     def variants(cls) -> list[str]:
         return ["none" if v == "default" else v for v in ROPE_VARIANTS.names()]
 
-    def with_variant(self, variant: str, factor: Optional[float] = None) -> "RoPE":
-        """The same rotation with another scaling (evaluation-time extension); factor None = automatic. Built
-        with ``type(self)``, so a subclass (xPos, p-RoPE) keeps its own maths under every scaling."""
+    def with_variant(self, variant: str, factor: Optional[float] = None, **settings) -> "RoPE":
+        """The same rotation with another scaling (evaluation-time extension); factor None = automatic, and
+        ``settings`` the scaling's own options (``beta_fast``). Built with ``type(self)``, so a subclass (xPos,
+        p-RoPE) keeps its own maths under every scaling."""
         ROPE_VARIANTS.get(canonical_variant(variant))
-        return self.with_options(scaling=variant, factor=float(factor or 0.0))
+        return self.with_options(scaling=variant, factor=float(factor or 0.0), **settings)
 
     def rotate(self, q, k, positions, layer):
         cos, sin = self._cos_sin(positions, q.dtype)

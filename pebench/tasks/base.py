@@ -46,6 +46,14 @@ class Metric:
     # A fraction of prompts right, in [0, 1]: a single draw's interval is at least Wilson's on its prompts, and an
     # interval that covers all of [0, 1] says nothing.
     proportion: bool = False
+    # What a model that knows nothing scores (a uniform next-token distribution): a number, or a function of the
+    # task's options and the vocabulary size V; None where it has no one value. Records carry it (``chance``)
+    # and reports show it beside the metric, so two tokenizers' chance levels are never mixed unseen.
+    chance: Any = None
+
+    def chance_at(self, options: dict, vocab: int) -> Optional[float]:
+        c = self.chance(options, vocab) if callable(self.chance) else self.chance
+        return None if c is None else float(c)
 
     def best(self, values: list[float]) -> float:
         return max(values) if self.higher_is_better else min(values)
@@ -71,6 +79,12 @@ class EvalContext:
     tokenizer: Optional[PreTrainedTokenizerBase] = (
         None  # None: bytes are the tokens (pebench's runs); else an outside model's tokenizer
     )
+
+    @property
+    def vocab(self) -> int:
+        """The number of tokens the model chooses among (its tokenizer's, else the config's bytes)."""
+        return len(self.tokenizer) if self.tokenizer is not None else int(self.cfg.model.vocab_size)
+
     token_bytes: Optional[np.ndarray] = (
         None  # np.ndarray beside the stream: UTF-8 bytes each token covers (None: one each)
     )
@@ -133,6 +147,12 @@ class Task:
             )
         if set(rec["metrics"]) != {m.name for m in self.metrics}:
             raise ValueError(f"{self.name} record metrics {sorted(rec['metrics'])} are not the task's")
+
+    def chances(self, options: dict, vocab: int, names=None) -> dict[str, float]:
+        """The chance level of each of its metrics (``names``: those a record holds) that has one."""
+        want = set(names) if names is not None else {m.name for m in self.metrics}
+        out = {m.name: m.chance_at(options, vocab) for m in self.metrics if m.name in want}
+        return {k: v for k, v in out.items() if v is not None}
 
     def summary_metrics(self) -> tuple[str, ...]:
         return self.summary or ((self.headline or self.metrics[0].name),)

@@ -8,6 +8,8 @@ the farthest that fits, L - k - 2.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..data.needles import EVAL, copy_window, random_string
@@ -60,9 +62,12 @@ class CopyTask(Task):
             "copy: per-byte accuracy on the second copy, mean over the distances",
             threshold=0.5,
             proportion=True,
+            chance=lambda o, V: 1.0 / V,
         ),
         Metric("copy_range", "copy", True, "copy: longest distance with accuracy >= 0.5 (0: none)", 0),
-        Metric("copy_loss", "copy", False, "copy: mean loss on the second copy (nats)", 3),
+        Metric(
+            "copy_loss", "copy", False, "copy: mean loss on the second copy (nats)", 3, chance=lambda o, V: math.log(V)
+        ),
     )
     fields = {
         "tokens": "bytes (pebench's models) or the outside model's tokenizer (--hf: the string is tokenized, cut to "

@@ -30,6 +30,7 @@ class MqarTask(Task):
             f"mqar: fraction of queried values exactly right (chance 10^-{MQAR_VALUE})",
             threshold=0.5,
             proportion=True,
+            chance=10.0**-MQAR_VALUE,
         ),
         Metric("mqar_loss", "mqar", False, "mqar: mean loss per value byte of the queries (nats)", 3),
     )

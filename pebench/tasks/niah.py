@@ -68,7 +68,15 @@ class NiahTask(Task):
     name = "niah"
     description = "RULER needle in a haystack: single, multikey, multivalue, multiquery; by length and depth"
     metrics = tuple(
-        Metric(f"niah_{v}", "niah", True, d, threshold=0.5, proportion=True)
+        Metric(
+            f"niah_{v}",
+            "niah",
+            True,
+            d,
+            threshold=0.5,
+            proportion=True,  # values of 5-7 digits: exact match has no one chance level (10^-5 at most)
+            chance=(lambda o, V: 1.0 / (1 + o["distractors"])) if v == "multivalue" else None,
+        )
         for v, d in (
             ("single", "niah single: fraction of prompts whose value is exact (chance 10^-digits)"),
             ("multikey", "niah multikey: exact value of the asked key among `keys` needles (chance 10^-digits)"),

@@ -62,18 +62,28 @@ class PasskeyTask(Task):
             "passkey: fraction of prompts with all 5 key digits right",
             threshold=0.5,
             proportion=True,
+            chance=1e-5,  # five digits among ten each (bytes); an outside tokenizer's: none record states it
         ),
         Metric(
             "passkey_digit",
             "passkey",
             True,
-            "passkey: per-digit accuracy (right digit ranked first of ten; chance 0.1)",
+            "passkey: per-digit accuracy (right digit ranked first of ten; chance 0.1), pebench's byte models",
             proportion=True,
+            chance=0.1,
+        ),
+        Metric(
+            "passkey_token",
+            "passkey",
+            True,
+            "passkey: per answer token accuracy (ranked first of the outside tokenizer's V; chance 1/V), --hf",
+            proportion=True,
+            chance=lambda o, V: 1.0 / V,
         ),
     )
     fields = {
         "tokens": "bytes (pebench's models: a digit a token) or the outside model's tokenizer (--hf: the pieces are "
-        "tokenized on their own, and passkey_digit is the accuracy per answer token)",
+        "tokenized on their own, and passkey_token is the accuracy per answer token among the vocabulary)",
         "form": "passkey template: standard (task sentence, filler, needle, question) or compact (no task sentence)",
         "haystack": "filler (the standard sentence repeated) or corpus (evaluation-split text)",
         "trials": "prompts per depth",
@@ -112,12 +122,13 @@ class PasskeyTask(Task):
             DIGITS if encode is None else None,
         )
         cells = [{"depth": d, **score(correct[i * t : (i + 1) * t])} for i, d in enumerate(depths)]
+        per = "passkey_digit" if encode is None else "passkey_token"  # two chance levels, two names
         total = score(correct)
         return {
             "status": "ok",
             "reason": None,
-            "metrics": {"passkey_exact": total["exact"], "passkey_digit": total["digit"]},
-            "intervals": {"passkey_exact": total["exact_ci"], "passkey_digit": total["digit_ci"]},
+            "metrics": {"passkey_exact": total["exact"], per: total["digit"]},
+            "intervals": {"passkey_exact": total["exact_ci"], per: total["digit_ci"]},
             "details": {
                 "tokens": "bytes" if ctx.tokenizer is None else type(ctx.tokenizer).__name__,
                 "form": windows[0].form,
@@ -128,6 +139,23 @@ class PasskeyTask(Task):
                 ],
             },
         }
+
+    def check_record(self, rec: dict) -> None:
+        """Exact match and one per-position metric: per digit (bytes) or per answer token (an outside tokenizer)."""
+        if set(rec["metrics"]) not in ({"passkey_exact", "passkey_digit"}, {"passkey_exact", "passkey_token"}):
+            raise ValueError(f"passkey record metrics {sorted(rec['metrics'])} are not the task's")
+        super().check_record({**rec, "metrics": {m.name: None for m in self.metrics}})
+
+    def chances(self, options: dict, vocab: int, names=None) -> dict[str, float]:
+        out = super().chances(options, vocab, names)
+        if names is not None and "passkey_token" in names:
+            out.pop("passkey_exact", None)  # the answer's token count varies by key: no one value
+        return out
+
+    def undefined(self, reason: str) -> dict:
+        rec = super().undefined(reason)
+        rec["metrics"].pop("passkey_token")  # an undefined byte-model record holds the byte metrics
+        return rec
 
     def outputs(self, df, root, suffix: str = "") -> list:
         """A heatmap per row label: exact match by depth (rows) and length (columns), the needle-in-a-haystack
@@ -141,7 +169,7 @@ def heatmaps(df, root, suffix: str = "") -> list:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..fsutil import save_png
+    from ..fsutil import save_plot
 
     sel = df[(df["task"] == "passkey") & (df["status"] == "ok")]
     paths = []
@@ -157,20 +185,22 @@ def heatmaps(df, root, suffix: str = "") -> list:
         grid = np.full((len(depths), len(lengths)), np.nan)
         for (d, L), (k, n) in hits.items():
             grid[depths.index(d), lengths.index(L)] = k / n
-        fig, ax = plt.subplots(figsize=(1.1 * len(lengths) + 2.2, 0.55 * len(depths) + 1.6))
-        im = ax.imshow(grid, vmin=0, vmax=1, cmap="RdYlGn", aspect="auto")
+        fig, ax = plt.subplots(figsize=(1.3 * len(lengths) + 2.6, 0.7 * len(depths) + 1.9))
+        # viridis: perceptually uniform and colour-blind safe (red-green maps are not); dark cells get white text
+        im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
         for i in range(len(depths)):
             for j in range(len(lengths)):
                 if not np.isnan(grid[i, j]):
-                    ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7)
-        ax.set_xticks(range(len(lengths)), [str(L) for L in lengths])
-        ax.set_yticks(range(len(depths)), [f"{d:.0%}" for d in depths])
-        ax.set_xlabel("length (tokens)")
-        ax.set_ylabel("needle depth")
-        ax.set_title(f"passkey exact match: {label} ({prot})", fontsize=9)
-        fig.colorbar(im, ax=ax, fraction=0.05)
+                    ink = "white" if grid[i, j] < 0.6 else "black"
+                    ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=10, color=ink)
+        ax.set_xticks(range(len(lengths)), [str(L) for L in lengths], fontsize=10)
+        ax.set_yticks(range(len(depths)), [f"{d:.0%}" for d in depths], fontsize=10)
+        ax.set_xlabel("length (tokens)", fontsize=10)
+        ax.set_ylabel("needle depth", fontsize=10)
+        ax.set_title(f"passkey exact match: {label} ({prot})", fontsize=11)
+        fig.colorbar(im, ax=ax, fraction=0.05).set_label("fraction of prompts exact", fontsize=10)
         name = f"passkey_{label}_{prot}{suffix}".replace(" ", "_").replace("+", "-")
-        paths.append(save_png(fig, root / f"heatmap_{name}.png"))
+        paths.append(save_plot(fig, root / f"heatmap_{name}.png"))
     return paths
 
 

@@ -14,10 +14,10 @@ from typing import Optional
 
 import numpy as np
 
-from ..fsutil import atomic_path, save_png
+from ..fsutil import atomic_path, save_plot
 from ..groups import row_key
 from ..stats import mean_ci
-from ..style import CONTEXT_LINE, save_figure, style_for
+from ..style import CONTEXT_LINE, legend_labels, save_figure, style_for
 from .base import Metric, Task, register_task
 
 
@@ -43,13 +43,21 @@ def far_tokens(stream: np.ndarray, n: int, distance: int) -> np.ndarray:
     return far
 
 
+def _vocab(options, vocab):
+    return vocab  # a uniform guess over V tokens: perplexity V
+
+
 class PplTask(Task):
     name = "ppl"
     description = "perplexity over the evaluation stream; ppl_far over the tokens only far context predicts"
     metrics = (
-        Metric("ppl", "ppl", False, "perplexity: exp(mean cross-entropy per scored token)"),
+        Metric("ppl", "ppl", False, "perplexity: exp(mean cross-entropy per scored token)", chance=_vocab),
         Metric(
-            "ppl_far", "ppl", False, "perplexity over the far tokens (preceding n bytes last seen > T tokens earlier)"
+            "ppl_far",
+            "ppl",
+            False,
+            "perplexity over the far tokens (preceding n bytes last seen > T tokens earlier)",
+            chance=_vocab,
         ),
         Metric(
             "bpb",
@@ -58,8 +66,9 @@ class PplTask(Task):
             "bits per byte: summed loss over the UTF-8 bytes the scored tokens cover, / ln 2 "
             "(= loss / ln 2 for the byte tokenizer); compares across tokenizers",
             3,
+            chance=lambda o, V: 8.0 if V == 256 else None,  # a byte each token: log2 256; else tokens per byte vary
         ),
-        Metric("loss", "ppl", False, "mean cross-entropy per scored token (nats)", 3),
+        Metric("loss", "ppl", False, "mean cross-entropy per scored token (nats)", 3, chance=lambda o, V: math.log(V)),
     )
     derived = (Metric("ratio", "ppl", False, "ppl / ppl at 1x of the same run", 3, derived=True),)
     fields = {
@@ -171,16 +180,19 @@ def plot_position(t, df, path: Path) -> Optional[Path]:
     if sel.empty or not any(sel["position_buckets"]):
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for lab in [r for r in t.rows if r in set(sel["label"])]:
+    rows, curves = [r for r in t.rows if r in set(sel["label"])], {}
+    for lab in rows:
         by_hi: dict = {}
         for buckets in sel[sel["label"] == lab]["position_buckets"]:
             for b in buckets or []:  # records without per-position losses add nothing
                 if b["tokens"] and b["loss"] is not None:
                     by_hi.setdefault(b["hi"], []).append(b["loss"])
-        xs = sorted(by_hi)
-        stats = [mean_ci(by_hi[x]) for x in xs]
+        curves[lab] = [(x, *mean_ci(by_hi[x])) for x in sorted(by_hi)]
+    names = legend_labels(rows, curves)  # a curve drawn under an identical one is named in the legend
+    for lab in rows:
+        xs, stats = [x for x, _, _ in curves[lab]], [(m, c) for _, m, c in curves[lab]]
         st = style_for(lab)
-        ax.plot(xs, [m for m, _ in stats], label=lab, **{**st.kwargs(), "marker": "."})
+        ax.plot(xs, [m for m, _ in stats], label=names[lab], **{**st.kwargs(), "marker": "."})
         if any(c > 0 for _, c in stats):
             ax.fill_between(
                 xs, [m - c for m, c in stats], [m + c for m, c in stats], color=st.color, alpha=0.15, linewidth=0
@@ -247,7 +259,7 @@ def plot_curves(cf, path: Path) -> Path:
         ax.set_title(f"learning curve at length {L}")
     handles, labels = axes[0][0].get_legend_handles_labels()  # the 1x panel has every scheme
     axes[0][-1].legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    return save_png(fig, path)
+    return save_plot(fig, path)
 
 
 register_task(PplTask())

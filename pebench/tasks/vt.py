@@ -30,9 +30,15 @@ class VariableTrackingTask(Task):
             "other chains' names (chance 1/(1 + (chains - 1) (hops + 1)))",
             threshold=0.5,
             proportion=True,
+            chance=lambda o, V: 1.0 / (1 + (o["chains"] - 1) * (o["hops"] + 1)),
         ),
         Metric(
-            "vt_direct", "vt", True, "vt: the same for the name assigned the value directly (no hop)", proportion=True
+            "vt_direct",
+            "vt",
+            True,
+            "vt: the same for the name assigned the value directly (no hop)",
+            proportion=True,
+            chance=lambda o, V: 1.0 / (1 + (o["chains"] - 1) * (o["hops"] + 1)),
         ),
     )
     fields = {

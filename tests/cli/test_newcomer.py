@@ -5,6 +5,7 @@ damaged record value is skipped and named, and written files follow the umask.""
 import json
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,7 @@ from support import invoke, write_micro
 
 
 def _one_line(r, code, fragment):
-    lines = [x for x in r.output.strip().splitlines() if x.strip()]
+    lines = [x for x in r.output.strip().splitlines() if x.strip() and not x.startswith("note: ")]  # notes come first
     assert r.exit_code == code and len(lines) == 1 and fragment in lines[0] and "Traceback" not in r.output, r.output
 
 
@@ -102,3 +103,53 @@ def test_a_missing_results_folder_is_called_missing_and_an_empty_one_empty(tmp_p
     _one_line(invoke("eval", "--results", tmp_path / "empty"), 2, "no finished runs")
     _one_line(invoke("report", "--results", tmp_path / "empty"), 1, "no records")
     assert "none (no such folder)" in invoke("list", "--results", tmp_path / "typo").output
+
+
+def test_one_vocabulary_for_scalings_contexts_and_where_jobs_run(tmp_path):
+    """eval's --rope-scaling defaults to each run's whole list as run's does; --context takes N or Kx everywhere;
+    run's job placement is --workers, so --device means the same kind (auto | cpu | cuda) in every command."""
+    from pebench.errors import UsageError
+    from pebench.parsing import parse_context
+
+    assert parse_context("2x", 16) == 32 and parse_context("512", 16) == 512 and parse_context("4x") == "4x"
+    for bad in ("0x", "1,2", "big"):
+        with pytest.raises(UsageError, match="--context"):
+            parse_context(bad, 16)
+    res = tmp_path / "res"
+    assert invoke("train", "--pe", "rope", "--config", write_micro(tmp_path), "--results", res).exit_code == 0
+    assert invoke("eval", "--lengths", "2x", "--results", res).exit_code == 0
+    variants = {json.loads(p.read_text())["variant"] for p in (res / "records").rglob("*.json")}
+    assert variants == {"none", "linear", "ntk", "dynamic-ntk", "yarn", "llama3"}
+    r = invoke("run", "--pe", "rope", "--config", write_micro(tmp_path), "--devices", "cpu:2", "--results", res)
+    _one_line(r, 2, "--devices is now --workers")
+    assert "--workers" in invoke("run", "--help").output
+
+
+def test_a_failed_command_leaves_no_folder_and_a_bad_length_fails_before_training(tmp_path):
+    res = tmp_path / "res"
+    cfg = write_micro(tmp_path)
+    r = invoke("run", "--pe", "rope", "--config", cfg, "--lengths", "99999999", "--results", res)
+    _one_line(r, 2, "longer than the evaluation stream")
+    assert not res.exists()  # nothing trained, no empty folder
+    _one_line(invoke("eval", "--hf", tmp_path / "nosuch", "--results", res), 2, "--hf")
+    _one_line(invoke("bench", "--multiples", "0", "--results", res), 2, "--multiples")
+    assert not res.exists()
+
+
+def test_the_command_reference_is_generated_from_the_commands():
+    import typer
+
+    from pebench.cli import app
+    from pebench.cli.reference import command_reference
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    assert command_reference() in text  # `pebench docs` wrote it; a changed option makes it stale
+    group = typer.main.get_command(app)
+    ctx = group.make_context("pebench", ["list"], resilient_parsing=True)
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        if not cmd.hidden:
+            assert f"### `pebench {name}" in text
+            for p in cmd.params:
+                if p.param_type_name == "option" and not p.hidden:
+                    assert f"`{p.opts[0]}" in text, (name, p.opts)

@@ -117,3 +117,42 @@ def test_evaluation_reports_its_real_cost(tmp_path):
     )
     updates = [c[1] for c in rec.calls if c[0] == "update"]
     assert updates == sorted(updates) and updates[-1] == n_windows * 32 and rec.calls[-1] == ("finish",)
+
+
+def test_a_piece_slower_than_the_interval_still_gets_a_line_every_interval():
+    """One window of 262,144 tokens takes minutes: the heartbeat (``tick``, which a thread calls) says the cost
+    before the first window is done, then an estimate from the first window, never more than one line a
+    interval, and nothing after the work finished."""
+    clock, lines = Clock(), []
+    p = LogProgress(lines.append, interval=30, clock=clock)
+    p.start("rope L=262144", 4 * 262144, "4 windows of 262,144 tokens", "tokens")
+    clock.t += 29
+    p.tick()
+    assert lines == []
+    clock.t += 1
+    p.tick()
+    p.tick()
+    assert lines == ["rope L=262144: 4 windows of 262,144 tokens; 30s elapsed, the first piece not done"]
+    clock.t += 70  # the first window took 100 s
+    p.update(262144)
+    clock.t += 30
+    p.tick()
+    assert (
+        lines[-1]
+        == "rope L=262144: 25% (262,144/1,048,576 tokens), 2m 10s elapsed, about 4m 30s left (from the first piece)"
+    )
+    p.finish()
+    clock.t += 300
+    p.tick()
+    assert len(lines) == 2
+
+
+def test_the_log_heartbeat_runs_by_itself_on_a_thread():
+    import time
+
+    lines = []
+    p = LogProgress(lines.append, interval=0.05, beat=0.01)
+    p.start("slow", 10, "one piece", "pieces")
+    time.sleep(0.3)  # no update at all: the thread still writes
+    p.finish()
+    assert lines and lines[0].startswith("slow: one piece;")

@@ -174,8 +174,8 @@ def test_nan_loss_stops_cleanly(tmp_path, slow_cfg):
     res = tmp_path / "res"
     r = runner.invoke(app, ["train", "--pe", "rope", "--config", str(p), "--results", str(res)])
     assert r.exit_code == 1
-    lines = r.output.strip().splitlines()
-    assert len(lines) == 1 and "diverged" in lines[0] and "at step" in lines[0]
+    lines = [x for x in r.output.strip().splitlines() if "; about " not in x]  # a cost line on a slow machine
+    assert len(lines) == 1 and "diverged" in lines[0] and "at step" in lines[0] and "Traceback" not in r.output
     st = json.loads((res / "runs" / "rope-slow-s0" / "status.json").read_text())
     assert st["state"] == "failed"
     if (res / "runs" / "rope-slow-s0" / "checkpoint.pt").exists():  # the last good one stays loadable

@@ -4,6 +4,7 @@ with the committed reference, and the committed results themselves (every claim 
 import gzip
 import json
 import math
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -251,6 +252,25 @@ def test_html_page_is_self_contained(rset):
     assert "<script" not in page and "http://" not in page and "https://" not in page and "@import" not in page
     assert '<td class="best">4.00' in page  # flat at 16x (4.0, 4.1, 3.9) is the column's lowest
     assert 'class="held"' in page and "abc" in page  # the claim, and the commit in the provenance
+    # a contents list linking every table; cells never wrap (a wide table scrolls instead)
+    assert "<nav><h2>Contents</h2>" in page and "white-space:nowrap" in page and "max-width:1400px" in page
+    for anchor in re.findall(r"<table id='([^']+)'", page):
+        assert f"href='#{anchor}'" in page
+
+
+def test_figures_for_a_paper_in_pdf_or_svg(rset, tmp_path):
+    out = tmp_path / "figs"
+    assert invoke("report", "--results", rset.root, "--out", out, "--figure-format", "svg").exit_code == 0
+    svgs = sorted(p.name for p in out.glob("*.svg"))
+    assert "plot_length.svg" in svgs and not list(out.glob("*.png"))
+    assert (out / "plot_length.svg").read_text().lstrip().startswith("<?xml")
+    assert "data:image/svg+xml;base64," in write_html(rset.root, out / "report.html").read_text()
+    assert invoke("report", "--results", rset.root, "--out", out, "--figure-format", "pdf").exit_code == 0
+    assert (out / "plot_length.pdf").read_bytes().startswith(b"%PDF")
+    bad = invoke("report", "--results", rset.root, "--out", out, "--figure-format", "pdf", "--html")
+    assert bad.exit_code == 2 and "--html embeds png or svg" in bad.output
+    bad = invoke("report", "--results", rset.root, "--out", out, "--figure-format", "gif")
+    assert bad.exit_code == 2 and "--figure-format must be one of png, pdf, svg" in bad.output
 
 
 def test_prediction_interval_reference_value():
@@ -278,7 +298,7 @@ def test_every_committed_claim_holds_and_covers_every_findings_page():
     assert not failed, failed
     assert len(verdicts) >= 30
     for page in sorted((REPO / "docs").glob("*.md")):
-        reference = ("commands.md", "operations.md", "layout.md")  # the reference pages state no findings
+        reference = ("cli.md", "commands.md", "operations.md", "layout.md")  # the reference pages state no findings
         if "<!-- pebench:claims" not in page.read_text() and page.name not in reference:
             pytest.fail(f"{page.name} shows no checked claims")
 

@@ -179,10 +179,22 @@ def test_each_scheme_has_one_stable_distinct_style_and_rope_variants_are_one_blu
     variants = [style_for(f"rope+{v}") for v in VARIANT_STYLES]
     assert len({v.linestyle for v in variants}) == len(variants)  # distinct dashes
     assert len({v.marker for v in variants}) == len(variants)
-    for v in variants + [style_for("rope")]:
-        hue = colorsys.rgb_to_hsv(*to_rgb(v.color))[0] * 360
-        assert 195 <= hue <= 230, v  # one hue family: blue
-        assert v.linestyle != CONTEXT_LINE["linestyle"] and v.color != CONTEXT_LINE["color"]
+    # every variant a colour of its own, far from each other's and from every scheme's (not five near blues)
+    pool = [to_rgb(v.color) for v in variants] + [to_rgb(c) for c in SCHEME_COLORS.values()]
+    for i, v in enumerate(variants):
+        far = min(sum((a - b) ** 2 for a, b in zip(pool[i], q)) ** 0.5 for j, q in enumerate(pool) if j != i)
+        assert far > 0.12, (v, far)
+        assert v.linestyle not in ("-", CONTEXT_LINE["linestyle"]) and v.color != CONTEXT_LINE["color"]
+    hues = sorted(colorsys.rgb_to_hsv(*to_rgb(v.color))[0] * 360 for v in variants)
+    assert hues[-1] - hues[0] > 60  # hues apart, not one blue family
+    from pebench.style import legend_labels
+
+    pts = {"rope+ntk": [(256, 3.1)], "rope+dynamic-ntk": [(256, 3.1)], "rope+yarn": [(256, 2.9)]}
+    assert legend_labels(list(pts), pts) == {
+        "rope+ntk": "rope+ntk",
+        "rope+dynamic-ntk": "rope+dynamic-ntk (= rope+ntk)",
+        "rope+yarn": "rope+yarn",
+    }
     ft = style_for("rope+yarn ft512")
     assert ft.hollow and (ft.color, ft.linestyle) == (style_for("rope+yarn").color, style_for("rope+yarn").linestyle)
     assert style_for("my-scheme") == style_for("my-scheme")  # a user's scheme: stable too

@@ -93,7 +93,7 @@ def test_two_ranks_match_one_process(tmp_path, cfg, accum):
 
 def test_parallel_sweep_equals_sequential(tmp_path, cfg):
     out = {}
-    for mode, extra in (("par", ["--devices", "cpu:2"]), ("seq", [])):
+    for mode, extra in (("par", ["--workers", "cpu:2"]), ("seq", [])):
         res = tmp_path / mode
         r = run(
             [
@@ -116,6 +116,7 @@ def test_parallel_sweep_equals_sequential(tmp_path, cfg):
         )
         assert r.returncode == 0, r.stderr[-2000:]
         out[mode] = {p.name: json.loads(p.read_text()) for p in (res / "records").rglob("*.json")}
+        assert not (res / "jobs").exists()  # the sweep's job files go once it is over
     assert set(out["par"]) == set(out["seq"]) and len(out["par"]) == 6
     for k in out["par"]:
         assert out["par"][k]["metrics"]["ppl"] == pytest.approx(out["seq"][k]["metrics"]["ppl"], rel=1e-4), k

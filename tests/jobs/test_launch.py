@@ -261,7 +261,7 @@ def test_launcher_flags_that_do_not_fit_are_one_line(tmp_path, cfg):
     for args, msg in (
         ((None, ["pack=2"], None, "tiny", None), "--launcher-opt needs --launcher"),
         (("pbs", None, None, "tiny", None), "--launcher must be one of local, slurm"),
-        (("slurm", None, None, "tiny", "cpu:2"), "--devices and --launcher exclude each other"),
+        (("slurm", None, None, "tiny", "cpu:2"), "--workers and --launcher exclude each other"),
     ):
         with pytest.raises(UsageError, match=msg):
             launch_plan(*args)

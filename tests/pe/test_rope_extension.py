@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 import yaml
 
 from pebench.cli import app
@@ -76,8 +77,36 @@ def test_fixed_rope_factor(rope_run):
         rope_run,
     )
     assert r.exit_code == 0, r.output
-    rec = json.loads((rope_run / "records" / "rope-micro-s0" / "rope-linear__nonoverlap__L64.json").read_text())
-    assert rec["pe_state"]["factor"] == 2.0
+    folder = rope_run / "records" / "rope-micro-s0"
+    rec = json.loads((folder / "rope-linear_factor2__nonoverlap__L64.json").read_text())
+    assert rec["pe_state"]["factor"] == 2.0 and rec["variant"] == "linear:factor=2"
+    # the fixed factor is named: it never takes the place of the automatic factor's record at the same length
+    r = invoke("eval", "--run", "rope-micro-s0", "--rope-scaling", "linear", "--lengths", "64", "--results", rope_run)
+    auto = json.loads((folder / "rope-linear__nonoverlap__L64.json").read_text())
+    assert r.exit_code == 0 and auto["pe_state"]["factor"] == 4.0 and auto["variant"] == "linear"
+    assert auto["metrics"]["ppl"] != rec["metrics"]["ppl"]
+
+
+def test_scaling_settings_in_the_form_hf_takes(rope_run):
+    """``yarn:factor=2:beta_fast=16`` works for pebench's runs as for --hf; the same as --rope-factor 2 with the
+    option set, and a setting the scaling lacks is one line naming the ones it has."""
+    args = ("--run", "rope-micro-s0", "--lengths", "64", "--results", rope_run)
+    r = invoke("eval", "--rope-scaling", "yarn:factor=2:beta_fast=16,ntk:factor=2", *args)
+    assert r.exit_code == 0, r.output
+    folder = rope_run / "records" / "rope-micro-s0"
+    yarn = json.loads((folder / "rope-yarn_beta_fast16_factor2__nonoverlap__L64.json").read_text())
+    assert yarn["label"] == "rope+yarn:beta_fast=16:factor=2" and yarn["pe_state"]["factor"] == 2.0
+    from pebench.pe import PEContext, build_pe
+
+    pe = build_pe("rope", PEContext(256, 4, 2, 2048))
+    ramp16 = pe.with_variant("yarn", 2.0, beta_fast=16.0).resolved(4096)[0]
+    assert not torch.equal(ramp16, pe.with_variant("yarn", 2.0).resolved(4096)[0])  # the setting reaches the maths
+    bad = invoke("eval", "--rope-scaling", "yarn:alpha=3", *args)
+    assert bad.exit_code != 0 and "Traceback" not in bad.output
+    line = [x for x in bad.output.splitlines() if x.startswith("error:")][0]
+    assert "'alpha=3'" in line and "beta_fast" in line and "factor" in line
+    low = invoke("eval", "--rope-scaling", "linear:factor=0.5", *args)
+    assert low.exit_code != 0 and "factor must be >= 1" in low.output
 
 
 def test_finetune_records_parent_and_appears_in_report(rope_run):

@@ -409,9 +409,9 @@ def test_passkey_copy_and_far_ppl_run_for_every_scheme_and_scaling(scheme):
                 assert out["status"] == "undefined" and "positions" in out["reason"]
                 continue
             assert out["status"] == "ok", (scheme, variant, task.name)
-            for m in task.metrics:
-                v = out["metrics"][m.name]
-                assert v is not None and math.isfinite(v), (scheme, variant, m.name)
+            assert set(out["metrics"]) <= {m.name for m in task.metrics}
+            for name, v in out["metrics"].items():
+                assert v is not None and math.isfinite(v), (scheme, variant, name)
             if task.name == "ppl":
                 assert out["details"]["far_tokens"] > 0 and out["metrics"]["ppl_far"] > 1
 
@@ -469,3 +469,27 @@ def test_a_continued_run_leaves_the_parents_warm_up_behind():
     for cfg in (recalibration_config(parent, "rope", 100), finetune_config(parent, 256, "yarn", None, 100)):
         assert cfg.train.induction_steps == 0 and cfg.train.steps == 100
         assert cfg.train.needles == parent.train.needles  # the retrieval documents stay
+
+
+def test_every_stated_chance_level_is_what_a_uniform_model_scores():
+    """The chance a record states (``Task.chances``) is what a model with a uniform next token scores: perplexity V
+    and loss ln V, a tenth per key digit and 10^-5 for the key, 1/V per copied byte."""
+    from pebench.tasks import TASKS
+
+    cases = {
+        "ppl": ({}, 256, ("ppl", "loss", "bpb")),
+        "passkey": ({"trials": 10, "depths": "0,1", "haystack": "filler"}, 256, ("passkey_digit", "passkey_exact")),
+        "copy": ({"trials": 4, "string_length": 24}, 256, ("copy_acc", "copy_loss")),
+    }
+    for name, (opts, L, metrics) in cases.items():
+        task = TASKS.get(name)
+        full = {**task.options, **opts}
+        ctx = _ctx(Uniform(), **full)
+        task.prepare(ctx)
+        out = task.measure(ctx, L)
+        stated = task.chances(full, ctx.vocab, out["metrics"])
+        assert ctx.vocab == 256 and set(metrics) <= set(stated), (name, stated)
+        for m in metrics:
+            assert out["metrics"][m] == pytest.approx(stated[m], rel=1e-4), (name, m)
+    assert TASKS.get("passkey").chances({}, 32000, ["passkey_exact", "passkey_token"]) == {"passkey_token": 1 / 32000}
+    assert TASKS.get("vt").chances({"chains": 2, "hops": 2}, 256) == {"vt_recall": 0.25, "vt_direct": 0.25}
