@@ -132,6 +132,9 @@ def _inference_bias(mod: ScoreMod, q: torch.Tensor) -> torch.Tensor:
 
 
 def attention_sdpa(q, k, v, mod: Optional[ScoreMod], scale: float):
+    if v.shape[-1] < q.shape[-1]:  # values narrower than q and k (PoPE's 2 d_h): padded, so the fused kernels run
+        out, lse = attention_sdpa(q, k, F.pad(v, (0, q.shape[-1] - v.shape[-1])), mod, scale)
+        return out[..., : v.shape[-1]], lse
     if mod is None:
         with _sdpa_kernels(q):
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale), None

@@ -3,8 +3,9 @@
 GROUPS = {
     "classic": ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"],  # the survey's seven
     "modern": ["kerple", "fire", "xpos", "p-rope", "sandwich", "fox", "cope"],  # after ALiBi
+    "2025": ["pope"],  # the newest (issue #41): PoPE
 }
-SCHEME_ORDER = GROUPS["classic"] + GROUPS["modern"]
+SCHEME_ORDER = GROUPS["classic"] + GROUPS["modern"] + GROUPS["2025"]
 
 
 def scheme_of(label: str) -> str:

@@ -32,6 +32,8 @@ SCHEME_COLORS = {
     "cope": "#EE3377",  # magenta
     "xpos": "#33BBEE",  # cyan: a RoPE relative
     "p-rope": "#5E81C2",  # mid blue: a RoPE relative
+    # 2025
+    "pope": "#EE99AA",  # pink: a RoPE relative with polar components
 }
 # RoPE scalings: a hue each (Tol's muted and vibrant palettes, none a scheme's), each with its own dashes and marker.
 VARIANT_STYLES = {

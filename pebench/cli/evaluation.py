@@ -39,7 +39,7 @@ def eval_cmd(
     rope_scaling: Optional[str] = typer.Option(None, "--rope-scaling", help=RopeScalingHelp + "; --hf: its own"),
     rope_factor: Optional[float] = typer.Option(None, "--rope-factor", help="fix the factor (default L/context)"),
     split: str = SplitOpt,
-    logit_scale: Optional[str] = typer.Option(None, "--logit-scale", help="none | logn | drope"),
+    logit_scale: Optional[str] = typer.Option(None, "--logit-scale", help="none | logn | drope | llama4"),
     task: str = typer.Option("ppl", "--task", help="comma list of tasks (pebench list shows them)"),
     trials: Optional[int] = TrialsOpt,
     task_opts: Optional[List[str]] = TaskOptOpt,

@@ -84,6 +84,11 @@ def test_logit_scale_factors():
     assert f[:16].eq(1).all() and f[63].item() == pytest.approx(math.log(64) / math.log(16))
     d = logit_scale_factors("drope", 64, 16, 0.412, "cpu")
     assert torch.allclose(d, torch.full((64,), 1 + 0.412 * math.log(4)))
+    # Llama 4's temperature, floor_scale F = the context (16): 1 before position 15, 1 + 0.1 ln 2 from 15 to 30, ...
+    assert logit_scale_factors("llama4", 15, 16, 0.412, "cpu") is None
+    t = logit_scale_factors("llama4", 64, 16, 0.412, "cpu")
+    assert t[:15].eq(1).all() and t[15].item() == pytest.approx(1 + 0.1 * math.log(2))
+    assert t[31].item() == pytest.approx(1 + 0.1 * math.log(3)) and t[63].item() == pytest.approx(1 + 0.1 * math.log(5))
 
 
 @pytest.mark.parametrize("pe", ["alibi", "rope", "none"])
@@ -150,7 +155,7 @@ def test_drope_continues_a_rope_run_without_positions_and_names_what_it_did_not_
     labels = {json.loads(p.read_text())["label"] for p in (res / "records" / "rope-micro-s0-to-none").glob("*.json")}
     assert labels == {"none+drope from-rope"}
     r = runner.invoke(app, ["eval", "--run", "rope-micro-s0", "--logit-scale", "bogus", "--results", str(res)])
-    assert r.exit_code == 2 and "unknown logit scale 'bogus'; valid: none, logn, drope" in r.output
+    assert r.exit_code == 2 and "unknown logit scale 'bogus'; valid: none, logn, drope, llama4" in r.output
 
 
 USER_SCHEME = """
