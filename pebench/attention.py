@@ -361,6 +361,19 @@ def attend_from(q, k, v, mod: Optional[ScoreMod], start: int) -> torch.Tensor:
     return out.to(dt)
 
 
+def attend_normalised(q, k, v, normalise, start: int = 0, chunk: int = CHUNK) -> torch.Tensor:
+    """Causal attention whose weights a scheme computes from the scores itself (``PositionalEncoding.normalise``:
+    stick-breaking replaces softmax), one block of queries at a time against the keys up to the block's end:
+    O(chunk x T) memory at any length, differentiable, any device. Rows ``start`` .. T-1 only."""
+    scale = q.shape[-1] ** -0.5
+    outs = []
+    for s0 in range(start, q.shape[2], chunk):
+        e = min(q.shape[2], s0 + chunk)
+        s = _causal_scores(q[:, :, s0:e], k[:, :, :e], None, scale, s0)
+        outs.append(normalise(s).to(v.dtype) @ v[:, :, :e])
+    return torch.cat(outs, dim=2)
+
+
 def attend(q, k, v, mod: Optional[ScoreMod] = None, backend: str = "auto") -> torch.Tensor:
     """Causal attention of q, k, v ([B, H, T, d_h]) with an optional logit term."""
     scale = q.shape[-1] ** -0.5

@@ -4,9 +4,10 @@ multipliers [T], or None where every factor is 1. Adding one is one function reg
 - ``none``: no scaling.
 - ``logn``: log(i+1) / log(context) beyond the training context (log-n attention, scalable softmax).
 - ``drope``: 1 + c ln(T / context) for a sequence of T tokens (DroPE's evaluation scaling).
-- ``llama4``: Llama 4's attention temperature, 1 + 0.1 ln(floor((i + 1) / F) + 1) at position i, F the training
-  context (Llama 4: 8,192 of its training context, its ``floor_scale``; 0.1 its ``attn_scale``). Llama 4 applies it
-  to its NoPE layers; here it applies to every layer (a NoPE model: ``--pe none``), in training as at evaluation.
+- ``llama4``: Llama 4's attention temperature, 1 + 0.1 ln(floor(i / T) + 1) at position i (0-based), T the
+  training context as its ``floor_scale`` (0.1 its ``attn_scale``). Llama 4 counts ``i + 1``, so its last training
+  position already gets 1 + 0.1 ln 2; counting ``i`` keeps every factor 1 within the context, as every scale here
+  does. Llama 4 applies it to its NoPE layers; here it applies to every layer (a NoPE model: ``--pe none``).
 """
 
 from __future__ import annotations
@@ -47,10 +48,10 @@ LLAMA4_ATTN_SCALE = 0.1  # Llama 4's attn_scale
 
 @LOGIT_SCALES.register("llama4")
 def _llama4(T: int, context: int, c: float, device) -> Optional[torch.Tensor]:
-    if T < context:
-        return None  # floor((i + 1) / F) = 0 before position F - 1: every factor 1
+    if T <= context:
+        return None  # floor(i / T) = 0 within the context: every factor 1
     i = torch.arange(T, device=device, dtype=torch.float32)
-    return 1.0 + LLAMA4_ATTN_SCALE * torch.log(torch.floor((i + 1.0) / context) + 1.0)
+    return 1.0 + LLAMA4_ATTN_SCALE * torch.log(torch.floor(i / context) + 1.0)
 
 
 def logit_scale_factors(kind: str, T: int, context: int, c: float, device) -> Optional[torch.Tensor]:

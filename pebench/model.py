@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import attend, attend_from
+from .attention import attend, attend_from, attend_normalised
 from .config import ModelConfig
 from .errors import UsageError
 from .logit_scales import LOGIT_SCALES, logit_scale_factors
@@ -62,14 +62,14 @@ class CausalSelfAttention(nn.Module):
     ) -> torch.Tensor:
         B, T, C = x.shape
         q, k, v, mod = self.qkv_and_term(x, pe, positions, logit_scale)
-        y = attend(q, k, v, mod, self.backend)
+        y = attend_normalised(q, k, v, pe.normalise) if pe.replaces_softmax else attend(q, k, v, mod, self.backend)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
     def forward_from(self, x, pe, positions, logit_scale, start: int) -> torch.Tensor:
         """The output at positions ``start`` .. T-1 only (keys and the scheme's term from the whole of x)."""
         B, T, C = x.shape
         q, k, v, mod = self.qkv_and_term(x, pe, positions, logit_scale)
-        y = attend_from(q, k, v, mod, start)
+        y = attend_normalised(q, k, v, pe.normalise, start) if pe.replaces_softmax else attend_from(q, k, v, mod, start)
         return self.proj(y.transpose(1, 2).reshape(B, T - start, C))
 
 

@@ -34,6 +34,7 @@ SCHEME_COLORS = {
     "p-rope": "#5E81C2",  # mid blue: a RoPE relative
     # 2025
     "pope": "#EE99AA",  # pink: a RoPE relative with polar components
+    "stick-breaking": "#997700",  # ochre
 }
 # RoPE scalings: a hue each (Tol's muted and vibrant palettes, none a scheme's), each with its own dashes and marker.
 VARIANT_STYLES = {

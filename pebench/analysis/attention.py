@@ -96,7 +96,9 @@ def _hook(stats: AttentionStats, layer: int, chunk: int):
         for start in range(0, T, chunk):
             end = min(T, start + chunk)
             s = _causal_scores(q[:, :, start:end], k[:, :, :end], mod, scale, q_offset=start, materialize=True)
-            stats.add(layer, torch.softmax(s.float(), dim=-1), start)
+            stats.add(
+                layer, args[1].normalise(s.float()), start
+            )  # softmax, or the weights of a scheme that replaces it
 
     return pre_hook
 

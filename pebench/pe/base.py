@@ -275,6 +275,15 @@ class PositionalEncoding(nn.Module):
     def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, layer: int):
         return q, k
 
+    # A scheme that replaces softmax sets ``replaces_softmax`` and turns scores into weights in ``normalise``: the
+    # model then attends through ``attention.attend_normalised`` (stick-breaking), the analysis reads its weights.
+    replaces_softmax: bool = False
+
+    def normalise(self, scores: torch.Tensor) -> torch.Tensor:
+        """Attention weights from scores [..., Tq, Tk] that are -inf above the causal diagonal (the default:
+        softmax, which the attention backends compute fused; a scheme with ``replaces_softmax`` overrides it)."""
+        return torch.softmax(scores, dim=-1)
+
     def score_mod(
         self, q: torch.Tensor, layer: int, k: Optional[torch.Tensor] = None, x: Optional[torch.Tensor] = None
     ) -> Optional[ScoreMod]:

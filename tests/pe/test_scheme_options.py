@@ -84,11 +84,11 @@ def test_logit_scale_factors():
     assert f[:16].eq(1).all() and f[63].item() == pytest.approx(math.log(64) / math.log(16))
     d = logit_scale_factors("drope", 64, 16, 0.412, "cpu")
     assert torch.allclose(d, torch.full((64,), 1 + 0.412 * math.log(4)))
-    # Llama 4's temperature, floor_scale F = the context (16): 1 before position 15, 1 + 0.1 ln 2 from 15 to 30, ...
-    assert logit_scale_factors("llama4", 15, 16, 0.412, "cpu") is None
+    # Llama 4's temperature, floor_scale = the context (16): 1 within it, 1 + 0.1 ln 2 on positions 16-31, ...
+    assert logit_scale_factors("llama4", 16, 16, 0.412, "cpu") is None
     t = logit_scale_factors("llama4", 64, 16, 0.412, "cpu")
-    assert t[:15].eq(1).all() and t[15].item() == pytest.approx(1 + 0.1 * math.log(2))
-    assert t[31].item() == pytest.approx(1 + 0.1 * math.log(3)) and t[63].item() == pytest.approx(1 + 0.1 * math.log(5))
+    assert t[:16].eq(1).all() and t[16].item() == pytest.approx(1 + 0.1 * math.log(2))
+    assert t[32].item() == pytest.approx(1 + 0.1 * math.log(3)) and t[63].item() == pytest.approx(1 + 0.1 * math.log(4))
 
 
 @pytest.mark.parametrize("pe", ["alibi", "rope", "none"])

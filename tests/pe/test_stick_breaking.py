@@ -1,0 +1,69 @@
+"""Stick-breaking attention (Tan et al. 2024) against a loop-by-loop transcription of its weights, through the
+model's own attention path (blocked, at any length), its gradients, and the order it gives without positions."""
+
+import pytest
+import torch
+
+from pebench.attention import _causal_scores, attend_normalised
+from pebench.model import DecoderLM
+from pebench.pe.stick_breaking import stick_breaking_reference, stick_breaking_weights
+from support import invoke, tiny_model_config, write_micro
+
+
+def _masked(q, k):
+    return _causal_scores(q, k, None, q.shape[-1] ** -0.5)
+
+
+def test_weights_equal_the_papers_formula_loop_by_loop():
+    torch.manual_seed(0)
+    q, k = torch.randn(1, 2, 11, 8, dtype=torch.float64), torch.randn(1, 2, 11, 8, dtype=torch.float64)
+    w = stick_breaking_weights(_masked(q, k))
+    for h in range(2):
+        assert torch.allclose(w[0, h], stick_breaking_reference(q[0, h], k[0, h]), atol=1e-12)
+    assert (w.sum(-1) <= 1 + 1e-12).all() and (w.triu(1) == 0).all()  # at most the whole stick; causal
+
+
+def test_blocked_attention_equals_the_whole_and_the_model_uses_it():
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(1, 2, 40, 8, dtype=torch.float64) for _ in range(3))
+    whole = stick_breaking_weights(_masked(q, k)) @ v
+    assert torch.allclose(attend_normalised(q, k, v, stick_breaking_weights, chunk=7), whole, atol=1e-12)
+    assert torch.allclose(attend_normalised(q, k, v, stick_breaking_weights, 25, chunk=7), whole[:, :, 25:])
+    m = DecoderLM(tiny_model_config("stick-breaking", n_layers=1)).double().eval()
+    attn, x, pos = m.blocks[0].attn, torch.randn(1, 24, 32, dtype=torch.float64), torch.arange(24)
+    with torch.no_grad():
+        q, k, v, _ = attn.qkv_and_term(x, m.pe, pos)
+        want = attn.proj((stick_breaking_weights(_masked(q, k)) @ v).transpose(1, 2).reshape(1, 24, 32))
+        assert torch.allclose(attn(x, m.pe, pos), want, atol=1e-12)
+        assert torch.allclose(attn.forward_from(x, m.pe, pos, None, 10), want[:, 10:], atol=1e-12)
+
+
+def test_gradients_match_finite_differences():
+    torch.manual_seed(2)
+    q = torch.randn(1, 1, 6, 4, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(1, 1, 6, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda q, k: stick_breaking_weights(_masked(q, k)), (q, k))
+
+
+def test_the_nearer_of_two_equal_keys_takes_its_share_first():
+    """No positions, yet an order: of two identical keys, the farther gets only what the nearer left."""
+    k = torch.randn(1, 1, 1, 8, dtype=torch.float64).expand(1, 1, 6, 8)
+    q = torch.randn(1, 1, 6, 8, dtype=torch.float64)
+    w = stick_breaking_weights(_masked(q, k))[0, 0, -1]
+    beta = torch.sigmoid(q[0, 0, -1] @ k[0, 0, 0] / 8**0.5)
+    assert torch.allclose(w, beta * (1 - beta) ** torch.arange(5, -1, -1, dtype=torch.float64))
+
+
+def test_trains_and_evaluates_to_16x(tmp_path):
+    res = tmp_path / "res"
+    assert invoke("train", "--pe", "stick-breaking", "--config", write_micro(tmp_path), "--results", res).exit_code == 0
+    r = invoke("eval", "--lengths", "1x,16x", "--results", res)
+    assert r.exit_code == 0, r.output
+    recs = list((res / "records" / "stick-breaking-micro-s0").glob("*.json"))
+    assert len(recs) == 2 and all('"status": "ok"' in p.read_text() for p in recs)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_low_precision_scores_are_weighed_in_float32(dtype):
+    s = _masked(torch.randn(1, 1, 64, 8), torch.randn(1, 1, 64, 8)).to(dtype)
+    assert stick_breaking_weights(s).dtype == torch.float32 and torch.isfinite(stick_breaking_weights(s)).all()
