@@ -34,7 +34,7 @@ for s in ("rope", "shaw", "alibi", "none", "sinusoidal", "learned", "t5"):
         dict(
             id=f"circuit-{s}",
             tags=["circuit"],
-            text=f"The induction warm-up's copying circuit forms in {NAME[s]} in {{k}} of {{n}} seeds (copy accuracy over text at 1x above 0.5 by the seed's prompts' interval).",
+            text=f"The induction warm-up's copying circuit forms in {NAME[s]} in {{k}} of {{n}} draws (copy accuracy over text at 1x above 0.5 by the seed's prompts' interval).",
             a=dict(label=s, length="1x", **COPY),
             relation="above",
             value=0.5,
@@ -45,7 +45,7 @@ for prec in ("bf16", "fp32"):
         dict(
             id=f"circuit-rope-{prec}",
             tags=["circuit"],
-            text=f"In {prec} alone, RoPE's circuit forms in {{k}} of {{n}} seeds (copy accuracy at 1x above 0.5 by the prompts' interval).",
+            text=f"In {prec} alone, RoPE's circuit forms in {{k}} of {{n}} draws (copy accuracy at 1x above 0.5 by the prompts' interval).",
             a=dict(label="rope", length="1x", precision=prec, **COPY),
             relation="above",
             value=0.5,
@@ -56,7 +56,7 @@ for s in ("rope", "shaw", "alibi"):
         dict(
             id=f"passkey-{s}",
             tags=["retrieval"],
-            text=f"{NAME[s]} writes the passkey (exact match at 1x above 0.4 by the prompts' interval) in {{k}} of {{n}} seeds.",
+            text=f"{NAME[s]} writes the passkey (exact match at 1x above 0.4 by the prompts' interval) in {{k}} of {{n}} draws.",
             a=dict(label=s, length="1x", **PASSKEY),
             relation="above",
             value=0.4,
@@ -66,7 +66,7 @@ for s in ("rope", "shaw", "alibi"):
         dict(
             id=f"mqar-{s}",
             tags=["retrieval"],
-            text=f"{NAME[s]} learns associative recall (mqar accuracy at 1x above 0.5 by the prompts' interval) in {{k}} of {{n}} seeds.",
+            text=f"{NAME[s]} learns associative recall (mqar accuracy at 1x above 0.5 by the prompts' interval) in {{k}} of {{n}} draws.",
             a=dict(label=s, length="1x", **MQAR),
             relation="above",
             value=0.5,
@@ -76,7 +76,7 @@ plans.append(
     dict(
         id="multivalue-rope",
         tags=["retrieval"],
-        text="RoPE ranks a key's values above random ones (niah multivalue recall at 1x above 0.8 by the prompts' interval) in {k} of {n} seeds.",
+        text="RoPE ranks a key's values above random ones (niah multivalue recall at 1x above 0.8 by the prompts' interval) in {k} of {n} draws.",
         a=dict(label="rope", length="1x", **MULTIV),
         relation="above",
         value=0.8,
@@ -86,7 +86,7 @@ plans.append(
     dict(
         id="rope-passkey-gone-at-4x",
         tags=["extension"],
-        text="Plain RoPE's passkey exact match at 4x is below 0.1 by the prompts' interval in {k} of {n} seeds.",
+        text="Plain RoPE's passkey exact match at 4x is below 0.1 by the prompts' interval in {k} of {n} draws.",
         a=dict(label="rope", length="4x", **PASSKEY),
         relation="below",
         value=0.1,
@@ -96,7 +96,7 @@ plans.append(
     dict(
         id="yarn-passkey-at-4x",
         tags=["extension"],
-        text="YaRN keeps RoPE's passkey exact match above 0.4 at 4x in {k} of {n} seeds.",
+        text="YaRN keeps RoPE's passkey exact match above 0.4 at 4x in {k} of {n} draws.",
         a=dict(label="rope+yarn", length="4x", **PASSKEY),
         relation="above",
         value=0.4,
@@ -106,7 +106,7 @@ plans.append(
     dict(
         id="yarn-ppl-flat-at-2x",
         tags=["extension"],
-        text="YaRN's perplexity at 2x stays within 10% of its 1x value in {k} of {n} seeds ...",
+        text="YaRN's perplexity at 2x stays within 10% of its 1x value in {k} of {n} draws ...",
         a=dict(label="rope+yarn", length="2x", **PPL),
         b=dict(length="1x"),
         relation="flat",
@@ -117,7 +117,7 @@ plans.append(
     dict(
         id="yarn-passkey-falls-at-2x",
         tags=["extension"],
-        text="... while YaRN's passkey exact match at 2x is below its 1x value in {k} of {n} seeds (disjoint intervals over each seed's prompts).",
+        text="... while YaRN's passkey exact match at 2x is below its 1x value in {k} of {n} draws (disjoint intervals over each seed's prompts).",
         a=dict(label="rope+yarn", length="2x", **PASSKEY),
         b=dict(length="1x"),
         relation="lower",
@@ -129,7 +129,7 @@ for _group, labels in (("forming", ["rope", "shaw", "alibi"]), ("others", ["none
             dict(
                 id=f"vt-below-half-{s}",
                 tags=["retrieval"],
-                text=f"{NAME[s]} does not track variables at 1x: vt recall below 0.5 by the prompts' interval (chance 0.25) in {{k}} of {{n}} seeds.",
+                text=f"{NAME[s]} does not track variables at 1x: vt recall below 0.5 by the prompts' interval (chance 0.25) in {{k}} of {{n}} draws.",
                 a=dict(label=s, length="1x", **VT),
                 relation="below",
                 value=0.5,
@@ -176,9 +176,9 @@ for p in plans:
     out.append(c)
     print(f"{p['id']}: {k} of {n}  held={[rules.draw_name(s) for s in held]}")
 head = (
-    "# The context suite's findings (configs/context.yaml, validation), each a count of seeds over every committed\n"
-    "# draw of the suite (a seed in a training precision: bf16, this CPU's default, and fp32; records.jsonl.gz), decided\n"
-    "# seed by seed by the 95% interval over that seed's prompts (Wilson's at least). docs/context.md shows them.\n"
+    "# The context suite's findings (configs/context.yaml, validation), each a count over every committed draw of the\n"
+    "# suite (a draw: a seed in a training precision, bf16 (this CPU's default) or fp32; records.jsonl.gz), decided\n"
+    "# draw by draw by the 95% interval over that draw's prompts (Wilson's at least). docs/context.md shows them.\n"
 )
 (ROOT / "claims.yaml").write_text(
     head + yaml.safe_dump({"defaults": {"split": "validation"}, "claims": out}, sort_keys=False, width=200)

@@ -146,8 +146,10 @@ def _check_seed_count(c: dict, where: str) -> None:
             f"{where}: rule seeds needs of (the number of seeds, >= 1) and count (a number of them, "
             f"or a list of numbers, each 0..of)"
         )
-    if f"of {of} seeds" not in c["text"]:
-        raise UsageError(f"{where}: a seeds claim must say how many of how many seeds in its text ('of {of} seeds')")
+    if f"of {of} seeds" not in c["text"] and f"of {of} draws" not in c["text"]:  # a draw: a seed in one precision
+        raise UsageError(
+            f"{where}: a seeds claim must say how many of how many in its text ('of {of} seeds' or 'of {of} draws')"
+        )
 
 
 # ---- cells from evidence -------------------------------------------------------------------------------------

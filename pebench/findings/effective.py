@@ -76,17 +76,23 @@ def plots(tables: dict, root: Path) -> list[Path]:
     paths = []
     for name, ts in tables.items():
         fig, axes = plt.subplots(1, len(ts), figsize=(4.2 * len(ts) + 1.8, 3.6), squeeze=False)
-        for ax, t in zip(axes[0], ts):
-            points = {
+        panels = [
+            {
                 lab: [(L, t.cells[(lab, L)][0]) for L in t.lengths if t.cells.get((lab, L), (None,))[0] is not None]
                 for lab in t.rows
             }
-            names = legend_labels(t.rows, points) if ax is axes[0][-1] else {lab: lab for lab in t.rows}
+            for t in ts
+        ]
+        rows = [lab for lab in ts[-1].rows]  # the shared legend: a row named '(= other)' only where every panel agrees
+        names = legend_labels(
+            rows, {lab: [(i, *p) for i, pts in enumerate(panels) for p in pts.get(lab, [])] for lab in rows}
+        )
+        for ax, t, points in zip(axes[0], ts, panels):
             for lab in t.rows:
                 if not (pts := points[lab]):
                     continue
                 st = style_for(lab)
-                ax.plot(*zip(*pts), label=names[lab], **st.kwargs())
+                ax.plot(*zip(*pts), label=names.get(lab, lab), **st.kwargs())
                 e = effective_length(t, lab)
                 if e and e[0]:
                     ax.plot([e[0]], [t.cells[(lab, e[0])][0]], marker="*", markersize=11, color=st.color)

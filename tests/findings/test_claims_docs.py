@@ -426,6 +426,8 @@ def test_seeds_rule_counts_the_seeds_where_the_relation_holds_by_their_own_inter
         write_claims(rd.root, [seeds_claim("c", "above", 1, value=3) | bad])
         with pytest.raises(UsageError, match=msg):
             cl.load_claims(rd.root / cl.CLAIMS_FILE)
+    write_claims(rd.root, [seeds_claim("c", "above", 1, value=3) | {"text": "above in 1 of 3 draws"}])
+    assert cl.load_claims(rd.root / cl.CLAIMS_FILE)  # a draw (a seed in one precision) is counted the same way
 
 
 def test_doc_sections_filter_labels_seeds_and_tags_and_include_files(rset, tmp_path):
