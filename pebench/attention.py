@@ -361,16 +361,17 @@ def attend_from(q, k, v, mod: Optional[ScoreMod], start: int) -> torch.Tensor:
     return out.to(dt)
 
 
-def attend_normalised(q, k, v, normalise, start: int = 0, chunk: int = CHUNK) -> torch.Tensor:
-    """Causal attention whose weights a scheme computes from the scores itself (``PositionalEncoding.normalise``:
-    stick-breaking replaces softmax), one block of queries at a time against the keys up to the block's end:
-    O(chunk x T) memory at any length, differentiable, any device. Rows ``start`` .. T-1 only."""
-    scale = q.shape[-1] ** -0.5
+def attend_normalised(q, k, v, pe, layer: int = 0, x=None, start: int = 0, chunk: int = 0) -> torch.Tensor:
+    """Causal attention that a scheme computes itself (``PositionalEncoding.owns_attention``: its
+    ``attention_scores`` and ``normalise``), one block of queries (``chunk``, default the scheme's
+    ``query_block``) at a time against the keys up to the block's end: O(block x T) memory at any length,
+    differentiable, any device. Rows ``start`` .. T-1 only."""
+    chunk = chunk or pe.query_block
     outs = []
     for s0 in range(start, q.shape[2], chunk):
         e = min(q.shape[2], s0 + chunk)
-        s = _causal_scores(q[:, :, s0:e], k[:, :, :e], None, scale, s0)
-        outs.append(normalise(s).to(v.dtype) @ v[:, :, :e])
+        s = pe.attention_scores(q[:, :, s0:e], k[:, :, :e], layer, x, s0)
+        outs.append(pe.normalise(s).to(v.dtype) @ v[:, :, :e])
     return torch.cat(outs, dim=2)
 
 

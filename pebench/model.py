@@ -62,14 +62,20 @@ class CausalSelfAttention(nn.Module):
     ) -> torch.Tensor:
         B, T, C = x.shape
         q, k, v, mod = self.qkv_and_term(x, pe, positions, logit_scale)
-        y = attend_normalised(q, k, v, pe.normalise) if pe.replaces_softmax else attend(q, k, v, mod, self.backend)
+        if pe.owns_attention:  # stick-breaking, PaTH: its scores and weights, a block of queries at a time
+            y = attend_normalised(q, k, v, pe, self.layer, x)
+        else:
+            y = attend(q, k, v, mod, self.backend)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
     def forward_from(self, x, pe, positions, logit_scale, start: int) -> torch.Tensor:
         """The output at positions ``start`` .. T-1 only (keys and the scheme's term from the whole of x)."""
         B, T, C = x.shape
         q, k, v, mod = self.qkv_and_term(x, pe, positions, logit_scale)
-        y = attend_normalised(q, k, v, pe.normalise, start) if pe.replaces_softmax else attend_from(q, k, v, mod, start)
+        if pe.owns_attention:
+            y = attend_normalised(q, k, v, pe, self.layer, x, start)
+        else:
+            y = attend_from(q, k, v, mod, start)
         return self.proj(y.transpose(1, 2).reshape(B, T - start, C))
 
 

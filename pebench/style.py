@@ -35,6 +35,7 @@ SCHEME_COLORS = {
     # 2025
     "pope": "#EE99AA",  # pink: a RoPE relative with polar components
     "stick-breaking": "#997700",  # ochre
+    "path": "#BBBBBB",  # grey
 }
 # RoPE scalings: a hue each (Tol's muted and vibrant palettes, none a scheme's), each with its own dashes and marker.
 VARIANT_STYLES = {

@@ -95,10 +95,13 @@ def _hook(stats: AttentionStats, layer: int, chunk: int):
         scale = q.shape[-1] ** -0.5
         for start in range(0, T, chunk):
             end = min(T, start + chunk)
-            s = _causal_scores(q[:, :, start:end], k[:, :, :end], mod, scale, q_offset=start, materialize=True)
-            stats.add(
-                layer, args[1].normalise(s.float()), start
-            )  # softmax, or the weights of a scheme that replaces it
+            x, pe = args[0], args[1]
+            if pe.owns_attention:  # its own scores and weights (stick-breaking, PaTH)
+                w = pe.normalise(pe.attention_scores(q[:, :, start:end], k[:, :, :end], layer, x, start).float())
+            else:
+                s = _causal_scores(q[:, :, start:end], k[:, :, :end], mod, scale, q_offset=start, materialize=True)
+                w = torch.softmax(s.float(), dim=-1)
+            stats.add(layer, w, start)
 
     return pre_hook
 

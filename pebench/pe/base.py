@@ -275,13 +275,24 @@ class PositionalEncoding(nn.Module):
     def rotate(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, layer: int):
         return q, k
 
-    # A scheme that replaces softmax sets ``replaces_softmax`` and turns scores into weights in ``normalise``: the
-    # model then attends through ``attention.attend_normalised`` (stick-breaking), the analysis reads its weights.
-    replaces_softmax: bool = False
+    # A scheme that computes attention itself sets ``owns_attention``: its scores (``attention_scores``: PaTH's
+    # transforms between key and query) and its weights (``normalise``: stick-breaking's instead of softmax). The model
+    # then attends through ``attention.attend_normalised``, a block of ``query_block`` queries at a time, and the
+    # analysis reads the same weights.
+    owns_attention: bool = False
+    query_block: int = 256
+
+    def attention_scores(self, q, k, layer: int, x, start: int) -> torch.Tensor:
+        """Scores [B, H, n, T'] of the queries ``start`` .. ``start + n - 1`` against the keys 0 .. T'-1 (q [B, H, n,
+        d_h], k [B, H, T', d_h], ``x`` the layer's input [B, T, d_model]), -inf above the causal diagonal. The
+        default is q.k / sqrt(d_h)."""
+        qi = torch.arange(start, start + q.shape[2], device=q.device)[:, None]
+        ki = torch.arange(k.shape[2], device=q.device)[None, :]
+        return ((q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5).masked_fill(ki > qi, float("-inf"))
 
     def normalise(self, scores: torch.Tensor) -> torch.Tensor:
         """Attention weights from scores [..., Tq, Tk] that are -inf above the causal diagonal (the default:
-        softmax, which the attention backends compute fused; a scheme with ``replaces_softmax`` overrides it)."""
+        softmax, which the attention backends compute fused)."""
         return torch.softmax(scores, dim=-1)
 
     def score_mod(

@@ -7,7 +7,8 @@ nearer keys left: with z_ij = q_i . k_j / sqrt(d_h) and beta_ij = sigmoid(z_ij),
 so a near key that matches takes the mass before a far one can, an order that needs no positions (the weights
 of a row sum to at most 1; the rest is attention to nothing). Computed in log space, log A_ij = log sigmoid(z_ij)
 + sum_{k > j} log sigmoid(-z_ik), the sum a cumulative sum from the diagonal back (keys above the diagonal have
-z = -inf and add log sigmoid(+inf) = 0), one block of queries at a time (``attention.attend_normalised``)."""
+z = -inf and add log sigmoid(+inf) = 0), one block of queries at a time (``attention.attend_normalised``; the
+scheme ``owns_attention`` and overrides ``normalise``)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def stick_breaking_reference(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 class StickBreaking(PositionalEncoding):
     name = "stick-breaking"
     description = "stick-breaking attention: sigmoid shares of what nearer keys left, no positions (Tan 2024)"
-    replaces_softmax = True
+    owns_attention = True
 
     def normalise(self, scores: torch.Tensor) -> torch.Tensor:
         return stick_breaking_weights(scores)

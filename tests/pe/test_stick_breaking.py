@@ -6,7 +6,7 @@ import torch
 
 from pebench.attention import _causal_scores, attend_normalised
 from pebench.model import DecoderLM
-from pebench.pe.stick_breaking import stick_breaking_reference, stick_breaking_weights
+from pebench.pe.stick_breaking import StickBreaking, stick_breaking_reference, stick_breaking_weights
 from support import invoke, tiny_model_config, write_micro
 
 
@@ -27,8 +27,9 @@ def test_blocked_attention_equals_the_whole_and_the_model_uses_it():
     torch.manual_seed(1)
     q, k, v = (torch.randn(1, 2, 40, 8, dtype=torch.float64) for _ in range(3))
     whole = stick_breaking_weights(_masked(q, k)) @ v
-    assert torch.allclose(attend_normalised(q, k, v, stick_breaking_weights, chunk=7), whole, atol=1e-12)
-    assert torch.allclose(attend_normalised(q, k, v, stick_breaking_weights, 25, chunk=7), whole[:, :, 25:])
+    pe = StickBreaking(None)
+    assert torch.allclose(attend_normalised(q, k, v, pe, chunk=7), whole, atol=1e-12)
+    assert torch.allclose(attend_normalised(q, k, v, pe, start=25, chunk=7), whole[:, :, 25:])
     m = DecoderLM(tiny_model_config("stick-breaking", n_layers=1)).double().eval()
     attn, x, pos = m.blocks[0].attn, torch.randn(1, 24, 32, dtype=torch.float64), torch.arange(24)
     with torch.no_grad():

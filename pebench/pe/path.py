@@ -1,0 +1,100 @@
+"""PaTH (Yang, Shen, Wen, Tan, Mishra, Ren, Panda & Kim 2025, "PaTH Attention: Position Encoding via Accumulating
+Householder Transformations"): a data-dependent position encoding. Every token t carries a Householder-like
+transform H_t = I - beta_t w_t w_t^T, with w_t a unit vector and beta_t = 2 sigmoid(.) in (0, 2), both read from the
+token (a linear map of the layer's input per head), and the score of query i and key j runs through the transforms
+of the tokens between them:
+
+    s_ij = q_i^T (H_i H_{i-1} ... H_{j+1}) k_j / sqrt(d_h)      (j <= i; the empty product is I at j = i),
+
+so what lies between key and query, not how many tokens, sets the rotation (RoPE is the case of fixed rotations).
+Softmax then weighs the scores as usual. Computed here in the naive O(T^2 d_h) form, which is enough at this
+size: for a block of queries, r_i = q_i is carried back key by key (s_ij = k_j . r_i, then r_i <- H_j r_i), one
+step per distance, batched over the block (``attention_scores``; the scheme ``owns_attention``). The reference
+to read is fla-org/flash-linear-attention's ``fla/layers/path_attn.py`` (its fast chunked kernel is not needed
+here)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from .base import SCHEMES, PositionalEncoding
+
+
+def householder_factors(x: torch.Tensor, w_proj: torch.Tensor, b_proj: torch.Tensor, b_bias: torch.Tensor):
+    """(w [B, H, T, d_h] unit vectors, beta [B, H, T] in (0, 2)) of the layer input x [B, T, d_model]."""
+    B, T, _ = x.shape
+    H = b_proj.shape[-1]
+    w = (x @ w_proj).view(B, T, H, -1).transpose(1, 2)
+    beta = 2 * torch.sigmoid(x @ b_proj + b_bias).transpose(1, 2)
+    return F.normalize(w, dim=-1), beta
+
+
+def path_scores(q, k, w, beta, start: int) -> torch.Tensor:
+    """Scores [B, H, n, T'] of queries start .. start + n - 1 (q [B, H, n, d]) against keys 0 .. T'-1 (k [B, H, T',
+    d]), w [B, H, T', d] and beta [B, H, T'] the transforms of the tokens 0 .. T'-1; -inf above the diagonal.
+    One step per distance m = i - j: the scores of that distance for every query of the block, then each carried
+    query moves one transform on. Without gradients each step writes its scores in place (one [n, T'] block in
+    memory); with them the steps' scores are stacked and laid out by key at the end (one gather)."""
+    B, H, n, d = q.shape
+    T = k.shape[2]
+    i = torch.arange(start, start + n, device=q.device)
+    dist = i[:, None] - torch.arange(T, device=q.device)[None, :]  # [n, T]: the distance of each (query, key)
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, w, beta))
+    s = None if grad else torch.full((B, H, n, T), float("-inf"), dtype=q.dtype, device=q.device)
+    by_distance, r, rows = [], q, torch.arange(n, device=q.device)
+    for m in range(start + n):  # rows whose key j = i - m is below 0 compute unused values, never read
+        j = (i - m).clamp(min=0)
+        score = (k[:, :, j] * r).sum(-1)  # k_j . (H_{j+1} ... H_i q_i)
+        if grad:
+            by_distance.append(score)
+        else:
+            live = rows[i - m >= 0]
+            s[:, :, live, j[live]] = score[:, :, live]
+        wj = w[:, :, j]
+        r = r - beta[:, :, j, None] * wj * (wj * r).sum(-1, keepdim=True)  # r <- H_j r
+    if grad:
+        s = torch.stack(by_distance, dim=-1).gather(-1, dist.clamp(0, len(by_distance) - 1).expand(B, H, n, T))
+        s = s.masked_fill(dist < 0, float("-inf"))
+    return s / math.sqrt(d)
+
+
+def path_reference(q, k, w, beta) -> torch.Tensor:
+    """The paper's score, one explicit matrix product per pair (tests): q, k, w [T, d], beta [T] -> [T, T]."""
+    T, d = q.shape
+    s = torch.full((T, T), float("-inf"), dtype=torch.float64)
+    eye = torch.eye(d, dtype=torch.float64)
+    for i in range(T):
+        for j in range(i + 1):
+            P = eye.clone()
+            for t in range(i, j, -1):  # H_i H_{i-1} ... H_{j+1}
+                P = P @ (eye - float(beta[t]) * torch.outer(w[t].double(), w[t].double()))
+            s[i, j] = float(q[i].double() @ P @ k[j].double()) / math.sqrt(d)
+    return s
+
+
+@SCHEMES.add
+class PaTH(PositionalEncoding):
+    name = "path"
+    description = "data-dependent Householder transforms of the tokens between key and query (Yang 2025)"
+    owns_attention = True
+    query_block = 256  # the in-place scores of a block: [B, H, 256, T] at most
+
+    def __init__(self, ctx, options=None):
+        super().__init__(ctx, options)
+        L, H, d, D = ctx.n_layers, ctx.n_heads, ctx.head_dim, ctx.d_model
+        self.w_proj = nn.Parameter(torch.randn(L, D, H * d) * D**-0.5)
+        self.b_proj = nn.Parameter(torch.randn(L, D, H) * 0.02)
+        self.b_bias = nn.Parameter(torch.zeros(L, H))  # beta starts near 1: halfway to a reflection
+
+    def attention_scores(self, q, k, layer, x, start):
+        T = k.shape[2]
+        w, beta = householder_factors(x[:, :T].to(q.dtype), self.w_proj[layer], self.b_proj[layer], self.b_bias[layer])
+        w, beta = w.to(q.dtype), beta.to(q.dtype)
+        if torch.is_grad_enabled() and q.requires_grad:  # training: recomputed in the backward, one layer at a time
+            return checkpoint(path_scores, q, k, w, beta, start, use_reentrant=False)
+        return path_scores(q, k, w, beta, start)
