@@ -2,6 +2,7 @@
 the model's attention path (blocks of queries), its gradients, and what makes it a position encoding: only the
 tokens between key and query set the score."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -84,10 +85,11 @@ def test_the_model_attends_through_the_schemes_own_scores():
         assert torch.allclose(attn.forward_from(x, m.pe, pos, None, 12), want[:, 12:], atol=1e-12)
 
 
-def test_trains_and_evaluates_to_16x(tmp_path):
+@pytest.mark.parametrize("pe", ["path", "stick-breaking"])
+def test_the_schemes_that_own_attention_train_and_evaluate_to_16x(tmp_path, pe):
     res = tmp_path / "res"
-    assert invoke("train", "--pe", "path", "--config", write_micro(tmp_path), "--results", res).exit_code == 0
+    assert invoke("train", "--pe", pe, "--config", write_micro(tmp_path), "--results", res).exit_code == 0
     r = invoke("eval", "--lengths", "1x,16x", "--results", res)
     assert r.exit_code == 0, r.output
-    recs = list((res / "records" / "path-micro-s0").glob("*.json"))
+    recs = list((res / "records" / f"{pe}-micro-s0").glob("*.json"))
     assert len(recs) == 2 and all('"status": "ok"' in p.read_text() for p in recs)
