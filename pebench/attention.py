@@ -338,7 +338,7 @@ def _runnable(backend: str, q: torch.Tensor, mod: Optional[ScoreMod]) -> str:
     return backend
 
 
-def attend_from(q, k, v, mod: Optional[ScoreMod], start: int) -> torch.Tensor:
+def attend_from(q, k, v, mod: Optional[ScoreMod], start: int, sink: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Causal attention of the queries ``start`` .. T-1 only, against all T keys ([B, H, T, d_h] in, [B, H,
     T - start, d_h] out): the rows ``attend`` gives there, for any logit term (its materialized bias on the
     [T - start, T] block, a value term from the log-sum-exp; rows before ``start`` get no probability mass).
@@ -347,17 +347,19 @@ def attend_from(q, k, v, mod: Optional[ScoreMod], start: int) -> torch.Tensor:
     with torch.autocast(q.device.type, enabled=False):
         q, k, v = q.float(), k.float(), v.float()
         scale = q.shape[-1] ** -0.5
-        if mod is None or not mod.needs_lse:  # the fused kernel, the block's term and causal mask as its attn_mask
+        if sink is None and (mod is None or not mod.needs_lse):  # the fused kernel, the term and mask as attn_mask
             q = q[:, :, start:]
             return F.scaled_dot_product_attention(
                 q, k, v, attn_mask=_masked_bias(q, mod, start, k.shape[2]), scale=scale
             ).to(dt)
-        s = _causal_scores(q[:, :, start:], k, mod, scale, start, materialize=True)
+        s = _causal_scores(q[:, :, start:], k, mod, scale, start, materialize=True).to(q.dtype)
         lse = torch.logsumexp(s, dim=-1)
         out = torch.exp(s - lse.unsqueeze(-1)) @ v
         if mod is not None and mod.needs_lse:
             lse_all = F.pad(lse, (start, 0), value=float("inf"))  # exp(s - inf) = 0: the skipped rows stay finite
             out = out + mod.value_term(q, k, lse_all, scale)[:, :, start:]
+        if sink is not None:
+            out = with_sink(out, lse, sink.float())
     return out.to(dt)
 
 
@@ -375,9 +377,23 @@ def attend_normalised(q, k, v, pe, layer: int = 0, x=None, start: int = 0, chunk
     return torch.cat(outs, dim=2)
 
 
-def attend(q, k, v, mod: Optional[ScoreMod] = None, backend: str = "auto") -> torch.Tensor:
-    """Causal attention of q, k, v ([B, H, T, d_h]) with an optional logit term."""
+def with_sink(out: torch.Tensor, lse: torch.Tensor, sink: torch.Tensor) -> torch.Tensor:
+    """Attention with one more always-present term of logit ``sink`` (per head) and no value: every weight times
+    Z / (Z + e^s) = sigmoid(lse - s), applied to the output (the value term's too)."""
+    return out * torch.sigmoid(lse - sink.view(1, -1, 1).to(lse.dtype)).unsqueeze(-1).to(out.dtype)
+
+
+def attend(
+    q, k, v, mod: Optional[ScoreMod] = None, backend: str = "auto", sink: Optional[torch.Tensor] = None
+) -> torch.Tensor:
+    """Causal attention of q, k, v ([B, H, T, d_h]) with an optional logit term, and an optional sink logit per
+    head (computed on the exact chunked path, which gives the log-sum-exp the sink needs)."""
     scale = q.shape[-1] ** -0.5
+    if sink is not None:
+        out, lse = attention_math(q, k, v, mod, scale, chunk=CHUNK)
+        if mod is not None and mod.needs_lse:
+            out = out + mod.value_term(q, k, lse, scale)
+        return with_sink(out, lse, sink)
     if backend == "auto":
         backend = choose_backend(q.device.type, q.shape[2], mod, torch.is_grad_enabled() and q.requires_grad)
     else:

@@ -51,6 +51,9 @@ class ModelConfig:
     # drope, ...), checked where the model is built.
     logit_scale: str = "none"
     logit_scale_c: float = 0.412
+    # A learned sink logit per layer and head (GPT-OSS): the softmax gets one extra always-present term with no value,
+    # so a head can give its attention to nothing. Trained with it, evaluated with it.
+    attention_sinks: bool = False
 
     def validate(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_mlp", "context"):
@@ -175,6 +178,7 @@ class EvalConfig:
 # it is left out, decided on the config as a dict. A key added later goes here with its rule; tests/test_config_hash.py
 # reproduces the hash of every committed record.
 HASH_OMITTED: dict[str, Callable[[dict], bool]] = {
+    "model.attention_sinks": lambda d: not d["model"]["attention_sinks"],
     "train.needles": lambda d: not d["train"]["needles"],
     "train.needle_lengths": lambda d: not d["train"]["needles"],
     "train.needle_kinds": lambda d: not d["train"]["needles"],
@@ -368,6 +372,7 @@ class ConfigFlags:
     needles: Optional[float] = _flag("train.needles", "--needles")  # also joins the config name
     seed: Optional[int] = _flag("train.seed", "--seed")
     precision: Optional[str] = _flag("train.precision", "--precision")
+    sinks: Optional[bool] = _flag("model.attention_sinks", "--sinks")  # also joins the config name
 
     def given(self) -> dict[str, tuple[str, Any]]:
         """Config key -> (flag, value) of every flag given."""
@@ -408,7 +413,7 @@ def with_steps(cfg: Config, steps: int) -> tuple[Config, list[str]]:
 
 def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
     """The config a command trains with, validated once, and notes on what a flag changed beyond itself. A needles
-    fraction joins the config name, so such runs never take the names of runs without."""
+    fraction and attention sinks join the config name, so such runs never take the names of runs without."""
     given = flags.given()
     with naming_flags({k: f for k, (f, _) in given.items()}):
         cfg = load_config(flags.config or "tiny", tuple(flags.overlays))
@@ -417,6 +422,8 @@ def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
             cfg = replace(cfg, **{section: replace(getattr(cfg, section), **{name: value})})
         if flags.needles is not None:
             cfg = replace(cfg, name=f"{cfg.name}-needles{flags.needles:g}")
+        if flags.sinks:
+            cfg = replace(cfg, name=f"{cfg.name}-sinks")
         notes: list[str] = []
         if flags.steps is not None:
             cfg, notes = with_steps(cfg, flags.steps)

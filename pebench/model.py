@@ -34,6 +34,7 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.backend = "auto"
+        self.sink = nn.Parameter(torch.zeros(cfg.n_heads)) if cfg.attention_sinks else None  # one logit per head
 
     def qkv_and_term(
         self,
@@ -65,7 +66,7 @@ class CausalSelfAttention(nn.Module):
         if pe.owns_attention:  # stick-breaking, PaTH: its scores and weights, a block of queries at a time
             y = attend_normalised(q, k, v, pe, self.layer, x)
         else:
-            y = attend(q, k, v, mod, self.backend)
+            y = attend(q, k, v, mod, self.backend, self.sink)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
     def forward_from(self, x, pe, positions, logit_scale, start: int) -> torch.Tensor:
@@ -75,7 +76,7 @@ class CausalSelfAttention(nn.Module):
         if pe.owns_attention:
             y = attend_normalised(q, k, v, pe, self.layer, x, start)
         else:
-            y = attend_from(q, k, v, mod, start)
+            y = attend_from(q, k, v, mod, start, self.sink)
         return self.proj(y.transpose(1, 2).reshape(B, T - start, C))
 
 
@@ -107,6 +108,8 @@ class DecoderLM(nn.Module):
         self.cfg = cfg
         ctx = PEContext(cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.context, max_position)
         self.pe = build_pe(cfg.pe, ctx, scheme_options(cfg), cfg.pe_source)
+        if cfg.attention_sinks and self.pe.owns_attention:
+            raise UsageError(f"model.attention_sinks adds a term to softmax; {cfg.pe!r} computes its attention itself")
         self.logit_scale = cfg.logit_scale
         self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)

@@ -35,6 +35,6 @@ pebench tune --overlay "$U" --pe modern --lr 3e-3 --results "$F/modern" >> "$F/t
 printf 'train:\n  eval_every: 100\n  lr_by_scheme: {none: 0.003, sinusoidal: 0.003, learned: 0.003, shaw: 0.003, t5: 0.003, rope: 0.003, alibi: 0.003}\n' > "$F/curves.yaml"
 for s in ${CLASSIC//,/ }; do
   pebench train --pe "$s" --steps 2000 --overlay "$F/curves.yaml" --results "$F" --resume
-  pebench eval --run "$s-tiny-curves-s0" --lengths 128,2048 --results "$F"
+  pebench eval --run "$s-tiny-curves-s0" --lengths 128,2048 --rope-scaling "" --results "$F"
 done > "$F/curves.log" 2>&1
 pebench report --format md --results "$F" > "$F/report.log" 2>&1      # plot_curves.png, curves.csv, report.md

@@ -19,8 +19,8 @@ for s in linear yarn; do
 done
 # the three evaluation protocols on the same seed-0 runs (first 16,384 validation tokens for sliding and fixed)
 for pe in sinusoidal rope alibi; do
-  pebench eval --run "$pe-tiny-s0" --protocol sliding --stride 64 --max-tokens 16384 --results "$W-fp32"
-  pebench eval --run "$pe-tiny-s0" --protocol fixed --targets 256 --max-tokens 16384 --results "$W-fp32"
+  pebench eval --run "$pe-tiny-s0" --protocol sliding --stride 64 --max-tokens 16384 --rope-scaling "" --results "$W-fp32"
+  pebench eval --run "$pe-tiny-s0" --protocol fixed --targets 256 --max-tokens 16384 --rope-scaling "" --results "$W-fp32"
 done
 pebench pack "$OUT" --results "$W-fp32" --results "$W-bf16"
 pebench report --split test --format md --results "$OUT" --out "$OUT" > /dev/null   # the headline's plots, written into the set on purpose

@@ -40,6 +40,6 @@ queue_b() {
   t --config configs/context.yaml --seed 1 --name induct-4layers-copy-s1
 }
 queue_a & queue_b & wait
-OMP_NUM_THREADS=2 pebench eval --task ppl,passkey,copy --lengths 128,256 --trials 20 --results "$R" > /dev/null
+OMP_NUM_THREADS=2 pebench eval --task ppl,passkey,copy --lengths 128,256 --trials 20 --rope-scaling "" --results "$R" > /dev/null
 python3 scripts/recipes_table.py "$R" > "$R/recipes.md"
 cat "$R/recipes.md"

@@ -64,6 +64,7 @@ def test_a_key_added_later_is_left_out_at_its_default_and_counts_when_set(key):
         "train.induction_steps": 10,
         "train.induction_lengths": [2, 2],
         "train.induction_kinds": {"repeat": 1},
+        "model.attention_sinks": True,
     }[key]
     assert value != changed
     on = {
@@ -74,7 +75,8 @@ def test_a_key_added_later_is_left_out_at_its_default_and_counts_when_set(key):
     }
     gate = on.get(key, {})
     base = replace(cfg, train=replace(cfg.train, **gate))
-    assert replace(base, train=replace(base.train, **{name: changed})).hash() != base.hash()  # set: it counts
+    part = getattr(base, section)
+    assert replace(base, **{section: replace(part, **{name: changed})}).hash() != base.hash()  # set: it counts
     if not gate:  # at its default (and with its gate off) the key is not in the hash at all
         d = cfg.to_dict()
         assert HASH_OMITTED[key](d)

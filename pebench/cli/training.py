@@ -30,6 +30,7 @@ from .options import (
     RopeScalingHelp,
     SeedOpt,
     SeedsOpt,
+    SinksOpt,
     StepsOpt,
     TaskOptOpt,
     TextFieldOpt,
@@ -59,6 +60,7 @@ def train(
         None, "--rope-factor", help="with --init-from: the factor (default: the new context over the old)"
     ),
     compile: Optional[bool] = CompileOpt,
+    sinks: Optional[bool] = SinksOpt,
     precision: Optional[str] = PrecisionOpt,
     needles: Optional[float] = NeedlesOpt,
     results: Path = ResultsOpt,
@@ -116,6 +118,7 @@ def run(
     emit_sbatch: Optional[Path] = EmitSbatchOpt,
     overwrite: bool = typer.Option(False, "--overwrite", help="train and evaluate again what is finished"),
     compile: Optional[bool] = CompileOpt,
+    sinks: Optional[bool] = SinksOpt,
     precision: Optional[str] = PrecisionOpt,
     final: bool = typer.Option(False, "--final", help="evaluate and report on the test split"),
     results: Optional[Path] = typer.Option(None, "--results", help="results folder (default: the suite's)"),
