@@ -207,7 +207,7 @@ def _isolated(fn: str, device: str, **kw) -> dict:
 def run_bench(
     cfg: Config,
     schemes: list[str],
-    multiples: list[int],
+    lengths: list[int],
     device: str = "cpu",
     repeats: int = 3,
     compile_: bool = True,
@@ -239,8 +239,7 @@ def run_bench(
         for path in paths:
             add(s, "train", path, T, cfg.train.batch_size)
         limit = DecoderLM(replace(cfg.model, pe=s)).pe.max_positions()
-        for mult in multiples:
-            L = T * mult
+        for L in lengths:  # evaluation lengths in tokens (``--lengths``: N or Kx the context)
             if limit is not None and L > limit:
                 continue  # the scheme cannot represent this length (learned beyond its table)
             batch = max(1, cfg.eval.batch_tokens // L)

@@ -467,7 +467,7 @@ def _pebench_frequencies(cfg, p: dict, kind: str, factor: float, original: int, 
     )
 
 
-def rope_report(spec: str, scaling: Optional[str], length: Optional[int] = None) -> RopeReport:
+def rope_report(spec: str, scaling: Optional[str], length=None) -> RopeReport:
     """What the model's (or the given) scaling does at ``length``: per-dimension frequencies against the unscaled
     ones, the attention factor, the longest length it is meant for, pebench's own implementation of the same
     variant, and the known traps."""
@@ -479,7 +479,8 @@ def rope_report(spec: str, scaling: Optional[str], length: Optional[int] = None)
         raise UsageError("pebench rope takes one --rope-scaling")
     own = rope_params(config) or {}
     ctx = int(own.get("original_max_position_embeddings") or config.max_position_embeddings)
-    L = length or (int(round(scalings[0].params.get("factor", 4.0) * ctx)) if scalings else ctx)
+    L = parse_context(length, ctx) if length is not None else None  # N tokens or Kx the context, as --lengths
+    L = L or (int(round(scalings[0].params.get("factor", 4.0) * ctx)) if scalings else ctx)
     cfg = scaled_config(config, scalings[0], L, ctx) if scalings else config
     warnings = traps(config, cfg, scalings[0] if scalings else None)
     base_inv, _ = transformers_frequencies(_unscaled(config), L)  # against plain RoPE, the config's own scaling too

@@ -22,5 +22,5 @@ pebench eval --run rope-tiny-s0-to-none --results "$A" >> "$A/run.log" 2>&1
 pebench eval --run rope-tiny-s0-to-none --logit-scale drope --results "$A" >> "$A/run.log" 2>&1
 pebench eval --run rope-tiny-s0 --logit-scale logn --rope-scaling "" --results "$A" >> "$A/run.log" 2>&1
 pebench report --format md --results "$A" >> "$A/run.log" 2>&1
-pebench bench --pe rope,kerple,fire,xpos,p-rope,sandwich,fox,cope --multiples 1,64 --repeats 3 \
+pebench bench --pe rope,kerple,fire,xpos,p-rope,sandwich,fox,cope --lengths 1x,64x --repeats 3 \
   --no-compile --no-reference --no-baseline --results results/bench-modern > "$A/bench.log" 2>&1

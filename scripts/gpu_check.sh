@@ -21,11 +21,11 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/gpu.t
 python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())" | tee -a "$OUT/gpu.txt"
 
 # 1. Training throughput and MFU on the small config (fast path, eager and compiled for rope).
-timeout 240 python3 -m pebench bench --config small --pe all --multiples 16 --repeats 3 --device cuda \
+timeout 240 python3 -m pebench bench --config small --pe all --lengths 16x --repeats 3 --device cuda \
     --no-compile --no-reference --results "$OUT" 2>&1 | tee "$OUT/bench_train.log"
-timeout 120 python3 -m pebench bench --config small --pe rope --multiples 1 --repeats 3 --device cuda \
+timeout 120 python3 -m pebench bench --config small --pe rope --lengths 1x --repeats 3 --device cuda \
     --compile --no-reference --results "$OUT/compiled" 2>&1 | tail -12 | tee "$OUT/bench_compile.log"
 # 2. Every scheme evaluated at 8192 and 32768 tokens (64x the 512 context), peak memory per length.
-timeout 180 python3 -m pebench bench --config small --pe all --multiples 16,64 --repeats 2 --device cuda \
+timeout 180 python3 -m pebench bench --config small --pe all --lengths 16x,64x --repeats 2 --device cuda \
     --no-compile --no-reference --results "$OUT/long" 2>&1 | grep -E "eval|Device" | tee "$OUT/bench_long.log"
 echo "done: $(ls "$OUT")"

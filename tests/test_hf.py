@@ -117,6 +117,13 @@ def test_rope_command_prints_frequencies_matches_pebench_and_warns_of_traps(llam
     assert any("cache" in w for w in hf.rope_report(str(llama_bpe), "dynamic", 256).warnings)
     out = invoke("rope", "--hf", llama_bpe, "--rope-scaling", "llama3:factor=8")
     assert out.exit_code == 0 and "rope_type: llama3" in out.output and "max_length: 512" in out.output
+    # --lengths as every command takes it: 2x the model's context (64) is the length 128 spelled in tokens
+    by_multiple = hf.rope_report(str(llama_bpe), "dynamic", "2x")
+    assert (
+        by_multiple.rows
+        == hf.rope_report(str(llama_bpe), "dynamic", "128").rows
+        != hf.rope_report(str(llama_bpe), "dynamic", "256").rows
+    )
 
 
 def test_token_mode_passkey_and_copy_prompts_decode_to_their_text(llama_bpe, tmp_path):

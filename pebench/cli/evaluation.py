@@ -114,7 +114,8 @@ def analyze(
 def bench(
     config: str = typer.Option("tiny", "--config", help="tiny | small | context | PATH.yaml"),
     pe: str = GroupPeOpt,
-    multiples: str = typer.Option("1,4,16", "--multiples", help="evaluation lengths as multiples of the context"),
+    lengths: str = typer.Option("1x,4x,16x", "--lengths", help="evaluation lengths: tokens or Kx the context"),
+    multiples: Optional[str] = typer.Option(None, "--multiples", hidden=True, help="the old name of --lengths"),
     repeats: int = typer.Option(3, "--repeats", help="timed repeats after warm-up (median reported)"),
     device: str = DeviceOpt,
     compile_: bool = typer.Option(True, "--compile/--no-compile", help="also measure torch.compile training"),
@@ -126,18 +127,20 @@ def bench(
     from .. import bench as bm
     from ..config import load_config
     from ..device import resolve_device
-    from ..parsing import parse_list
+    from ..parsing import parse_lengths, resolve_lengths
     from ..pe import resolve_schemes
     from ..results import ResultsDir
 
-    mults = parse_list(multiples, "--multiples", int, lo=1)
+    if multiples is not None:
+        raise UsageError(f"--multiples is now --lengths, in tokens or Kx: --lengths {multiples.replace(',', 'x,')}x")
     if repeats < 1:
         raise UsageError(f"--repeats must be >= 1, got {repeats}")
     rd = ResultsDir(results)
     rd.ensure_writable()
     cfg, schemes, dev = load_config(config), resolve_schemes(pe), str(resolve_device(device))
+    Ls = resolve_lengths(parse_lengths(lengths), cfg.model.context)
     rows, peak = bm.run_bench(
-        cfg, schemes, mults, dev, repeats, compile_, reference, on_row=console.bench_row, baseline=baseline
+        cfg, schemes, Ls, dev, repeats, compile_, reference, on_row=console.bench_row, baseline=baseline
     )
     console.echo(bm.write_bench(rd.root, rows, peak, dev, bm.floor_markdown(cfg, schemes, peak, rd.root)))
     console.echo(f"wrote {rd.root / 'bench.md'}, {rd.root / 'bench.csv'}")

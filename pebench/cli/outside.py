@@ -21,13 +21,19 @@ def rope(
     rope_scaling: Optional[str] = typer.Option(
         None, "--rope-scaling", help="NAME[:key=value...] (default: the config's own)"
     ),
-    length: Optional[int] = typer.Option(None, "--length", help="sequence length (default factor x context)"),
+    lengths: Optional[str] = typer.Option(
+        None, "--lengths", help="the sequence length, tokens or Kx the context (default: factor x context)"
+    ),
+    length: Optional[str] = typer.Option(None, "--length", hidden=True, help="the old name of --lengths"),
 ):
     """What a RoPE scaling does to a model: frequencies per dimension, attention factor, the longest length it is
     meant for, pebench's own implementation of the same variant beside transformers', and the known traps."""
+    from ..errors import UsageError
     from ..hf import rope_report
 
-    r = rope_report(hf, rope_scaling, length)
+    if length is not None:
+        raise UsageError(f"--length is now --lengths (tokens or Kx, as every command takes it): --lengths {length}")
+    r = rope_report(hf, rope_scaling, lengths)
     console.echo(
         "  ".join(f"{k}: {v:.6g}" if isinstance(v, float) else f"{k}: {v}" for k, v in r.facts.items() if v is not None)
     )

@@ -122,6 +122,7 @@ def test_one_vocabulary_for_scalings_contexts_and_where_jobs_run(tmp_path):
     assert variants == {"none", "linear", "ntk", "dynamic-ntk", "yarn", "llama3"}
     r = invoke("run", "--pe", "rope", "--config", write_micro(tmp_path), "--devices", "cpu:2", "--results", res)
     _one_line(r, 2, "--devices is now --workers")
+    _one_line(invoke("rope", "--hf", tmp_path / "cfg", "--length", "512"), 2, "--length is now --lengths")
     assert "--workers" in invoke("run", "--help").output
 
 
@@ -132,7 +133,12 @@ def test_a_failed_command_leaves_no_folder_and_a_bad_length_fails_before_trainin
     _one_line(r, 2, "longer than the evaluation stream")
     assert not res.exists()  # nothing trained, no empty folder
     _one_line(invoke("eval", "--hf", tmp_path / "nosuch", "--results", res), 2, "--hf")
-    _one_line(invoke("bench", "--multiples", "0", "--results", res), 2, "--multiples")
+    _one_line(invoke("bench", "--lengths", "0x", "--results", res), 2, "--lengths")
+    _one_line(
+        invoke("bench", "--multiples", "1,16", "--results", res),
+        2,
+        "--multiples is now --lengths, in tokens or Kx: --lengths 1x,16x",
+    )
     assert not res.exists()
 
 
