@@ -54,6 +54,9 @@ class ModelConfig:
     # A learned sink logit per layer and head (GPT-OSS): the softmax gets one extra always-present term with no value,
     # so a head can give its attention to nothing. Trained with it, evaluated with it.
     attention_sinks: bool = False
+    # Scalable-Softmax (Nakanishi 2025): every logit times s_h ln(n), n the keys a query sees, s learned per layer and
+    # head (from 0.43), so attention does not flatten as n grows.
+    ssmax: bool = False
 
     def validate(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_mlp", "context"):
@@ -179,6 +182,7 @@ class EvalConfig:
 # reproduces the hash of every committed record.
 HASH_OMITTED: dict[str, Callable[[dict], bool]] = {
     "model.attention_sinks": lambda d: not d["model"]["attention_sinks"],
+    "model.ssmax": lambda d: not d["model"]["ssmax"],
     "train.needles": lambda d: not d["train"]["needles"],
     "train.needle_lengths": lambda d: not d["train"]["needles"],
     "train.needle_kinds": lambda d: not d["train"]["needles"],
@@ -373,6 +377,7 @@ class ConfigFlags:
     seed: Optional[int] = _flag("train.seed", "--seed")
     precision: Optional[str] = _flag("train.precision", "--precision")
     sinks: Optional[bool] = _flag("model.attention_sinks", "--sinks")  # also joins the config name
+    ssmax: Optional[bool] = _flag("model.ssmax", "--ssmax")  # also joins the config name
 
     def given(self) -> dict[str, tuple[str, Any]]:
         """Config key -> (flag, value) of every flag given."""
@@ -413,7 +418,8 @@ def with_steps(cfg: Config, steps: int) -> tuple[Config, list[str]]:
 
 def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
     """The config a command trains with, validated once, and notes on what a flag changed beyond itself. A needles
-    fraction and attention sinks join the config name, so such runs never take the names of runs without."""
+    fraction, attention sinks and Scalable-Softmax join the config name, so such runs never take the names of runs
+    without."""
     given = flags.given()
     with naming_flags({k: f for k, (f, _) in given.items()}):
         cfg = load_config(flags.config or "tiny", tuple(flags.overlays))
@@ -424,6 +430,8 @@ def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
             cfg = replace(cfg, name=f"{cfg.name}-needles{flags.needles:g}")
         if flags.sinks:
             cfg = replace(cfg, name=f"{cfg.name}-sinks")
+        if flags.ssmax:
+            cfg = replace(cfg, name=f"{cfg.name}-ssmax")
         notes: list[str] = []
         if flags.steps is not None:
             cfg, notes = with_steps(cfg, flags.steps)

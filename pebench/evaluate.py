@@ -153,6 +153,8 @@ def variant_label(
         label += f" rp{cfg.train.random_positions}"  # trained on random positions from [0, M)
     if cfg.model.attention_sinks:
         label += " sink"  # trained with a sink logit per head
+    if cfg.model.ssmax:
+        label += " ssmax"  # trained with Scalable-Softmax
     if meta.get("recalibration"):
         return v, label + f" from-{meta['recalibration']['from_scheme']}"
     return v, label + (f" ft{cfg.model.context}" if meta.get("parent") else "")

@@ -21,6 +21,8 @@ from .logit_scales import LOGIT_SCALES, logit_scale_factors
 from .pe import PEContext, PositionalEncoding, build_pe
 from .pe.base import at_positions, scaled
 
+SSMAX_INIT = 0.43  # Scalable-Softmax's s at the start (Nakanishi 2025)
+
 
 def scheme_options(cfg: ModelConfig) -> dict:
     """``pe_options`` maps scheme name -> options, so one config serves every scheme of a sweep."""
@@ -35,6 +37,7 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.backend = "auto"
         self.sink = nn.Parameter(torch.zeros(cfg.n_heads)) if cfg.attention_sinks else None  # one logit per head
+        self.ssmax = nn.Parameter(torch.full((cfg.n_heads,), SSMAX_INIT)) if cfg.ssmax else None  # s per head
 
     def qkv_and_term(
         self,
@@ -50,8 +53,12 @@ class CausalSelfAttention(nn.Module):
         mod = pe.score_mod(q, self.layer, k, x)  # ALiBi / T5 / Shaw / ... act here (None for the others)
         if not pe.consecutive:
             mod = at_positions(mod, positions)  # random training positions: the term at those positions
-        if logit_scale is not None:  # whole logits times a per-query factor: q scaled, and the term
-            q, mod = q * logit_scale[:, None].to(q.dtype), scaled(mod, logit_scale)
+        if self.ssmax is not None:  # Scalable-Softmax: logits times s_h ln(n), n = the keys a query sees
+            f = self.ssmax[:, None] * torch.log(torch.arange(1, T + 1, device=x.device, dtype=torch.float32))[None]
+            logit_scale = f if logit_scale is None else f * logit_scale[None]  # [H, T]
+        if logit_scale is not None:  # whole logits times a per-query (per-head) factor: q scaled, and the term
+            q = q * (logit_scale[:, None] if logit_scale.dim() == 1 else logit_scale[..., None]).to(q.dtype)
+            mod = scaled(mod, logit_scale)
         return q, k, v, mod
 
     def forward(

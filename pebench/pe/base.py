@@ -124,19 +124,22 @@ def at_positions(mod: Optional[ScoreMod], positions: torch.Tensor) -> Optional[S
 
 
 def scaled(mod: Optional[ScoreMod], factors: torch.Tensor) -> Optional[ScoreMod]:
-    """The term multiplied by ``factors[q_idx]`` (log-n and DroPE logit scaling multiply whole logits: the
-    model scales q, and this scales the scheme's term)."""
+    """The term multiplied by ``factors[q_idx]``, or ``factors[h, q_idx]`` for per-head factors [H, T] (log-n,
+    DroPE and Scalable-Softmax multiply whole logits: the model scales q, and this scales the scheme's term)."""
     if mod is None:
         return None
     if mod.needs_lse or mod.relative is not None:
         raise UsageError("logit scaling is not supported with a value term (shaw)")
     fn, bias = mod.fn, mod.bias
 
+    def at(h, qi):
+        return factors[qi] if factors.dim() == 1 else factors[h, qi]
+
     def scaled_fn(score, b, h, qi, ki):
-        return score + factors[qi] * (fn(score, b, h, qi, ki) - score)
+        return score + at(h, qi) * (fn(score, b, h, qi, ki) - score)
 
     out = ScoreMod(scaled_fn, mod.dtype)
-    out.bias = lambda b, h, qi, ki: factors[qi].to(mod.dtype) * bias(b, h, qi, ki)
+    out.bias = lambda b, h, qi, ki: at(h, qi).to(mod.dtype) * bias(b, h, qi, ki)
     out.flex_ok, out.max_materialize, out.uses_positions = mod.flex_ok, mod.max_materialize, mod.uses_positions
     out.band = mod.band
     return out
