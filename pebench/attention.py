@@ -390,11 +390,8 @@ def attend(
     head (computed on the exact chunked path, which gives the log-sum-exp the sink needs)."""
     scale = q.shape[-1] ** -0.5
     if sink is not None:
-        out, lse = attention_math(q, k, v, mod, scale, chunk=CHUNK)
-        if mod is not None and mod.needs_lse:
-            out = out + mod.value_term(q, k, lse, scale)
-        return with_sink(out, lse, sink)
-    if backend == "auto":
+        backend = "chunked"  # the sink needs every row's log-sum-exp
+    elif backend == "auto":
         backend = choose_backend(q.device.type, q.shape[2], mod, torch.is_grad_enabled() and q.requires_grad)
     else:
         backend = _runnable(backend, q, mod)
@@ -414,4 +411,4 @@ def attend(
         raise UsageError(f"unknown attention backend {backend!r}; valid: {', '.join(BACKENDS)}")
     if mod is not None and mod.needs_lse:
         out = out + mod.value_term(q, k, lse, scale)
-    return out
+    return out if sink is None else with_sink(out, lse, sink)

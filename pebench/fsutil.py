@@ -133,13 +133,19 @@ _NO_DATE = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}  # the same fi
 _FIGURE_FORMAT: contextvars.ContextVar[str] = contextvars.ContextVar("figure_format", default="png")
 
 
-@contextlib.contextmanager
-def figure_format(fmt: str) -> Iterator[None]:
-    """Figures saved inside are written as ``fmt`` (png, pdf or svg: ``report --figure-format``)."""
+def check_figure_format(fmt: str) -> str:
+    """``fmt`` if it is a figure format pebench writes, else one line naming the ones it does."""
     if fmt not in FIGURE_FORMATS:
         from .errors import UsageError
 
         raise UsageError(f"--figure-format must be one of {', '.join(FIGURE_FORMATS)}, got {fmt!r}")
+    return fmt
+
+
+@contextlib.contextmanager
+def figure_format(fmt: str) -> Iterator[None]:
+    """Figures saved inside are written as ``fmt`` (png, pdf or svg: ``report --figure-format``)."""
+    check_figure_format(fmt)
     token = _FIGURE_FORMAT.set(fmt)
     try:
         yield

@@ -125,8 +125,11 @@ class LogProgress(Progress):
                     f"{self.title}: {self.cost}; {fmt_duration(now - self.t0)} elapsed, the first piece not done"
                 )
                 return
-            rate = self.rate or (self.ref[1] - self.initial) / max(self.ref[0] - self.t0, 1e-9)
-            left = (self.total - self.done) / rate - (now - (self.ref[0] if self.rate is None else now))
+            if self.rate is None:  # from the first piece alone, less the time since it ended
+                rate = (self.ref[1] - self.initial) / max(self.ref[0] - self.t0, 1e-9)
+                left = (self.total - self.done) / rate - (now - self.ref[0])
+            else:
+                left = (self.total - self.done) / self.rate
             self.announced = True
             self.write(self._line(now, max(left, 0.0)) + ("" if self.rate else " (from the first piece)"))
 

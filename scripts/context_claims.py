@@ -29,112 +29,78 @@ MULTIV = dict(metric="niah_multivalue", protocol="filler-compact-D3-K4-Q2-t10-V4
 VT = dict(metric="vt_recall", protocol="filler-compact-C2-H2-t40")
 PPL = dict(metric="ppl", protocol="sliding-s64")
 plans = []
+
+
+def plan(id_: str, tag: str, text: str, relation: str, a: dict, **rest) -> None:
+    """One claim to decide: its id, tag, text ({k} of {n} filled in from the draws), relation and cells."""
+    plans.append(dict(id=id_, tags=[tag], text=text, a=a, relation=relation, **rest))
+
+
+CIRCUIT = "copy accuracy over text at 1x above 0.5 by the seed's prompts' interval"
 for s in ("rope", "shaw", "alibi", "none", "sinusoidal", "learned", "t5"):
-    plans.append(
-        dict(
-            id=f"circuit-{s}",
-            tags=["circuit"],
-            text=f"The induction warm-up's copying circuit forms in {NAME[s]} in {{k}} of {{n}} draws (copy accuracy over text at 1x above 0.5 by the seed's prompts' interval).",
-            a=dict(label=s, length="1x", **COPY),
-            relation="above",
-            value=0.5,
-        )
-    )
+    text = f"The induction warm-up's copying circuit forms in {NAME[s]} in {{k}} of {{n}} draws ({CIRCUIT})."
+    plan(f"circuit-{s}", "circuit", text, "above", dict(label=s, length="1x", **COPY), value=0.5)
 for prec in ("bf16", "fp32"):
-    plans.append(
-        dict(
-            id=f"circuit-rope-{prec}",
-            tags=["circuit"],
-            text=f"In {prec} alone, RoPE's circuit forms in {{k}} of {{n}} draws (copy accuracy at 1x above 0.5 by the prompts' interval).",
-            a=dict(label="rope", length="1x", precision=prec, **COPY),
-            relation="above",
-            value=0.5,
-        )
+    text = f"In {prec} alone, RoPE's circuit forms in {{k}} of {{n}} draws (copy accuracy at 1x above 0.5 by the prompts' interval)."
+    plan(
+        f"circuit-rope-{prec}",
+        "circuit",
+        text,
+        "above",
+        dict(label="rope", length="1x", precision=prec, **COPY),
+        value=0.5,
     )
 for s in ("rope", "shaw", "alibi"):
-    plans.append(
-        dict(
-            id=f"passkey-{s}",
-            tags=["retrieval"],
-            text=f"{NAME[s]} writes the passkey (exact match at 1x above 0.4 by the prompts' interval) in {{k}} of {{n}} draws.",
-            a=dict(label=s, length="1x", **PASSKEY),
-            relation="above",
-            value=0.4,
-        )
+    text = (
+        f"{NAME[s]} writes the passkey (exact match at 1x above 0.4 by the prompts' interval) in {{k}} of {{n}} draws."
     )
-    plans.append(
-        dict(
-            id=f"mqar-{s}",
-            tags=["retrieval"],
-            text=f"{NAME[s]} learns associative recall (mqar accuracy at 1x above 0.5 by the prompts' interval) in {{k}} of {{n}} draws.",
-            a=dict(label=s, length="1x", **MQAR),
-            relation="above",
-            value=0.5,
-        )
-    )
-plans.append(
-    dict(
-        id="multivalue-rope",
-        tags=["retrieval"],
-        text="RoPE ranks a key's values above random ones (niah multivalue recall at 1x above 0.8 by the prompts' interval) in {k} of {n} draws.",
-        a=dict(label="rope", length="1x", **MULTIV),
-        relation="above",
-        value=0.8,
-    )
+    plan(f"passkey-{s}", "retrieval", text, "above", dict(label=s, length="1x", **PASSKEY), value=0.4)
+    text = f"{NAME[s]} learns associative recall (mqar accuracy at 1x above 0.5 by the prompts' interval) in {{k}} of {{n}} draws."
+    plan(f"mqar-{s}", "retrieval", text, "above", dict(label=s, length="1x", **MQAR), value=0.5)
+plan(
+    "multivalue-rope",
+    "retrieval",
+    "RoPE ranks a key's values above random ones (niah multivalue recall at 1x above 0.8 by the prompts' interval) in {k} of {n} draws.",
+    "above",
+    dict(label="rope", length="1x", **MULTIV),
+    value=0.8,
 )
-plans.append(
-    dict(
-        id="rope-passkey-gone-at-4x",
-        tags=["extension"],
-        text="Plain RoPE's passkey exact match at 4x is below 0.1 by the prompts' interval in {k} of {n} draws.",
-        a=dict(label="rope", length="4x", **PASSKEY),
-        relation="below",
-        value=0.1,
-    )
+plan(
+    "rope-passkey-gone-at-4x",
+    "extension",
+    "Plain RoPE's passkey exact match at 4x is below 0.1 by the prompts' interval in {k} of {n} draws.",
+    "below",
+    dict(label="rope", length="4x", **PASSKEY),
+    value=0.1,
 )
-plans.append(
-    dict(
-        id="yarn-passkey-at-4x",
-        tags=["extension"],
-        text="YaRN keeps RoPE's passkey exact match above 0.4 at 4x in {k} of {n} draws.",
-        a=dict(label="rope+yarn", length="4x", **PASSKEY),
-        relation="above",
-        value=0.4,
-    )
+plan(
+    "yarn-passkey-at-4x",
+    "extension",
+    "YaRN keeps RoPE's passkey exact match above 0.4 at 4x in {k} of {n} draws.",
+    "above",
+    dict(label="rope+yarn", length="4x", **PASSKEY),
+    value=0.4,
 )
-plans.append(
-    dict(
-        id="yarn-ppl-flat-at-2x",
-        tags=["extension"],
-        text="YaRN's perplexity at 2x stays within 10% of its 1x value in {k} of {n} draws ...",
-        a=dict(label="rope+yarn", length="2x", **PPL),
-        b=dict(length="1x"),
-        relation="flat",
-        within=1.1,
-    )
+plan(
+    "yarn-ppl-flat-at-2x",
+    "extension",
+    "YaRN's perplexity at 2x stays within 10% of its 1x value in {k} of {n} draws ...",
+    "flat",
+    dict(label="rope+yarn", length="2x", **PPL),
+    b=dict(length="1x"),
+    within=1.1,
 )
-plans.append(
-    dict(
-        id="yarn-passkey-falls-at-2x",
-        tags=["extension"],
-        text="... while YaRN's passkey exact match at 2x is below its 1x value in {k} of {n} draws (disjoint intervals over each seed's prompts).",
-        a=dict(label="rope+yarn", length="2x", **PASSKEY),
-        b=dict(length="1x"),
-        relation="lower",
-    )
+plan(
+    "yarn-passkey-falls-at-2x",
+    "extension",
+    "... while YaRN's passkey exact match at 2x is below its 1x value in {k} of {n} draws (disjoint intervals over each seed's prompts).",
+    "lower",
+    dict(label="rope+yarn", length="2x", **PASSKEY),
+    b=dict(length="1x"),
 )
-for _group, labels in (("forming", ["rope", "shaw", "alibi"]), ("others", ["none", "sinusoidal", "learned", "t5"])):
-    for s in labels:
-        plans.append(
-            dict(
-                id=f"vt-below-half-{s}",
-                tags=["retrieval"],
-                text=f"{NAME[s]} does not track variables at 1x: vt recall below 0.5 by the prompts' interval (chance 0.25) in {{k}} of {{n}} draws.",
-                a=dict(label=s, length="1x", **VT),
-                relation="below",
-                value=0.5,
-            )
-        )
+for s in ("rope", "shaw", "alibi", "none", "sinusoidal", "learned", "t5"):
+    text = f"{NAME[s]} does not track variables at 1x: vt recall below 0.5 by the prompts' interval (chance 0.25) in {{k}} of {{n}} draws."
+    plan(f"vt-below-half-{s}", "retrieval", text, "below", dict(label=s, length="1x", **VT), value=0.5)
 ev = cl.Evidence(ROOT)
 out = []
 for p in plans:

@@ -66,11 +66,9 @@ def report(
 
 
 def _check_figures(figure_format: str, html: bool) -> None:
-    from ..fsutil import FIGURE_FORMATS
+    from ..fsutil import check_figure_format
 
-    if figure_format not in FIGURE_FORMATS:
-        raise UsageError(f"--figure-format must be one of {', '.join(FIGURE_FORMATS)}, got {figure_format!r}")
-    if html and figure_format == "pdf":
+    if check_figure_format(figure_format) == "pdf" and html:
         raise UsageError("--html embeds png or svg figures; drop --html or use --figure-format png|svg")
 
 

@@ -83,7 +83,7 @@ def plots(tables: dict, root: Path) -> list[Path]:
             }
             for t in ts
         ]
-        rows = [lab for lab in ts[-1].rows]  # the shared legend: a row named '(= other)' only where every panel agrees
+        rows = list(ts[-1].rows)  # the shared legend: a row named '(= other)' only where every panel agrees
         names = legend_labels(
             rows, {lab: [(i, *p) for i, pts in enumerate(panels) for p in pts.get(lab, [])] for lab in rows}
         )
