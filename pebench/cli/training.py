@@ -206,6 +206,7 @@ def _catalog(results) -> list[str]:
 
     from ..config import builtin_configs, load_config
     from ..data import describe_corpora
+    from ..groups import GROUPS
     from ..model import DecoderLM
     from ..pe import SCHEMES, all_variants, group_of, load_entry_points, scheme_names
     from ..tasks import TASKS, task_names
@@ -213,7 +214,8 @@ def _catalog(results) -> list[str]:
     tiny = load_config("tiny")
     base = DecoderLM(replace(tiny.model, pe="none")).num_params()
     load_entry_points()
-    out = ["schemes by group (--pe classic | modern | all), with positional parameters at the tiny config:"]
+    groups = " | ".join([*GROUPS, "all"])  # the groups as registered: a new one is listed by itself
+    out = [f"schemes by group (--pe {groups}), with positional parameters at the tiny config:"]
     for n in scheme_names():
         extra = DecoderLM(replace(tiny.model, pe=n)).num_params() - base
         out.append(f"  {group_of(n):<8} {n:<11} {extra:>7,}  {SCHEMES.get(n).description}")
