@@ -36,6 +36,7 @@ import torch.nn.functional as F
 
 from .errors import UsageError
 from .pe.base import ScoreMod, band_scores, band_values
+from .spans import Span
 
 BACKENDS = ("auto", "sdpa", "flex", "chunked", "banded", "relative", "math")
 MATERIALIZE_MAX_LEN = 2048  # CPU inference: up to here a materialized bias + fused SDPA is fastest
@@ -279,10 +280,12 @@ def attention_relative(q, k, v, mod: ScoreMod, scale: float) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=32)
-def _block_mask(T: int, device: str):
+def _block_mask(T: int, device: str, span: Optional[Span] = None):
+    """The causal block mask (within ``span``, where one is given): blocks nobody sees are skipped."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    return create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, T, T, device=device)
+    mask = (lambda b, h, qi, ki: qi >= ki) if not span else (lambda b, h, qi, ki: span.visible(qi, ki))
+    return create_block_mask(mask, None, None, T, T, device=device)
 
 
 @functools.lru_cache(maxsize=1)
@@ -338,15 +341,21 @@ def _runnable(backend: str, q: torch.Tensor, mod: Optional[ScoreMod]) -> str:
     return backend
 
 
-def attend_from(q, k, v, mod: Optional[ScoreMod], start: int, sink: Optional[torch.Tensor] = None) -> torch.Tensor:
+def attend_from(
+    q, k, v, mod: Optional[ScoreMod], start: int, sink: Optional[torch.Tensor] = None, span: Optional[Span] = None
+) -> torch.Tensor:
     """Causal attention of the queries ``start`` .. T-1 only, against all T keys ([B, H, T, d_h] in, [B, H,
     T - start, d_h] out): the rows ``attend`` gives there, for any logit term (its materialized bias on the
-    [T - start, T] block, a value term from the log-sum-exp; rows before ``start`` get no probability mass).
-    Computed in float32 under autocast too (the block is small; fused kernels accumulate in float32 as well)."""
+    [T - start, T] block, a value term from the log-sum-exp; rows before ``start`` get no probability mass), and
+    any span (only the keys it shows, a block of queries at a time). Computed in float32 under autocast too (the
+    block is small; fused kernels accumulate in float32 as well)."""
     dt = q.dtype
     with torch.autocast(q.device.type, enabled=False):
         q, k, v = q.float(), k.float(), v.float()
         scale = q.shape[-1] ** -0.5
+        if span:
+            out, lse = attention_spanned(q, k, v, mod, scale, span, start)
+            return (out if sink is None else with_sink(out, lse, sink.float())).to(dt)
         if sink is None and (mod is None or not mod.needs_lse):  # the fused kernel, the term and mask as attn_mask
             q = q[:, :, start:]
             return F.scaled_dot_product_attention(
@@ -363,16 +372,22 @@ def attend_from(q, k, v, mod: Optional[ScoreMod], start: int, sink: Optional[tor
     return out.to(dt)
 
 
-def attend_normalised(q, k, v, pe, layer: int = 0, x=None, start: int = 0, chunk: int = 0) -> torch.Tensor:
+def attend_normalised(
+    q, k, v, pe, layer: int = 0, x=None, start: int = 0, chunk: int = 0, span: Optional[Span] = None
+) -> torch.Tensor:
     """Causal attention that a scheme computes itself (``PositionalEncoding.owns_attention``: its
     ``attention_scores`` and ``normalise``), one block of queries (``chunk``, default the scheme's
     ``query_block``) at a time against the keys up to the block's end: O(block x T) memory at any length,
-    differentiable, any device. Rows ``start`` .. T-1 only."""
+    differentiable, any device. Rows ``start`` .. T-1 only. A span's hidden keys get score -inf before the
+    scheme normalises (softmax and stick-breaking give them weight 0 and, in stick-breaking, nothing to break)."""
     chunk = chunk or pe.query_block
     outs = []
     for s0 in range(start, q.shape[2], chunk):
         e = min(q.shape[2], s0 + chunk)
         s = pe.attention_scores(q[:, :, s0:e], k[:, :, :e], layer, x, s0)
+        if span:
+            qi = torch.arange(s0, e, device=q.device)[:, None]
+            s = s.masked_fill(~span.visible(qi, torch.arange(e, device=q.device)[None, :]), float("-inf"))
         outs.append(pe.normalise(s).to(v.dtype) @ v[:, :, :e])
     return torch.cat(outs, dim=2)
 
@@ -384,11 +399,20 @@ def with_sink(out: torch.Tensor, lse: torch.Tensor, sink: torch.Tensor) -> torch
 
 
 def attend(
-    q, k, v, mod: Optional[ScoreMod] = None, backend: str = "auto", sink: Optional[torch.Tensor] = None
+    q,
+    k,
+    v,
+    mod: Optional[ScoreMod] = None,
+    backend: str = "auto",
+    sink: Optional[torch.Tensor] = None,
+    span: Optional[Span] = None,
 ) -> torch.Tensor:
-    """Causal attention of q, k, v ([B, H, T, d_h]) with an optional logit term, and an optional sink logit per
-    head (computed on the exact chunked path, which gives the log-sum-exp the sink needs)."""
+    """Causal attention of q, k, v ([B, H, T, d_h]) with an optional logit term, an optional sink logit per
+    head (computed on the exact chunked path, which gives the log-sum-exp the sink needs) and an optional span
+    (``attend_spanned``)."""
     scale = q.shape[-1] ** -0.5
+    if span:
+        return attend_spanned(q, k, v, mod, backend, sink, span)
     if sink is not None:
         backend = "chunked"  # the sink needs every row's log-sum-exp
     elif backend == "auto":
@@ -412,3 +436,62 @@ def attend(
     if mod is not None and mod.needs_lse:
         out = out + mod.value_term(q, k, lse, scale)
     return out if sink is None else with_sink(out, lse, sink)
+
+
+def attend_spanned(q, k, v, mod: Optional[ScoreMod], backend: str, sink: Optional[torch.Tensor], span: Span):
+    """``attend`` within a span (a window, a chunk, kept first tokens), exact in every backend: ``math`` scores the
+    whole matrix and masks it (the reference); ``sdpa`` (and ``auto`` while training at short lengths) hands the
+    fused kernel the term with -inf outside the span; ``flex`` runs the span as its block mask; everything else
+    (``auto`` at evaluation, ``chunked``, and whatever needs a log-sum-exp: a sink, Shaw's value vectors) scores a
+    block of queries against only the keys it can see (``attention_spanned``), O(block x (block + window)) memory."""
+    scale = q.shape[-1] ** -0.5
+    T, direct = q.shape[2], sink is None and (mod is None or not mod.needs_lse)
+    training = torch.is_grad_enabled() and q.requires_grad
+    if backend == "auto":
+        backend = ("flex" if q.device.type == "cuda" else "chunked") if not training else "sdpa"
+        if training and T > min(MATERIALIZE_MAX_LEN, (mod.max_materialize if mod else 0) or MATERIALIZE_MAX_LEN):
+            backend = "chunked"
+    if backend == "flex" and direct and (mod is None or mod.flex_ok) and not (q.device.type == "cpu" and training):
+        fn = _flex_fn(_compile_flex)
+        return fn(q, k, v, score_mod=mod, block_mask=_block_mask(T, str(q.device), span), scale=scale)
+    if backend in ("sdpa", "math") and direct:
+        b, h, qi, ki = _grid(q, 0, T, T)
+        term = torch.zeros((), dtype=q.dtype, device=q.device) if mod is None else mod.bias(b, h, qi, ki).to(q.dtype)
+        if backend == "math":
+            s = (q @ k.transpose(-1, -2)) * scale + term
+            return torch.softmax(s.masked_fill(~span.visible(qi, ki), float("-inf")), dim=-1) @ v
+        with _sdpa_kernels(q):
+            mask = term.masked_fill(~span.visible(qi, ki), float("-inf"))
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    out, lse = attention_spanned(q, k, v, mod, scale, span)
+    return out if sink is None else with_sink(out, lse, sink)
+
+
+def attention_spanned(q, k, v, mod: Optional[ScoreMod], scale: float, span: Span, start: int = 0, chunk: int = CHUNK):
+    """Exact attention of the queries ``start`` .. T-1 within ``span``: each block of ``chunk`` queries against
+    only the keys it can see (``Span.keys``), the scheme's term on those (query, key) pairs, and Shaw-style
+    relative value vectors from the block's own probabilities. Differentiable, any device. Returns (out, lse) for
+    those rows."""
+    if mod is not None and mod.needs_lse and mod.relative is None:
+        raise UsageError("a span with a value term needs the term's relative vectors (ScoreMod.relative)")
+    T = q.shape[2]
+    b, h = _grid(q, 0, 1, 1)[:2]
+    outs, lses = [], []
+    for s0 in range(start, T, chunk):
+        e = min(T, s0 + chunk)
+        idx = span.keys(s0, e, q.device)
+        qi, ki = torch.arange(s0, e, device=q.device).view(1, 1, -1, 1), idx.view(1, 1, 1, -1)
+        s = (q[:, :, s0:e] @ k[:, :, idx].transpose(-1, -2)) * scale
+        if mod is not None:
+            s = s + mod.bias(b, h, qi, ki)
+        s = s.masked_fill(~span.visible(qi, ki), float("-inf"))
+        lse = torch.logsumexp(s, dim=-1)
+        p = torch.exp(s - lse.unsqueeze(-1))
+        out = p.to(v.dtype) @ v[:, :, idx]
+        if mod is not None and mod.needs_lse:  # sum_j p_ij value[min(i - j, band)]
+            rel = mod.relative.value
+            dist = (qi - ki).clamp(0, rel.shape[0] - 1)[0, 0]
+            out = out + torch.einsum("bhnm,nmd->bhnd", p.to(rel.dtype), rel[dist]).to(out.dtype)
+        outs.append(out)
+        lses.append(lse)
+    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)

@@ -57,6 +57,9 @@ class ModelConfig:
     # Scalable-Softmax (Nakanishi 2025): every logit times s_h ln(n), n the keys a query sees, s learned per layer and
     # head (from 0.43), so attention does not flatten as n grows.
     ssmax: bool = False
+    # A scheme and a span per layer (pebench.patterns.LayerSpec as a dict: pe, options, window, chunk, logit_scale,
+    # ssmax); empty: ``pe`` in every layer. With a list, ``pe`` is the runs' name for it (a pattern's name).
+    layers: list = field(default_factory=list)
 
     def validate(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_mlp", "context"):
@@ -66,6 +69,8 @@ class ModelConfig:
             raise UsageError(f"model.d_model ({self.d_model}) must be divisible by model.n_heads ({self.n_heads})")
         if not 0 <= self.dropout < 1:
             raise UsageError(f"model.dropout must be in [0, 1), got {self.dropout}")
+        if self.layers and len(self.layers) != self.n_layers:
+            raise UsageError(f"model.layers has {len(self.layers)} entries for model.n_layers {self.n_layers}")
 
 
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -183,6 +188,7 @@ class EvalConfig:
 HASH_OMITTED: dict[str, Callable[[dict], bool]] = {
     "model.attention_sinks": lambda d: not d["model"]["attention_sinks"],
     "model.ssmax": lambda d: not d["model"]["ssmax"],
+    "model.layers": lambda d: not d["model"]["layers"],
     "train.needles": lambda d: not d["train"]["needles"],
     "train.needle_lengths": lambda d: not d["train"]["needles"],
     "train.needle_kinds": lambda d: not d["train"]["needles"],
@@ -378,6 +384,7 @@ class ConfigFlags:
     precision: Optional[str] = _flag("train.precision", "--precision")
     sinks: Optional[bool] = _flag("model.attention_sinks", "--sinks")  # also joins the config name
     ssmax: Optional[bool] = _flag("model.ssmax", "--ssmax")  # also joins the config name
+    layers: Optional[str] = None  # --layers: a pattern or a list, one layer each (sets model.layers and model.pe)
 
     def given(self) -> dict[str, tuple[str, Any]]:
         """Config key -> (flag, value) of every flag given."""
@@ -432,6 +439,10 @@ def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
             cfg = replace(cfg, name=f"{cfg.name}-sinks")
         if flags.ssmax:
             cfg = replace(cfg, name=f"{cfg.name}-ssmax")
+        if flags.layers:
+            from .patterns import with_layers
+
+            cfg = replace(cfg, model=with_layers(cfg.model, flags.layers))
         notes: list[str] = []
         if flags.steps is not None:
             cfg, notes = with_steps(cfg, flags.steps)

@@ -16,12 +16,13 @@ from .checkpoint import load_run_model
 from .data import prepare_corpus
 from .device import resolve_device, tune_cpu_allocator
 from .errors import PebenchError, PositionOutOfRange, UsageError
-from .logit_scales import LOGIT_SCALES
+from .logit_scales import check_logit_scale
 from .parsing import parse_list, parse_spec, typed_value
 from .progress import Reporter
 from .registry import unknown_name_message
 from .results import EVAL_SPLITS, SCHEMA_VERSION, ResultsDir, environment, now, protocol_key
 from .scoring import Protocol
+from .spans import Span
 from .tasks import TASKS, EvalContext, Task, resolve_tasks, task_names, task_options
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ class EvalFlags:
     max_tokens: Optional[int] = None
     split: str = "validation"
     logit_scale: Optional[str] = None
+    window: Optional[int] = None
+    keep: Optional[int] = None
     device: str = "auto"
     backend: str = "auto"
 
@@ -70,6 +73,8 @@ class EvalRequest:
     backend: str = "auto"
     split: str = "validation"
     logit_scale: Optional[str] = None
+    window: Optional[int] = None  # StreamingLLM: a sliding window on every layer without its own ...
+    keep: Optional[int] = None  # ... that keeps the first tokens (default 4, as StreamingLLM's sinks)
     tasks: list[Task] = field(default_factory=list)
     options: Optional[dict[str, dict[str, Any]]] = None
     skip_existing: bool = False
@@ -80,7 +85,15 @@ class EvalRequest:
             raise UsageError(f"--rope-factor must be >= 1, got {self.rope_factor}")
         if self.max_tokens is not None and self.max_tokens < 2:
             raise UsageError(f"--max-tokens must be >= 2, got {self.max_tokens}")
+        if self.keep is not None and not self.window:
+            raise UsageError("--keep keeps the first tokens of a window; give --window N too")
+        if self.window is not None and self.window < 1 or (self.keep or 0) < 0:
+            raise UsageError(f"--window must be >= 1 and --keep >= 0, got {self.window} and {self.keep}")
         return self
+
+    def span(self) -> Optional[Span]:
+        """The evaluation-time window (None without ``--window``)."""
+        return Span(self.window, keep=4 if self.keep is None else self.keep) if self.window else None
 
     def resolved_tasks(self) -> tuple[list[Task], dict]:
         tasks = self.tasks or resolve_tasks("ppl")
@@ -140,14 +153,18 @@ def split_variant(spec: str) -> tuple[str, dict[str, Any]]:
 
 
 def variant_label(
-    cfg, pe, meta: dict, logit_scale: Optional[str] = None, spec: Optional[str] = None
+    cfg, pe, meta: dict, logit_scale: Optional[str] = None, spec: Optional[str] = None, span: Optional[Span] = None
 ) -> tuple[str, str]:
     """(variant, row label): 'rope+yarn', with ' ftN' for a fine-tuned run, ' from-S' for a run continued from a
-    scheme S (DroPE) and ' rpM' for one trained on random positions; an evaluation-time logit scale joins the
-    variant ('none+drope', 'rope+yarn+logn')."""
+    scheme S (DroPE) and ' rpM' for one trained on random positions; an evaluation-time logit scale and window join
+    the variant ('none+drope', 'rope+yarn+logn', 'irope+llama4@none', 'rope+w64+k4')."""
     v = spec or ("none" if pe.variant == "default" else pe.variant)  # with settings: 'yarn:factor=4'
-    if logit_scale and logit_scale not in ("none", cfg.model.logit_scale):
-        v = logit_scale if v == "none" else f"{v}+{logit_scale}"
+    for extra in (
+        logit_scale if logit_scale not in (None, "none", cfg.model.logit_scale) else "",
+        span and span.label(),
+    ):
+        if extra:
+            v = extra if v == "none" else f"{v}+{extra}"
     label = cfg.model.pe + ("" if v == "none" else f"+{v}")
     if cfg.train.random_positions:
         label += f" rp{cfg.train.random_positions}"  # trained on random positions from [0, M)
@@ -193,8 +210,9 @@ def _open_run(results: ResultsDir, run: str, dev, req: EvalRequest) -> _Opened:
         raise UsageError(unknown_name_message("split", req.split, list(EVAL_SPLITS)))
     cfg, meta, model = load_run_model(results, run, dev)
     model.set_attention_backend(req.backend)
+    model.set_eval_span(req.span())
     if req.logit_scale is not None:
-        LOGIT_SCALES.get(req.logit_scale)  # one line naming the valid ones
+        check_logit_scale(req.logit_scale)  # one line naming the valid ones
         model.logit_scale = req.logit_scale
     corpus = prepare_corpus(cfg.train.data, results.cache, cfg.train.text_field)
     tokens = corpus.tokens(req.split)
@@ -259,7 +277,9 @@ def evaluate_run(
         for variant in _variants(run, o, req):
             name, settings = split_variant(variant) if variant is not None else (None, {})
             o.model.pe = base_pe if name is None else base_pe.with_variant(name, **settings)
-            v, label = variant_label(o.cfg, o.model.pe, o.meta, req.logit_scale, variant if settings else None)
+            v, label = variant_label(
+                o.cfg, o.model.pe, o.meta, req.logit_scale, variant if settings else None, req.span()
+            )
             if variant is not None and base_pe.variant != "default":
                 label += f" eval-{variant}"  # a variant applied over the one baked in: never the baked run's label
             for task in tasks:

@@ -4,19 +4,26 @@ multipliers [T], or None where every factor is 1. Adding one is one function reg
 - ``none``: no scaling.
 - ``logn``: log(i+1) / log(context) beyond the training context (log-n attention, scalable softmax).
 - ``drope``: 1 + c ln(T / context) for a sequence of T tokens (DroPE's evaluation scaling).
-- ``llama4``: Llama 4's attention temperature, 1 + 0.1 ln(floor(i / T) + 1) at position i (0-based), T the
-  training context as its ``floor_scale`` (0.1 its ``attn_scale``). Llama 4 counts ``i + 1``, so its last training
-  position already gets 1 + 0.1 ln 2; counting ``i`` keeps every factor 1 within the context, as every scale here
-  does. Llama 4 applies it to its NoPE layers; here it applies to every layer (a NoPE model: ``--pe none``).
+- ``llama4``: Llama 4's attention temperature, 1 + alpha ln(floor(i / F) + 1) at position i (0-based): ``alpha``
+  its ``attn_scale`` (0.1), ``F`` its ``floor_scale`` (option ``floor``; 0, the default: the training context).
+  Llama 4 counts ``i + 1``, so its last training position already gets 1 + 0.1 ln 2; counting ``i`` keeps every
+  factor 1 within the context, as every scale here does. Llama 4 applies it to its NoPE layers: a pattern's layer
+  takes it as its own scale, and ``--logit-scale llama4@none`` applies it to the NoPE layers of any run.
+
+A scale is named ``NAME[:key=value...]`` (``llama4:alpha=0.2:floor=256``), its settings the function's keyword
+arguments; ``NAME@SCHEME`` applies it to the layers of one scheme (``model.DecoderLM.layer_scales``).
 """
 
 from __future__ import annotations
 
+import inspect
 import math
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
+from .errors import UsageError
+from .parsing import parse_spec, typed_value
 from .registry import Registry
 
 ScaleFn = Callable[[int, int, float, torch.device], Optional[torch.Tensor]]
@@ -47,13 +54,36 @@ LLAMA4_ATTN_SCALE = 0.1  # Llama 4's attn_scale
 
 
 @LOGIT_SCALES.register("llama4")
-def _llama4(T: int, context: int, c: float, device) -> Optional[torch.Tensor]:
-    if T <= context:
-        return None  # floor(i / T) = 0 within the context: every factor 1
+def _llama4(
+    T: int, context: int, c: float, device, alpha: float = LLAMA4_ATTN_SCALE, floor: int = 0
+) -> Optional[torch.Tensor]:
+    F = floor or context
+    if T <= F:
+        return None  # floor(i / F) = 0 below F: every factor 1
     i = torch.arange(T, device=device, dtype=torch.float32)
-    return 1.0 + LLAMA4_ATTN_SCALE * torch.log(torch.floor(i / context) + 1.0)
+    return 1.0 + alpha * torch.log(torch.floor(i / F) + 1.0)
+
+
+def parse_scale(text: str) -> tuple[Callable, dict[str, Any]]:
+    """``NAME[:key=value...]`` -> the scale's function and its typed settings (a bad name or setting: one line)."""
+    name = text.split(":")[0].strip()
+    fn = LOGIT_SCALES.get(name)
+    keys = {p.name: p.default for p in list(inspect.signature(fn).parameters.values())[4:]}
+    _, texts = parse_spec(text, "--logit-scale", list(keys))
+    return fn, {k: typed_value(v, keys[k], f"--logit-scale {text}: {k}") for k, v in texts.items()}
+
+
+def check_logit_scale(text: str) -> str:
+    """``text`` if it names a registered scale with valid settings, and at most one ``@SCHEME``."""
+    kind, at, target = text.partition("@")
+    if at and not target.strip():
+        raise UsageError(f"--logit-scale {text}: NAME@SCHEME names the scheme whose layers it scales")
+    parse_scale(kind)
+    return text
 
 
 def logit_scale_factors(kind: str, T: int, context: int, c: float, device) -> Optional[torch.Tensor]:
-    """The multipliers of the registered scale ``kind`` (an unknown name: one line with the valid ones)."""
-    return LOGIT_SCALES.get(kind)(T, context, c, device)
+    """The multipliers of the registered scale ``kind`` (``NAME[:key=value...]``; an unknown name: one line with
+    the valid ones)."""
+    fn, settings = parse_scale(kind)
+    return fn(T, context, c, device, **settings)

@@ -17,9 +17,12 @@ from torch import nn
 from .attention import attend, attend_from, attend_normalised
 from .config import ModelConfig
 from .errors import UsageError
-from .logit_scales import LOGIT_SCALES, logit_scale_factors
+from .logit_scales import check_logit_scale, logit_scale_factors
+from .patterns import LayerSpec, layers_of
 from .pe import PEContext, PositionalEncoding, build_pe
 from .pe.base import at_positions, scaled
+from .pe.layered import LayeredPE
+from .spans import Span, combined
 
 SSMAX_INIT = 0.43  # Scalable-Softmax's s at the start (Nakanishi 2025)
 
@@ -30,14 +33,20 @@ def scheme_options(cfg: ModelConfig) -> dict:
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, cfg: ModelConfig, layer: int):
+    def __init__(self, cfg: ModelConfig, layer: int, spec: Optional[LayerSpec] = None):
         super().__init__()
         self.layer, self.n_heads = layer, cfg.n_heads
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.backend = "auto"
+        self.eval_span: Optional[Span] = None  # an evaluation-time window for a layer without its own
         self.sink = nn.Parameter(torch.zeros(cfg.n_heads)) if cfg.attention_sinks else None  # one logit per head
-        self.ssmax = nn.Parameter(torch.full((cfg.n_heads,), SSMAX_INIT)) if cfg.ssmax else None  # s per head
+        ssmax = cfg.ssmax or (spec is not None and spec.ssmax)
+        self.ssmax = nn.Parameter(torch.full((cfg.n_heads,), SSMAX_INIT)) if ssmax else None  # s per head
+
+    def span(self, pe: PositionalEncoding) -> Optional[Span]:
+        """The keys this layer's queries see beyond the causal rule: its own span, else an evaluation window."""
+        return combined(pe.span(self.layer), self.eval_span)
 
     def qkv_and_term(
         self,
@@ -49,12 +58,15 @@ class CausalSelfAttention(nn.Module):
         """q, k, v [B, H, T, d_h] after the scheme's rotation, and its logit term (analysis reads these too)."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)
-        q, k = pe.rotate(q, k, positions, self.layer)  # RoPE acts here
-        mod = pe.score_mod(q, self.layer, k, x)  # ALiBi / T5 / Shaw / ... act here (None for the others)
-        if not pe.consecutive:
+        scheme, j = pe.at_layer(self.layer)  # this layer's scheme and its index for it (a pattern's layers differ)
+        q, k = scheme.rotate(q, k, positions, j)  # RoPE acts here
+        mod = scheme.score_mod(q, j, k, x)  # ALiBi / T5 / Shaw / ... act here (None for the others)
+        if not scheme.consecutive:
             mod = at_positions(mod, positions)  # random training positions: the term at those positions
         if self.ssmax is not None:  # Scalable-Softmax: logits times s_h ln(n), n = the keys a query sees
-            f = self.ssmax[:, None] * torch.log(torch.arange(1, T + 1, device=x.device, dtype=torch.float32))[None]
+            span = self.span(pe)
+            n = span.counts(T, x.device) if span else torch.arange(1, T + 1, device=x.device, dtype=torch.float32)
+            f = self.ssmax[:, None] * torch.log(n)[None]
             logit_scale = f if logit_scale is None else f * logit_scale[None]  # [H, T]
         if logit_scale is not None:  # whole logits times a per-query (per-head) factor: q scaled, and the term
             q = q * (logit_scale[:, None] if logit_scale.dim() == 1 else logit_scale[..., None]).to(q.dtype)
@@ -70,28 +82,30 @@ class CausalSelfAttention(nn.Module):
     ) -> torch.Tensor:
         B, T, C = x.shape
         q, k, v, mod = self.qkv_and_term(x, pe, positions, logit_scale)
-        if pe.owns_attention:  # stick-breaking, PaTH: its scores and weights, a block of queries at a time
-            y = attend_normalised(q, k, v, pe, self.layer, x)
+        scheme, j = pe.at_layer(self.layer)
+        if scheme.owns_attention:  # stick-breaking, PaTH: its scores and weights, a block of queries at a time
+            y = attend_normalised(q, k, v, scheme, j, x, span=self.span(pe))
         else:
-            y = attend(q, k, v, mod, self.backend, self.sink)
+            y = attend(q, k, v, mod, self.backend, self.sink, self.span(pe))
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
     def forward_from(self, x, pe, positions, logit_scale, start: int) -> torch.Tensor:
         """The output at positions ``start`` .. T-1 only (keys and the scheme's term from the whole of x)."""
         B, T, C = x.shape
         q, k, v, mod = self.qkv_and_term(x, pe, positions, logit_scale)
-        if pe.owns_attention:
-            y = attend_normalised(q, k, v, pe, self.layer, x, start)
+        scheme, j = pe.at_layer(self.layer)
+        if scheme.owns_attention:
+            y = attend_normalised(q, k, v, scheme, j, x, start, span=self.span(pe))
         else:
-            y = attend_from(q, k, v, mod, start, self.sink)
+            y = attend_from(q, k, v, mod, start, self.sink, self.span(pe))
         return self.proj(y.transpose(1, 2).reshape(B, T - start, C))
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: ModelConfig, layer: int):
+    def __init__(self, cfg: ModelConfig, layer: int, spec: Optional[LayerSpec] = None):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
-        self.attn = CausalSelfAttention(cfg, layer)
+        self.attn = CausalSelfAttention(cfg, layer, spec)
         self.mlp = nn.Sequential(
             nn.Linear(cfg.d_model, cfg.d_mlp, bias=False), nn.GELU(), nn.Linear(cfg.d_mlp, cfg.d_model, bias=False)
         )
@@ -111,16 +125,22 @@ class DecoderLM(nn.Module):
     def __init__(self, cfg: ModelConfig, max_position: int = 0):
         super().__init__()
         cfg.validate()
-        LOGIT_SCALES.get(cfg.logit_scale)  # model.logit_scale names a registered scale
+        check_logit_scale(cfg.logit_scale)  # model.logit_scale names a registered scale
         self.cfg = cfg
+        self.layer_specs = layers_of(cfg)  # one per layer: its scheme, span, own logit scale
+        for spec in self.layer_specs:
+            check_logit_scale(spec.logit_scale or "none")
         ctx = PEContext(cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.context, max_position)
-        self.pe = build_pe(cfg.pe, ctx, scheme_options(cfg), cfg.pe_source)
+        if cfg.layers:  # a pattern: a scheme per distinct layer, behind the one interface
+            self.pe = LayeredPE(ctx, self.layer_specs, lambda n, c, o: build_pe(n, c, o, cfg.pe_source), cfg.pe_options)
+        else:
+            self.pe = build_pe(cfg.pe, ctx, scheme_options(cfg), cfg.pe_source)
         if cfg.attention_sinks and self.pe.owns_attention:
             raise UsageError(f"model.attention_sinks adds a term to softmax; {cfg.pe!r} computes its attention itself")
         self.logit_scale = cfg.logit_scale
         self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(Block(cfg, i, self.layer_specs[i]) for i in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.head.weight = self.tok.weight  # weight tying, as GPT-2
@@ -138,6 +158,26 @@ class DecoderLM(nn.Module):
     def set_attention_backend(self, backend: str) -> None:
         for block in self.blocks:
             block.attn.backend = backend
+
+    def set_eval_span(self, span: Optional[Span]) -> None:
+        """An evaluation-time window (StreamingLLM's, the first tokens kept) on every layer without its own."""
+        for block in self.blocks:
+            block.attn.eval_span = span if span else None
+
+    def layer_scales(self, T: int, device) -> list[Optional[torch.Tensor]]:
+        """Each layer's logit multipliers at length T. ``logit_scale`` 'NAME' applies to the layers without a scale
+        of their own; 'NAME@SCHEME' (evaluation: ``llama4@none``, Llama 4's temperature on the NoPE layers) to the
+        layers of SCHEME, the others keeping their own."""
+        kind, _, target = self.logit_scale.partition("@")
+        built: dict[str, Optional[torch.Tensor]] = {}
+        out = []
+        for spec in self.layer_specs:
+            own = spec.logit_scale or ("none" if target else kind)
+            name = kind if target and spec.pe == target else own
+            if name not in built:
+                built[name] = logit_scale_factors(name, T, self.cfg.context, self.cfg.logit_scale_c, device)
+            out.append(built[name])
+        return out
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -159,16 +199,15 @@ class DecoderLM(nn.Module):
                 f"{max(T, self.pe.ctx.positions)} (train.random_positions sets that bound)"
             )
         x = self.drop(self.pe.embed(self.tok(idx), positions))  # sinusoidal / learned act here
-        scale = logit_scale_factors(self.logit_scale, T, self.cfg.context, self.cfg.logit_scale_c, idx.device)
-        return x, positions, scale
+        return x, positions, self.layer_scales(T, idx.device)
 
     def forward(
         self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None, positions: Optional[torch.Tensor] = None
     ):
         """Logits [B, T, V]; with targets, (logits, mean cross-entropy). ``positions``: sorted training positions
         (random positions); default 0 .. T-1."""
-        x, positions, scale = self._inputs(idx, positions)
-        for block in self.blocks:
+        x, positions, scales = self._inputs(idx, positions)
+        for block, scale in zip(self.blocks, scales):
             x = block(x, self.pe, positions, scale)
         logits = self.head(self.ln_f(x))
         if targets is None:
@@ -182,10 +221,10 @@ class DecoderLM(nn.Module):
         states are the next layer's keys and values), the last one and the head only from ``start``."""
         if start <= 0:
             return self(idx)
-        x, positions, scale = self._inputs(idx)
-        for block in self.blocks[:-1]:
+        x, positions, scales = self._inputs(idx)
+        for block, scale in zip(self.blocks[:-1], scales):
             x = block(x, self.pe, positions, scale)
-        x = self.blocks[-1].forward_from(x, self.pe, positions, scale, start)
+        x = self.blocks[-1].forward_from(x, self.pe, positions, scales[-1], start)
         return self.head(self.ln_f(x))
 
     @torch.no_grad()
@@ -200,17 +239,17 @@ class DecoderLM(nn.Module):
         sizes = sizes or [n]
         if not 0 < start < T or sum(sizes) != n:
             raise UsageError(f"logits_from: start must be in 1 .. {T - 1} and sizes sum to {n}; got {start}, {sizes}")
-        x, positions, scale = self._inputs(idx)
+        x, positions, scales = self._inputs(idx)
         groups = torch.split(x, sizes)
         first, shared = torch.stack([g[0] for g in groups]), []  # run whole together: a scheme's bias built once
         for i, block in enumerate(self.blocks):
             shared.append(first[:, :start])
             if i + 1 < len(self.blocks):
-                first = block(first, self.pe, positions, scale)
+                first = block(first, self.pe, positions, scales[i])
         out = []
         for g, rows in enumerate(groups):  # then each group's rows (a small working set)
             rows = rows[:, start:]
-            for block, prefix in zip(self.blocks, shared):
+            for block, prefix, scale in zip(self.blocks, shared, scales):
                 whole = torch.cat([prefix[g : g + 1].expand(len(rows), -1, -1), rows], dim=1)
                 rows = block.forward_from(whole, self.pe, positions, scale, start)
             out.append(rows)

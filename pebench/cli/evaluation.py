@@ -39,7 +39,13 @@ def eval_cmd(
     rope_scaling: Optional[str] = typer.Option(None, "--rope-scaling", help=RopeScalingHelp + "; --hf: its own"),
     rope_factor: Optional[float] = typer.Option(None, "--rope-factor", help="fix the factor (default L/context)"),
     split: str = SplitOpt,
-    logit_scale: Optional[str] = typer.Option(None, "--logit-scale", help="none | logn | drope | llama4"),
+    logit_scale: Optional[str] = typer.Option(
+        None, "--logit-scale", help="none | logn | drope | llama4[:alpha=A:floor=F], NAME@SCHEME for its layers only"
+    ),
+    window: Optional[int] = typer.Option(
+        None, "--window", help="StreamingLLM: a sliding window of N tokens on every layer without its own"
+    ),
+    keep: Optional[int] = typer.Option(None, "--keep", help="with --window: the first K tokens kept (default 4)"),
     task: str = typer.Option("ppl", "--task", help="comma list of tasks (pebench list shows them)"),
     trials: Optional[int] = TrialsOpt,
     task_opts: Optional[List[str]] = TaskOptOpt,

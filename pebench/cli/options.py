@@ -23,6 +23,12 @@ CompileOpt = typer.Option(None, "--compile/--no-compile", help="torch.compile th
 SsmaxOpt = typer.Option(
     None, "--ssmax/--no-ssmax", help="Scalable-Softmax: logits times a learned s ln n (model.ssmax)"
 )
+LayersOpt = typer.Option(
+    None,
+    "--layers",
+    help="a scheme and span per layer: a pattern (irope, local-global, swan, nope-rope-alt, NAME:key=value) or a "
+    "list, one per layer (rope@w32,rope@c32,none)",
+)
 SinksOpt = typer.Option(
     None, "--sinks/--no-sinks", help="a learned attention-sink logit per layer and head (model.attention_sinks)"
 )

@@ -21,6 +21,7 @@ from .options import (
     GroupPeOpt,
     LauncherOpt,
     LauncherOptOpt,
+    LayersOpt,
     LengthsOpt,
     MaxTokensOpt,
     NeedlesOpt,
@@ -42,7 +43,8 @@ from .options import (
 @app.command()
 @handle_errors
 def train(
-    pe: str = typer.Option("rope", "--pe", help="positional encoding, or a comma list"),
+    pe: Optional[str] = typer.Option(None, "--pe", help="positional encoding, or a comma list (default: rope)"),
+    layers: Optional[str] = LayersOpt,
     config: str = typer.Option("tiny", "--config", help="tiny | small | PATH.yaml"),
     overlays: Optional[List[Path]] = OverlayOpt,
     steps: Optional[int] = StepsOpt,
@@ -96,6 +98,7 @@ def train(
 @handle_errors
 def run(
     pe: Optional[str] = typer.Option(None, "--pe", help="default: the suite's (classic), or modern, all, a list"),
+    layers: Optional[str] = LayersOpt,
     suite: Optional[str] = typer.Option(None, "--suite", help="default (the README's main job) | context"),
     config: Optional[str] = typer.Option(None, "--config", help="default: the suite's"),
     overlays: Optional[List[Path]] = OverlayOpt,
@@ -153,6 +156,7 @@ def run(
 @handle_errors
 def tune(
     pe: str = GroupPeOpt,
+    layers: Optional[str] = LayersOpt,
     lr: str = typer.Option("1e-3,3e-3,1e-2", "--lr", help="comma list of learning rates"),
     option: Optional[List[str]] = typer.Option(None, "--option", help="a scheme option to tune, NAME=V1,V2"),
     config: str = typer.Option("tiny", "--config", help="tiny | small | context | PATH.yaml"),
@@ -167,10 +171,10 @@ def tune(
     import math
 
     from ..config import ConfigFlags, resolve_config
+    from ..jobs.plan import resolve_pe
     from ..jobs.tune import parse_option_grid
     from ..jobs.tune import tune as run_tune
     from ..parsing import fields_from, parse_list
-    from ..pe import resolve_schemes
     from ..results import ResultsDir
 
     lrs = parse_list(lr, "--lr", float, lo=1e-12)
@@ -184,7 +188,15 @@ def tune(
             f"{scheme:<11} lr {x:<8g}{label} " + ("diverged" if loss is None else f"ppl 1x {math.exp(loss):.3f}")
         )
 
-    res = run_tune(base, resolve_schemes(pe), lrs, ResultsDir(results), device, on_result=line, options=grid)
+    res = run_tune(
+        base,
+        resolve_pe("" if layers and pe == "classic" else pe, base),
+        lrs,
+        ResultsDir(results),
+        device,
+        on_result=line,
+        options=grid,
+    )
     console.echo(res.table.read_text())
     console.echo(f"wrote {res.overlay} (use: pebench run --overlay {res.overlay}) and {res.table}")
 

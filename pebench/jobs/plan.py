@@ -29,22 +29,43 @@ def plan_runs(base: Config, schemes: list[str], seeds: list[int]) -> list[tuple[
     """(run name, config) for every scheme x seed, each with its scheme's learning rate from
     ``train.lr_by_scheme`` (else ``train.lr``); scheme options are validated before anything runs."""
     from ..checkpoint import build_model
+    from ..patterns import is_pattern, model_for
     from ..pe import SCHEMES, SOURCES
 
     for name in base.train.lr_by_scheme:
-        SCHEMES.get(name)  # a typo in a tuned overlay is an error, not a silently untuned scheme
+        if not is_pattern(name):
+            SCHEMES.get(name)  # a typo in a tuned overlay is an error, not a silently untuned scheme
     out = []
     for s in schemes:
+        model = model_for(base.model, s)
         for sd in seeds:
-            lr = float(base.train.lr_by_scheme.get(s, base.train.lr))
+            lr = float(base.train.lr_by_scheme.get(model.pe, base.train.lr))
             cfg = replace(
                 base,
-                model=replace(base.model, pe=s, pe_source=SOURCES.get(s, "")),
+                model=replace(model, pe_source=SOURCES.get(model.pe, "")),
                 train=replace(base.train, seed=sd, lr=lr),
             ).validate()
             build_model(cfg)
-            out.append((f"{s}-{cfg.name}-s{sd}", cfg))
+            out.append((f"{model.pe}-{cfg.name}-s{sd}", cfg))
     return out
+
+
+def resolve_pe(pe: Optional[str], base: Config) -> list[str]:
+    """``--pe`` items (schemes, groups, files, layer patterns with their settings), and the list ``--layers`` put in
+    the config (``base.model.layers``): the names ``plan_runs`` takes."""
+    from ..patterns import is_pattern
+    from ..pe import resolve_schemes
+
+    items = parse_list(pe, "--pe", unique=False) if pe else []
+    patterns = [i for i in items if is_pattern(i)]
+    rest = [i for i in items if not is_pattern(i)]
+    names = resolve_schemes(",".join(rest)) if rest else []
+    names += patterns
+    if base.model.layers:
+        names.append(base.model.pe)
+    if not names:
+        raise UsageError("--pe names no scheme")
+    return names
 
 
 @dataclass
@@ -173,13 +194,15 @@ def variants_for(cfg: Config, variants: list[str], explicit: bool) -> Optional[l
     with one: measured as trained unless a scaling is asked for by name). Variants named: all of them where the
     scheme has variants; where it has none, none (None when they were named ``explicit``ly: the run is an error
     for the caller to report)."""
+    from ..patterns import model_variants
     from ..pe import SCHEMES, resolve_scheme
     from ..pe.rope import canonical_variant
 
     if not variants:
         return variants
-    name = cfg.model.pe if cfg.model.pe in SCHEMES or not cfg.model.pe_source else resolve_scheme(cfg.model.pe_source)
-    has = bool(SCHEMES.get(name).variants())
+    if cfg.model.pe not in SCHEMES and cfg.model.pe_source:
+        resolve_scheme(cfg.model.pe_source)  # a scheme from a file or an entry point, registered again
+    has = bool(model_variants(cfg.model))
     if variants == ["all"]:
         baked = canonical_variant((cfg.model.pe_options.get(cfg.model.pe) or {}).get("scaling")) != "default"
         return variants if has and not baked else []
@@ -245,8 +268,6 @@ def suite_plan(
 ) -> SuitePlan:
     """A suite (default: the README's main job) resolved with the flags that override its settings: its config,
     tasks (with their trials and options), protocol and stream length unless a flag gives them."""
-    from ..pe import resolve_schemes
-
     st = get_suite(suite)
     flags = replace(flags, config=flags.config or st.config)
     base, notes = resolve_config(flags)
@@ -263,7 +284,9 @@ def suite_plan(
         split="test" if final else "validation",
     )
     req = eval_request(ev, skip_existing=not overwrite)
-    runs = plan_runs(base, resolve_schemes(pe or st.pe), parse_seeds(None, seeds, base.train.seed))
+    runs = plan_runs(
+        base, resolve_pe(pe or ("" if flags.layers else st.pe), base), parse_seeds(None, seeds, base.train.seed)
+    )
     check_evaluation(runs, req)
     return SuitePlan(Path(results or st.results), runs, req, notes, devices or "local", flags.config, overwrite)
 

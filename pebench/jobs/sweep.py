@@ -121,10 +121,10 @@ class Job:
 def job_cost(cfg: Config, req: EvalRequest) -> float:
     """Expected work of a job: its training FLOPs, times 1 + its evaluation variants (RoPE's six cost more)."""
     from ..checkpoint import train_flops
-    from ..pe import SCHEMES
+    from ..patterns import model_variants
 
     variants = variants_for(cfg, list(req.variants), explicit=False) or []
-    n = len(SCHEMES.get(cfg.model.pe).variants()) if variants == ["all"] else len(variants)
+    n = len(model_variants(cfg.model)) if variants == ["all"] else len(variants)
     return train_flops(cfg) * (1 + 0.1 * max(1, n))
 
 

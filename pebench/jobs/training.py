@@ -67,7 +67,6 @@ def train_runs(
     ``name`` for a single run), or, with ``continued`` (a
     ``plan.Continuation``), one run initialised from a finished one. ``kw``: resume, overwrite. Notes on what a
     flag changed beyond itself go to ``reporter.warn`` before anything trains."""
-    from ..pe import resolve_schemes
     from . import plan
 
     if continued is not None:
@@ -81,7 +80,8 @@ def train_runs(
         while pending:
             reporter.warn(pending.pop(0))
 
-    runs = plan.plan_runs(base, resolve_schemes(pe), plan.parse_seeds(None, seeds, base.train.seed))
+    pe = pe or ("" if flags.layers else "rope")
+    runs = plan.plan_runs(base, plan.resolve_pe(pe, base), plan.parse_seeds(None, seeds, base.train.seed))
     if name and len(runs) > 1:
         raise UsageError("--name names one run; omit it when training several schemes or seeds")
     for run_name, cfg in runs:

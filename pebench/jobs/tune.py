@@ -57,9 +57,13 @@ def pick_best(losses: dict) -> dict:
 def option_settings(scheme: str, grid: dict[str, list], base: Optional[dict] = None) -> list[tuple]:
     """Every combination of the scheme's own options in the grid (options of other schemes are ignored), as tuples
     of the pairs that differ from the base config's values (the scheme's defaults updated by ``base``, its
-    ``pe_options``), so the combination the base config already trains is ``()``."""
+    ``pe_options``), so the combination the base config already trains is ``()``. A layer pattern tunes its
+    learning rate only (its settings are part of its name: ``swan:window=16``)."""
+    from ..patterns import is_pattern
     from ..pe import SCHEMES
 
+    if is_pattern(scheme):
+        return [()]
     cls = SCHEMES.get(scheme)
     defaults = {f.name: f.default for f in fields(cls.Options)} if cls.Options is not None else {}
     defaults.update({k: v for k, v in (base or {}).items() if k in defaults})
@@ -75,10 +79,11 @@ def option_settings(scheme: str, grid: dict[str, list], base: Optional[dict] = N
 
 def check_option_grid(schemes: list[str], grid: dict[str, list]) -> None:
     """An option that no scheme of the grid has is a typo: one line naming the options they do have."""
+    from ..patterns import is_pattern
     from ..pe import SCHEMES
 
     known: dict[str, list[str]] = {}
-    for s in schemes:
+    for s in (s for s in schemes if not is_pattern(s)):
         cls = SCHEMES.get(s)
         for f in fields(cls.Options) if cls.Options is not None else ():
             known.setdefault(f.name, []).append(s)
@@ -105,14 +110,16 @@ def _one(base: Config, tr: ResultsDir, scheme: str, lr: float, opts: tuple, devi
 
     pe_options = dict(base.model.pe_options)
     pe_options[scheme] = {**(pe_options.get(scheme) or {}), **dict(opts)}
+    from ..patterns import model_for
     from ..pe import SOURCES
 
+    model = model_for(base.model, scheme)
     cfg = replace(
         base,
-        model=replace(base.model, pe=scheme, pe_options=pe_options, pe_source=SOURCES.get(scheme, "")),
+        model=replace(model, pe_options=pe_options, pe_source=SOURCES.get(model.pe, "")),
         train=replace(base.train, lr=lr, lr_by_scheme={}),
     ).validate()
-    name = grid_run_name(scheme, base.name, lr, cfg.train.seed, opts)
+    name = grid_run_name(model.pe, base.name, lr, cfg.train.seed, opts)
     try:
         train(cfg, tr, name, device=device, resume=True)
     except TrainingDiverged:

@@ -29,6 +29,7 @@ from torch import nn
 from ..config import type_matches
 from ..errors import UsageError
 from ..registry import Registry
+from ..spans import Span
 
 
 @dataclass
@@ -269,6 +270,15 @@ class PositionalEncoding(nn.Module):
 
     def max_positions(self) -> Optional[int]:
         """Longest sequence the scheme can represent (None: unlimited)."""
+        return None
+
+    # -- per layer (a pattern's ``pe.layered.LayeredPE`` overrides these) -------------------------
+    def at_layer(self, layer: int) -> tuple["PositionalEncoding", int]:
+        """The scheme layer ``layer`` uses and its index for that layer among the layers it serves."""
+        return self, layer
+
+    def span(self, layer: int) -> Optional[Span]:
+        """Layer ``layer``'s attention span (a window, a chunk); None: the whole causal span."""
         return None
 
     # -- the three hooks -------------------------------------------------------------------
