@@ -439,10 +439,6 @@ def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
             cfg = replace(cfg, name=f"{cfg.name}-sinks")
         if flags.ssmax:
             cfg = replace(cfg, name=f"{cfg.name}-ssmax")
-        if flags.layers:
-            from .patterns import with_layers
-
-            cfg = replace(cfg, model=with_layers(cfg.model, flags.layers))
         notes: list[str] = []
         if flags.steps is not None:
             cfg, notes = with_steps(cfg, flags.steps)

@@ -170,8 +170,8 @@ def tune(
     """Per-scheme learning rate (and options) by 1x validation loss; writes RESULTS/tune/tuned.yaml for --overlay."""
     import math
 
-    from ..config import ConfigFlags, resolve_config
-    from ..jobs.plan import resolve_pe
+    from ..config import ConfigFlags
+    from ..jobs.plan import resolve_flags, resolve_pe
     from ..jobs.tune import parse_option_grid
     from ..jobs.tune import tune as run_tune
     from ..parsing import fields_from, parse_list
@@ -179,7 +179,7 @@ def tune(
 
     lrs = parse_list(lr, "--lr", float, lo=1e-12)
     grid = parse_option_grid(option or [])
-    base, notes = resolve_config(fields_from(ConfigFlags, locals()))
+    base, notes = resolve_flags(fields_from(ConfigFlags, locals()))
     notes_of(notes)
 
     def line(scheme, x, opts, loss):
@@ -188,15 +188,8 @@ def tune(
             f"{scheme:<11} lr {x:<8g}{label} " + ("diverged" if loss is None else f"ppl 1x {math.exp(loss):.3f}")
         )
 
-    res = run_tune(
-        base,
-        resolve_pe("" if layers and pe == "classic" else pe, base),
-        lrs,
-        ResultsDir(results),
-        device,
-        on_result=line,
-        options=grid,
-    )
+    schemes = resolve_pe("" if layers and pe == "classic" else pe, base)  # --layers alone: its list only
+    res = run_tune(base, schemes, lrs, ResultsDir(results), device, on_result=line, options=grid)
     console.echo(res.table.read_text())
     console.echo(f"wrote {res.overlay} (use: pebench run --overlay {res.overlay}) and {res.table}")
 

@@ -19,6 +19,18 @@ from ..tasks import parse_task_opts, resolve_tasks, task_options
 from .suites import get_suite
 
 
+def resolve_flags(flags: ConfigFlags) -> tuple[Config, list[str]]:
+    """``config.resolve_config``, then ``--layers`` (a pattern or a list: the config's model.layers and, as its
+    scheme, the runs' name for them)."""
+    from ..patterns import with_layers
+
+    cfg, notes = resolve_config(flags)
+    if flags.layers:
+        with naming_flags({"model.layers": "--layers"}):
+            cfg = replace(cfg, model=with_layers(cfg.model, flags.layers)).validate()
+    return cfg, notes
+
+
 def parse_seeds(seed: Optional[int], seeds: Optional[str], default: int) -> list[int]:
     if seeds is not None:
         return parse_list(seeds, "--seeds", int, lo=0)
@@ -270,7 +282,7 @@ def suite_plan(
     tasks (with their trials and options), protocol and stream length unless a flag gives them."""
     st = get_suite(suite)
     flags = replace(flags, config=flags.config or st.config)
-    base, notes = resolve_config(flags)
+    base, notes = resolve_flags(flags)
     tasks = resolve_tasks(ev.task or st.tasks)
     trials = ev.trials if ev.trials is not None or not any("trials" in t.options for t in tasks) else st.trials
     ev = replace(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..config import Config, ConfigFlags, resolve_config
+from ..config import Config, ConfigFlags
 from ..errors import UsageError
 from ..progress import Reporter
 from ..results import ResultsDir
@@ -73,7 +73,7 @@ def train_runs(
         p = plan.continuation_plan(rd, continued)
         train_run(p.cfg, rd, p.name, reporter, device, init_from=continued.parent, parent_meta=p.meta, **kw)
         return
-    base, notes = resolve_config(flags)
+    base, notes = plan.resolve_flags(flags)
     pending = [f"note: {n}" for n in notes]  # told once, when the first run has passed its checks
 
     def ready() -> None:
