@@ -16,6 +16,7 @@ arguments; ``NAME@SCHEME`` applies it to the layers of one scheme (``model.Decod
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from typing import Any, Callable, Optional
@@ -64,8 +65,20 @@ def _llama4(
     return 1.0 + alpha * torch.log(torch.floor(i / F) + 1.0)
 
 
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str) -> tuple[Callable, tuple]:
+    fn, settings = _parse_scale(text)
+    return fn, tuple(settings.items())
+
+
 def parse_scale(text: str) -> tuple[Callable, dict[str, Any]]:
-    """``NAME[:key=value...]`` -> the scale's function and its typed settings (a bad name or setting: one line)."""
+    """``NAME[:key=value...]`` -> the scale's function and its typed settings (a bad name or setting: one line).
+    Parsed once per text: the model asks for its layers' scales on every forward."""
+    fn, settings = _parsed(text)
+    return fn, dict(settings)
+
+
+def _parse_scale(text: str) -> tuple[Callable, dict[str, Any]]:
     name = text.split(":")[0].strip()
     fn = LOGIT_SCALES.get(name)
     keys = {p.name: p.default for p in list(inspect.signature(fn).parameters.values())[4:]}

@@ -213,6 +213,7 @@ def _catalog(results) -> list[str]:
     from ..data import describe_corpora
     from ..groups import GROUPS
     from ..model import DecoderLM
+    from ..patterns import described, pattern_settings
     from ..pe import SCHEMES, all_variants, group_of, load_entry_points, scheme_names
     from ..tasks import TASKS, task_names
 
@@ -224,6 +225,11 @@ def _catalog(results) -> list[str]:
     for n in scheme_names():
         extra = DecoderLM(replace(tiny.model, pe=n)).num_params() - base
         out.append(f"  {group_of(n):<8} {n:<11} {extra:>7,}  {SCHEMES.get(n).description}")
+    out.append("layer patterns (--layers NAME[:key=value...], or a list: rope@w32,rope@c32,none,...):")
+    out += [
+        f"  {n:<14} {text}; settings: {', '.join(f'{k}={v}' for k, v in pattern_settings(n).items()) or 'none'}"
+        for n, text in described().items()
+    ]
     out.append("evaluation-time variants (--rope-scaling): " + ", ".join(all_variants()))
     out.append(
         "evaluation tasks (eval --task), their options (--task-opt TASK.NAME=V) and metrics (report "

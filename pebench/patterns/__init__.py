@@ -39,8 +39,10 @@ class LayerSpec:
     logit_scale: str = ""
     ssmax: bool = False
 
-    def __hash__(self):
-        return hash((self.pe, tuple(sorted(self.options.items())), self.window, self.chunk, self.logit_scale))
+    @property
+    def scheme_key(self) -> tuple:
+        """What makes two layers share one scheme module: the scheme and its options."""
+        return self.pe, tuple(sorted(self.options.items()))
 
     @property
     def span(self) -> Span:
@@ -188,11 +190,11 @@ def describe(layers: list[LayerSpec]) -> str:
     return ", ".join(t if n == 1 else f"{t} x{n}" for t, n in out)
 
 
-def every(n_layers: int, period: int, at: int = -1) -> list[bool]:
+def every(n_layers: int, period: int) -> list[bool]:
     """Which layers are the pattern's odd ones out: every ``period``-th (the last of each period), and always the
     last layer, so a model shallower than one period still has one."""
     marks = [(i + 1) % period == 0 for i in range(n_layers)]
-    marks[at] = True
+    marks[-1] = True
     return marks
 
 
@@ -215,7 +217,3 @@ _discover()
 def described() -> dict[str, str]:
     """Pattern name -> the first line of its function's docstring (``pebench list``)."""
     return {n: (PATTERNS.get(n).__doc__ or "").strip().splitlines()[0] for n in PATTERNS.names()}
-
-
-def pattern_names() -> list[str]:
-    return PATTERNS.names()

@@ -32,11 +32,10 @@ class LayeredPE(PositionalEncoding):
         keys: list[tuple] = []
         members: dict[tuple, list[int]] = {}
         for i, layer in enumerate(layers):
-            key = (layer.pe, tuple(sorted(layer.options.items())))
-            if key not in members:
-                keys.append(key)
-                members[key] = []
-            members[key].append(i)
+            if layer.scheme_key not in members:
+                keys.append(layer.scheme_key)
+                members[layer.scheme_key] = []
+            members[layer.scheme_key].append(i)
         self.schemes = nn.ModuleList(
             build(pe, replace(ctx, n_layers=len(members[(pe, opts)])), {**(pe_options.get(pe) or {}), **dict(opts)})
             for pe, opts in keys
@@ -44,8 +43,7 @@ class LayeredPE(PositionalEncoding):
         index = {k: n for n, k in enumerate(keys)}
         self.slots = []  # layer -> (its scheme, the scheme's own index for it)
         for i, layer in enumerate(layers):
-            k = (layer.pe, tuple(sorted(layer.options.items())))
-            self.slots.append((index[k], members[k].index(i)))
+            self.slots.append((index[layer.scheme_key], members[layer.scheme_key].index(i)))
         self.spans = [layer.span for layer in layers]
         self.owns_attention = any(s.owns_attention for s in self.schemes)
 
