@@ -127,9 +127,21 @@ def bench(
     compile_: bool = typer.Option(True, "--compile/--no-compile", help="also measure torch.compile training"),
     reference: bool = typer.Option(True, "--reference/--no-reference", help="also measure the eager reference"),
     baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="also time x-transformers if installed"),
+    estimate: Optional[str] = typer.Option(
+        None,
+        "--estimate",
+        help="CONFIG (name or .yaml): print its parameters, FLOPs, memory and predicted time; "
+        "trains and measures nothing",
+    ),
+    peak_tflops: Optional[float] = typer.Option(
+        None, "--peak-tflops", help="with --estimate: the device's peak (default: the presets cpu2, a100, h100)"
+    ),
+    mfu: Optional[float] = typer.Option(None, "--mfu", help="with --estimate: the utilisation assumed, 0..1"),
+    precision: str = typer.Option("bf16", "--precision", help="with --estimate: the training precision, bf16 | fp32"),
     results: Path = ResultsOpt,
 ):
-    """Training and evaluation tokens/s, peak memory and MFU: fast path vs eager reference."""
+    """Training and evaluation tokens/s, peak memory and MFU: fast path vs eager reference (or, with --estimate,
+    a config's cost on paper)."""
     from .. import bench as bm
     from ..config import load_config
     from ..device import resolve_device
@@ -139,6 +151,8 @@ def bench(
 
     if multiples is not None:
         raise UsageError(f"--multiples is now --lengths, in tokens or Kx: --lengths {multiples.replace(',', 'x,')}x")
+    if estimate is not None:
+        return console.echo(on_paper(estimate, pe, lengths, peak_tflops, mfu, precision))
     if repeats < 1:
         raise UsageError(f"--repeats must be >= 1, got {repeats}")
     rd = ResultsDir(results)
@@ -150,3 +164,22 @@ def bench(
     )
     console.echo(bm.write_bench(rd.root, rows, peak, dev, bm.floor_markdown(cfg, schemes, peak, rd.root)))
     console.echo(f"wrote {rd.root / 'bench.md'}, {rd.root / 'bench.csv'}")
+
+
+def on_paper(spec: str, pe: str, lengths: str, peak_tflops, mfu, precision: str) -> str:
+    """``bench --estimate``: the config's scheme (or the one scheme --pe names) costed by ``pebench.estimate``."""
+    from dataclasses import replace
+
+    from .. import estimate as es
+    from ..config import load_config
+    from ..parsing import parse_lengths, resolve_lengths
+
+    cfg = load_config(spec)
+    if pe != "classic":  # --pe's default means: the config's own scheme
+        if "," in pe:
+            raise UsageError(f"--estimate costs one scheme; --pe names several: {pe}")
+        cfg = replace(cfg, model=replace(cfg.model, pe=pe, layers=[])).validate()
+    if mfu is not None and not 0 < mfu <= 1:
+        raise UsageError(f"--mfu must be in (0, 1], got {mfu}")
+    Ls = resolve_lengths(parse_lengths(lengths), cfg.model.context) if lengths != "1x,4x,16x" else None
+    return es.estimate_markdown(es.estimate(cfg, precision, Ls), es.custom_preset(peak_tflops, mfu))

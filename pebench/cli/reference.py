@@ -1,6 +1,8 @@
-"""The command reference, generated from the CLI itself (``<!-- pebench:cli -->`` in docs/cli.md, written by
-``pebench docs``): every visible command with its help line and every option with its default and help, so the
-reference cannot drift from the commands."""
+"""The generated sections that come from the code, not from records (written by ``pebench docs``): the command
+reference, from the CLI itself (``<!-- pebench:cli -->`` in docs/cli.md: every visible command with its help line
+and every option with its default and help, so the reference cannot drift from the commands), and a config's or a
+suite's cost on paper (``<!-- pebench:estimate config=small -->``, ``<!-- pebench:estimate suite=scale -->``:
+``pebench.estimate`` at the presets' peaks)."""
 
 from __future__ import annotations
 
@@ -53,3 +55,47 @@ def command_reference() -> str:
 @GENERATORS.register("cli")
 def _cli(root: Path, args: dict) -> str:
     return command_reference()
+
+
+@GENERATORS.register("estimate")
+def _estimate(root: Path, args: dict) -> str:
+    from .. import estimate as es
+    from ..config import load_config
+
+    if "suite" in args:
+        return suite_cost(args["suite"])
+    cfg = load_config(args["config"])
+    return es.estimate_markdown(es.estimate(cfg, args.get("precision", "bf16")), es.custom_preset(None, None))
+
+
+def suite_cost(name: str) -> str:
+    """A suite's training on paper, point by point (its schemes and three seeds), at the 2-core CPU preset."""
+    from dataclasses import replace
+
+    from .. import estimate as es
+    from ..config import load_config
+    from ..jobs.suites import Point, get_suite
+    from ..pe import resolve_schemes
+
+    st, cpu = get_suite(name), es.PEAKS["cpu2"]
+    base, schemes = load_config(st.config), resolve_schemes(st.pe)
+    lines = [
+        "| point | axis | params | tokens per run | tokens per parameter | training FLOPs (every scheme, 3 seeds) "
+        "| at the cpu2 preset |",
+        "|---" * 7 + "|",
+    ]
+    total = 0.0
+    for p in st.points or (Point("", ""),):
+        cfg = p.apply(base)
+        flops = 3 * sum(
+            es.estimate(replace(cfg, model=replace(cfg.model, pe=s)), "bf16", [cfg.model.context]).train_flops
+            for s in schemes
+        )
+        e = es.estimate(cfg, "bf16", [cfg.model.context])
+        total += flops
+        lines.append(
+            f"| {cfg.name} | {p.axis or 'all'} | {e.params:,} | {e.train_tokens:,} | "
+            f"{e.train_tokens / e.params:.2f} | {flops:.3g} | {es.predicted_seconds(flops, cpu) / 3600:.1f} h |"
+        )
+    lines.append(f"| **all** | | | | | {total:.3g} | {es.predicted_seconds(total, cpu) / 3600:.1f} h |")
+    return "\n".join(lines) + "\n"

@@ -99,7 +99,12 @@ def train(
 def run(
     pe: Optional[str] = typer.Option(None, "--pe", help="default: the suite's (classic), or modern, all, a list"),
     layers: Optional[str] = LayersOpt,
-    suite: Optional[str] = typer.Option(None, "--suite", help="default (the README's main job) | context"),
+    suite: Optional[str] = typer.Option(
+        None, "--suite", help="default (the README's main job) | context | patterns | scale"
+    ),
+    points: Optional[str] = typer.Option(
+        None, "--points", help="a suite with scale points (scale): the points to run, e.g. d64,ctx64 (default: all)"
+    ),
     config: Optional[str] = typer.Option(None, "--config", help="default: the suite's"),
     overlays: Optional[List[Path]] = OverlayOpt,
     steps: Optional[int] = StepsOpt,
@@ -141,7 +146,7 @@ def run(
         raise UsageError(f"--devices is now --workers (--device is the kind: auto | cpu | cuda): --workers {devices}")
     clock, options = profile.Clock(), locals()
     flags, ev = fields_from(ConfigFlags, options), fields_from(EvalFlags, options)
-    sp = suite_plan(suite, pe, flags, seeds, results, ev, overwrite, final, workers)
+    sp = suite_plan(suite, pe, flags, seeds, results, ev, overwrite, final, workers, points)
     lp = launch.launch_plan(launcher, launcher_opt, emit_sbatch, sp.config, workers)
     notes_of(sp.notes)  # before the work, not after it
     done = run_suite(sp, lp, clock, console.reporter(), show=sys.stdout.isatty())

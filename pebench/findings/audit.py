@@ -44,6 +44,13 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "rope+dynamic-ntk": ("dynamic NTK", "dynamic-NTK"),
     "rope+yarn": ("YaRN",),
     "rope+llama3": ("Llama 3", "Llama-3", "llama3"),
+    "pope": ("PoPE",),
+    "stick-breaking": ("stick-breaking",),
+    "path": ("PaTH",),
+    "irope": ("iRoPE",),
+    "local-global": ("local-global", "local/global"),
+    "swan": ("SWAN", "SWAN-GPT"),
+    "nope-rope-alt": ("alternating NoPE/RoPE", "nope-rope-alt"),
 }
 
 

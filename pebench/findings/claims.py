@@ -22,7 +22,9 @@ its values): the claim holds when the number of seeds where it holds is ``count`
 numbers allowed) out of ``of`` seeds, which the text must say ("2 of 3 seeds"). It states an outcome that differs
 between seeds, such as whether a phase change came, as what it is: a count.
 
-A cell from records: ``label``, ``length`` (tokens or ``Nx``), ``metric``, ``split``, ``protocol``, ``seeds``.
+A cell from records: ``label``, ``length`` (tokens or ``Nx``), ``metric``, ``split``, ``protocol``, ``seeds``,
+``precision``, ``config`` (the runs' config name: one point of a scale suite, ``tiny-d64``, whose ``Nx`` is of its
+own training context).
 A cell from a committed markdown table: ``file``, ``row``, ``col`` (header text), optional ``table`` (index) and
 ``where`` ({column: value} for rows keyed by more than their first column). A number from a committed JSON file
 (such as the ``profile.json`` a run writes): ``file`` (ending ``.json``) and ``key`` (a dotted path into it).
@@ -64,6 +66,7 @@ _CELL_KEYS = {
     "part",
     "key",
     "precision",
+    "config",
 }
 
 
@@ -198,6 +201,8 @@ class Evidence:
             raise UsageError(f"{self.root}: no records (packed or loose) for the claims that name no file")
         m = find_metric(metric)
         df = df[df["task"] == m.task]
+        if spec.get("config") is not None:  # one point of a scale suite: its runs' config (its own context)
+            df = df[df["config"] == spec["config"]]
         ctx = int(df["train_context"].mode().iloc[0]) if not df.empty else 0
         sel = df[
             (df["label"] == spec["label"])
@@ -263,6 +268,7 @@ def _cell_name(spec: dict, metric: str) -> str:
         + ("" if prot == "nonoverlap" else f", {prot}")
         + (f", seed {spec['seeds']}" if "seeds" in spec else "")
         + (f", {spec['precision']}" if "precision" in spec else "")
+        + (f", {spec['config']}" if "config" in spec else "")
         + ")"
     )
 

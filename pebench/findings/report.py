@@ -53,6 +53,7 @@ def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.Dat
                 # the precision the model trained in: records from before it was recorded trained in fp32
                 "precision": (rec.get("provenance") or {}).get("train_precision") or "fp32",
                 "measured_as": (rec.get("provenance") or {}).get("measured_as"),
+                "config": (rec.get("provenance") or {}).get("config_name"),  # a scale suite's point: tiny-d64
                 "chance": rec.get("chance") or {},
             }
         )

@@ -57,7 +57,7 @@ def expand(spec: dict) -> list[dict]:
     """A cell spec with lists (label: [a, b], or inside where) as one spec per combination."""
     keys = [
         k
-        for k in ("label", "length", "row", "col", "protocol", "split", "metric", "file", "key")
+        for k in ("label", "length", "row", "col", "protocol", "split", "metric", "file", "key", "config")
         if isinstance(spec.get(k), list)
     ]
     wkeys = [k for k, v in (spec.get("where") or {}).items() if isinstance(v, list)]

@@ -16,7 +16,7 @@ from ..parsing import parse_context, parse_lengths, parse_list
 from ..results import ResultsDir
 from ..scoring import Protocol
 from ..tasks import parse_task_opts, resolve_tasks, task_options
-from .suites import get_suite
+from .suites import Point, get_suite
 
 
 def resolve_flags(flags: ConfigFlags) -> tuple[Config, list[str]]:
@@ -277,9 +277,11 @@ def suite_plan(
     overwrite: bool = False,
     final: bool = False,
     devices: Optional[str] = None,
+    only: Optional[str] = None,
 ) -> SuitePlan:
     """A suite (default: the README's main job) resolved with the flags that override its settings: its config,
-    tasks (with their trials and options), protocol and stream length unless a flag gives them."""
+    tasks (with their trials and options), protocol and stream length unless a flag gives them; ``only``
+    (``--points``): some of a scale suite's points, by name (``tiny`` for the config itself)."""
     st = get_suite(suite)
     flags = replace(flags, config=flags.config or st.config)
     base, notes = resolve_flags(flags)
@@ -296,11 +298,28 @@ def suite_plan(
         split="test" if final else "validation",
     )
     req = eval_request(ev, skip_existing=not overwrite)
-    runs = plan_runs(
-        base, resolve_pe(pe or ("" if flags.layers else st.pe), base), parse_seeds(None, seeds, base.train.seed)
-    )
+    schemes, seeds_ = resolve_pe(pe or ("" if flags.layers else st.pe), base), parse_seeds(None, seeds, base.train.seed)
+    points = select_points(st, only)
+    if st.points and flags.steps:  # a smoke run of the whole suite: every point at the given steps
+        points = tuple(replace(p, settings=tuple(kv for kv in p.settings if kv[0] != "train.steps")) for p in points)
+        notes.append(f"--steps {flags.steps} replaces every point's steps: the budget axis is one budget")
+    runs = [run for point in points for run in plan_runs(point.apply(base), schemes, seeds_)]
     check_evaluation(runs, req)
     return SuitePlan(Path(results or st.results), runs, req, notes, devices or "local", flags.config, overwrite)
+
+
+def select_points(st, only: Optional[str]) -> tuple:
+    """The suite's points, or those ``--points`` names (a point by its name; the config itself by the config's)."""
+    points = st.points or (Point("", ""),)
+    if only is None:
+        return points
+    if not st.points:
+        raise UsageError(f"--points: suite {st.name} has no scale points (scale has)")
+    names = {p.name or st.config: p for p in points}
+    wanted = parse_list(only, "--points")
+    if bad := [w for w in wanted if w not in names]:
+        raise UsageError(f"--points: no point {bad[0]!r} in suite {st.name}; valid: {', '.join(names)}")
+    return tuple(names[w] for w in wanted)
 
 
 def check_evaluation(runs: list[tuple[str, Config]], req: EvalRequest) -> None:

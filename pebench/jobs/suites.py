@@ -2,15 +2,41 @@
 
 ``default`` is the README's main job (perplexity of the classic seven); ``context`` trains the same schemes with
 retrieval data (``configs/context.yaml``) and measures whether they use the context: perplexity with ppl_far,
-passkey retrieval, copying, RULER-style needles, variable tracking and associative recall.
+passkey retrieval, copying, RULER-style needles, variable tracking and associative recall; ``patterns`` trains the
+layer patterns long-context models ship (``pebench.patterns``) and the three 2025 schemes beside RoPE and ALiBi at the
+default config and budget, measured by perplexity, passkey and copying (``scripts/patterns.sh`` adds the sink
+variants and the evaluation-time temperature, and packs ``results/patterns``); ``scale`` trains the classic seven
+at the points of three axes around the default (``Point``: the training budget, the width, the training context),
+each evaluated from 1x to 16x its own training context.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
+from ..config import Config, config_from_dict
 from ..errors import UsageError
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point of a suite's scale axes: the suite's config with some keys set (``model.d_model``: 64), its name
+    joined to the config's (``tiny-d64``), so each point's runs are named apart. The empty name is the config."""
+
+    axis: str  # budget | width | context, or "" for the config itself (every axis's middle point)
+    name: str
+    settings: tuple[tuple[str, Any], ...] = ()  # (dotted key, value)
+
+    def apply(self, cfg: Config) -> Config:
+        if not self.name:
+            return cfg
+        data = cfg.to_dict()
+        data.pop("name", None)
+        for key, value in self.settings:
+            section, field_ = key.split(".")
+            data[section][field_] = value
+        return config_from_dict(data, name=f"{cfg.name}-{self.name}")
 
 
 @dataclass(frozen=True)
@@ -27,6 +53,22 @@ class Suite:
         str, ...
     ] = ()  # --task-opt settings of the suite's tasks (a user's --task-opt of the same key wins)
     description: str = ""
+    points: tuple[Point, ...] = ()  # the scale axes' points (empty: the config alone)
+
+
+# The scale suite (issue #40): the default point (tiny: width 128, 500 steps of 32 x 128, 2.49 tokens per parameter,
+# context 128) and two more points on each axis. Budget: 4x and 8x the steps (10 and 20 tokens per parameter).
+# Width: 64 and 256 (4 heads, MLP 4x, as tiny) at the default's 2.49 tokens per parameter (130 and 1,957 steps).
+# Training context: 64 and 256 at the default's 2,048,000 tokens (the batch 64 and 16).
+SCALE_POINTS = (
+    Point("", ""),
+    Point("budget", "steps2000", (("train.steps", 2000), ("train.checkpoint_every", 500))),
+    Point("budget", "steps4000", (("train.steps", 4000), ("train.checkpoint_every", 1000))),
+    Point("width", "d64", (("model.d_model", 64), ("model.d_mlp", 256), ("train.steps", 130))),
+    Point("width", "d256", (("model.d_model", 256), ("model.d_mlp", 1024), ("train.steps", 1957))),
+    Point("context", "ctx64", (("model.context", 64), ("train.batch_size", 64))),
+    Point("context", "ctx256", (("model.context", 256), ("train.batch_size", 16))),
+)
 
 
 SUITES = {
@@ -51,6 +93,26 @@ SUITES = {
         description="the classic seven trained with retrieval data: ppl and ppl_far scored with "
         "long context (sliding, S = 64), passkey, copy, RULER's needles (compact form), "
         "variable tracking, MQAR",
+    ),
+    "patterns": Suite(
+        "patterns",
+        "tiny",
+        "irope,local-global,swan,nope-rope-alt,pope,stick-breaking,path,rope,alibi",
+        "ppl,passkey,copy",
+        "results/patterns",
+        description="the layer patterns (irope, local-global, swan, nope-rope-alt) and PoPE, stick-breaking and PaTH "
+        "beside RoPE and ALiBi at the tiny config: ppl, passkey and copy from 1x to 16x (--sinks: the sink variants)",
+    ),
+    "scale": Suite(
+        "scale",
+        "tiny",
+        "classic",
+        "ppl",
+        "results/scale",
+        description="the classic seven along three axes from the default point: training budget (500, 2,000 and "
+        "4,000 steps), width (64, 128, 256 at 2.49 tokens per parameter) and training context (64, 128, 256 at "
+        "2.05M tokens), each point from 1x to 16x its own context",
+        points=SCALE_POINTS,
     ),
 }
 

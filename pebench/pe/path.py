@@ -7,11 +7,19 @@ of the tokens between them:
     s_ij = q_i^T (H_i H_{i-1} ... H_{j+1}) k_j / sqrt(d_h)      (j <= i; the empty product is I at j = i),
 
 so what lies between key and query, not how many tokens, sets the rotation (RoPE is the case of fixed rotations).
-Softmax then weighs the scores as usual. Computed here in the naive O(T^2 d_h) form, which is enough at this
-size: for a block of queries, r_i = q_i is carried back key by key (s_ij = k_j . r_i, then r_i <- H_j r_i), one
-step per distance, batched over the block (``attention_scores``; the scheme ``owns_attention``). The reference
-to read is fla-org/flash-linear-attention's ``fla/layers/path_attn.py`` (its fast chunked kernel is not needed
-here)."""
+Softmax then weighs the scores as usual (``attention_scores``; the scheme ``owns_attention``). Two exact forms:
+
+- ``path_scores_ut`` (up to ``UT_MAX`` keys, so every training step): the transforms' product in the UT form the
+  paper's chunked kernel uses. With A = diag(1/beta) + the strictly lower part of W W^T (T x T, lower triangular),
+  the product over any run of tokens (j, i] is I - W_S^T (A_SS)^-1 W_S, and a diagonal block of a triangular
+  matrix's inverse is the inverse of that block, so every pair's score comes from one solve:
+  S = Q K^T - (Q W^T masked to a <= i) A^-1 (W K^T masked to b > j). Batched matrix products and one triangular
+  solve: O(T^2 d + T^3), a few times RoPE's step at T = 128.
+- ``path_scores`` (longer evaluation): the naive O(T^2 d_h) form: for a block of queries, r_i = q_i is carried back
+  key by key (s_ij = k_j . r_i, then r_i <- H_j r_i), one step per distance, batched over the block, with one
+  [block, T] score matrix in memory.
+
+The reference to read is fla-org/flash-linear-attention's ``fla/layers/path_attn.py``."""
 
 from __future__ import annotations
 
@@ -63,6 +71,21 @@ def path_scores(q, k, w, beta, start: int) -> torch.Tensor:
     return s / math.sqrt(d)
 
 
+def path_scores_ut(q, k, w, beta, start: int) -> torch.Tensor:
+    """``path_scores`` (same arguments, same scores) in the UT form: one triangular solve over the keys' tokens
+    (in fp32 at least: A^-1 multiplies the products of many transforms) and three batched matrix products."""
+    d, n, T = q.shape[-1], q.shape[2], k.shape[2]
+    dt = torch.promote_types(q.dtype, torch.float32)
+    q, k, w, beta = q.to(dt), k.to(dt), w.to(dt), beta.to(dt)
+    i = torch.arange(start, start + n, device=q.device)[:, None]  # query positions
+    t = torch.arange(T, device=q.device)
+    A = torch.diag_embed(1 / beta) + torch.tril(w @ w.transpose(-1, -2), -1)
+    wk = (w @ k.transpose(-1, -2)).masked_fill(t[:, None] <= t[None, :], 0)  # [b, j]: b > j
+    qw = (q @ w.transpose(-1, -2)).masked_fill(t[None, :] > i, 0)  # [i, a]: a <= i
+    s = q @ k.transpose(-1, -2) - qw @ torch.linalg.solve_triangular(A, wk, upper=False)
+    return (s / math.sqrt(d)).masked_fill(t[None, :] > i, float("-inf"))
+
+
 def path_reference(q, k, w, beta) -> torch.Tensor:
     """The paper's score, one explicit matrix product per pair (tests): q, k, w [T, d], beta [T] -> [T, T]."""
     T, d = q.shape
@@ -83,6 +106,7 @@ class PaTH(PositionalEncoding):
     description = "data-dependent Householder transforms of the tokens between key and query (Yang 2025)"
     owns_attention = True
     query_block = 256  # the in-place scores of a block: [B, H, 256, T] at most
+    ut_max = 512  # keys up to which the UT form runs (its solve grows as T^3; the naive form beyond)
 
     def __init__(self, ctx, options=None):
         super().__init__(ctx, options)
@@ -95,6 +119,8 @@ class PaTH(PositionalEncoding):
         T = k.shape[2]
         w, beta = householder_factors(x[:, :T].to(q.dtype), self.w_proj[layer], self.b_proj[layer], self.b_bias[layer])
         w, beta = w.to(q.dtype), beta.to(q.dtype)
-        if torch.is_grad_enabled() and q.requires_grad:  # training: recomputed in the backward, one layer at a time
+        if T <= self.ut_max:
+            return path_scores_ut(q, k, w, beta, start).to(q.dtype)
+        if torch.is_grad_enabled() and q.requires_grad:  # long training: recomputed in the backward, layer by layer
             return checkpoint(path_scores, q, k, w, beta, start, use_reentrant=False)
         return path_scores(q, k, w, beta, start)

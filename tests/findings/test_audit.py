@@ -230,3 +230,25 @@ def test_a_headline_claim_needs_five_seeds_in_each_precision(schemes):
     )
     (v,) = cl.check_set(schemes)
     assert not v.held and "headline claim on {'bf16': 3, 'fp32': 3} seeds" in v.why.splitlines()[0]
+
+
+def test_a_cell_of_one_scale_point_reads_its_runs_and_their_own_context(tmp_path):
+    """Two points of a scale suite share labels: ``config`` picks one point's runs, and its 16x is of that point's
+    training context (64 -> 1,024 tokens), so a trend claim compares the same scheme at two points."""
+    rd = ResultsDir(tmp_path / "scale")
+    for config, ctx, at16 in (("tiny", 128, [9.0, 10.0, 11.0]), ("tiny-ctx64", 64, [5.0, 5.5, 6.0])):
+        for seed in range(3):
+            for L, v in ((ctx, 4.0), (16 * ctx, at16[seed])):
+                r = record("rope", seed, L, v, ctx=ctx)
+                r["run"] = f"rope-{config}-s{seed}"
+                r["provenance"] = {**r["provenance"], "config_name": config}
+                rd.write_record(r)
+    text = "RoPE trained at context 64 is lower at 16x than RoPE trained at 128 (paired by seed)."
+    a = {"label": "rope", "length": "16x", "config": "tiny-ctx64"}
+    _write(rd.root, [claim("ctx", text, "lower", "paired", a, {"config": "tiny"})])
+    (v,) = cl.check_set(rd.root)
+    assert v.held, v.why
+    assert v.cells[0].values == {(s, "fp32"): x for s, x in enumerate([5.0, 5.5, 6.0])}
+    assert "tiny-ctx64" in v.cells[0].name and v.cells[1].mean == 10.0
+    _write(rd.root, [claim("ctx", text, "higher", "paired", a, {"config": "tiny"})])
+    assert not cl.check_set(rd.root)[0].held

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from pebench.attention import attend_normalised
 from pebench.model import DecoderLM
 from pebench.pe import PEContext, build_pe
-from pebench.pe.path import householder_factors, path_reference, path_scores
+from pebench.pe.path import householder_factors, path_reference, path_scores, path_scores_ut
 from support import invoke, tiny_model_config, write_micro
 
 
@@ -29,12 +29,18 @@ def test_scores_equal_the_product_of_transforms_pair_by_pair():
         assert torch.equal(torch.isinf(s[0, h]), torch.isinf(ref))
         assert torch.allclose(s[0, h].nan_to_num(0, 0, 0), ref.nan_to_num(0, 0, 0), atol=1e-12)
     assert torch.allclose(path_scores(q[:, :, 6:], k, w, beta, 6), s[:, :, 6:])  # a block of queries: its rows
+    ut = path_scores_ut(q, k, w, beta, 0)  # the UT form: one triangular solve, the same scores
+    assert torch.equal(torch.isinf(ut), torch.isinf(s))
+    assert torch.allclose(ut.nan_to_num(0, 0, 0), s.nan_to_num(0, 0, 0), atol=1e-12)
+    block = path_scores_ut(q[:, :, 6:], k, w, beta, 6)
+    assert torch.allclose(block.nan_to_num(0, 0, 0), ut[:, :, 6:].nan_to_num(0, 0, 0))
     # beta = 0 everywhere: every transform is I, and PaTH is attention with no position at all
     plain = (q @ k.transpose(-1, -2)) / 2.0
-    assert torch.allclose(
-        path_scores(q, k, w, torch.zeros_like(beta), 0),
-        plain.masked_fill(torch.ones(10, 10).triu(1).bool(), float("-inf")),
-    )
+    for form in (path_scores, path_scores_ut):
+        assert torch.allclose(
+            form(q, k, w, torch.full_like(beta, 1e-9) if form is path_scores_ut else torch.zeros_like(beta), 0),
+            plain.masked_fill(torch.ones(10, 10).triu(1).bool(), float("-inf")),
+        )
 
 
 def test_only_the_tokens_between_key_and_query_matter():
@@ -83,6 +89,22 @@ def test_the_model_attends_through_the_schemes_own_scores():
         assert torch.allclose(attn(x, m.pe, pos), want, atol=1e-12)
         assert torch.allclose(attend_normalised(q, k, v, m.pe, 0, x, chunk=6), torch.softmax(s, -1) @ v, atol=1e-12)
         assert torch.allclose(attn.forward_from(x, m.pe, pos, None, 12), want[:, 12:], atol=1e-12)
+        m.pe.ut_max = 8  # past it, the naive form: the same output
+        assert torch.allclose(attn(x, m.pe, pos), want, atol=1e-12)
+
+
+def test_the_ut_form_keeps_the_naive_forms_gradients():
+    torch.manual_seed(4)
+    q, k = (torch.randn(2, 2, 12, 4, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    w, beta = _factors(12, 4)
+    w, beta = w.expand(2, -1, -1, -1).requires_grad_(), beta.expand(2, -1, -1).requires_grad_()
+    grads = []
+    for form in (path_scores, path_scores_ut):
+        torch.manual_seed(5)
+        loss = (form(q, k, w, beta, 0).nan_to_num(0, 0, 0) * torch.randn(2, 2, 12, 12, dtype=torch.float64)).sum()
+        grads.append(torch.autograd.grad(loss, (q, k, w, beta)))
+    for a, b in zip(*grads):
+        assert torch.allclose(a, b, atol=1e-10)
 
 
 @pytest.mark.parametrize("pe", ["path", "stick-breaking"])

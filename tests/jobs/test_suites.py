@@ -1,0 +1,91 @@
+"""The suites' plans: the scale suite's points (each axis's stated invariant: the width points at the default's
+tokens per parameter, the context points at its token budget, the budget points at 4x and 8x its steps), every run
+named apart, each point evaluated from 1x to 16x its own context; the patterns suite's schemes."""
+
+from dataclasses import replace
+
+import pytest
+
+from pebench.config import ConfigFlags
+from pebench.errors import UsageError
+from pebench.estimate import count_params
+from pebench.evaluate import EvalFlags, eval_lengths
+from pebench.jobs.plan import suite_plan
+from pebench.jobs.suites import SCALE_POINTS
+
+
+def _plan(suite, **flags):
+    return suite_plan(suite, None, ConfigFlags(**flags), "0,1,2", None, EvalFlags(), final=True)
+
+
+def _tokens(cfg) -> int:
+    return cfg.train.steps * cfg.train.batch_size * cfg.model.context
+
+
+def test_the_scale_suite_plans_the_classic_seven_at_every_point_and_seed():
+    sp = _plan("scale")
+    names = [n for n, _ in sp.runs]
+    assert len(names) == len(set(names)) == 7 * len(SCALE_POINTS) * 3
+    assert "rope-tiny-s0" in names and "alibi-tiny-d256-s2" in names and "t5-tiny-ctx64-s1" in names
+    assert sp.request.split == "test" and str(sp.results) == "results/scale"
+    axes = {p.axis for p in SCALE_POINTS if p.axis}
+    assert axes == {"budget", "width", "context"}
+    for axis in axes:  # three points on each axis: the default and two more
+        assert len([p for p in SCALE_POINTS if p.axis == axis]) == 2
+
+
+def test_each_axis_keeps_what_it_states():
+    cfgs = {c.name: c for _, c in _plan("scale").runs if c.model.pe == "rope"}
+    base = cfgs["tiny"]
+    ratio = _tokens(base) / count_params(base)[0]
+    assert ratio == pytest.approx(2.49, abs=0.01)
+    for w in ("d64", "d256"):  # width: the default's tokens per parameter, heads and MLP ratio fixed
+        c = cfgs[f"tiny-{w}"]
+        assert _tokens(c) / count_params(c)[0] == pytest.approx(ratio, rel=0.01)
+        assert c.model.n_heads == 4 and c.model.d_mlp == 4 * c.model.d_model
+    sizes = [count_params(cfgs[n])[0] for n in ("tiny-d64", "tiny-d256")]
+    assert sizes[1] / sizes[0] >= 8  # spans at least 8x in parameters
+    for ctx in ("ctx64", "ctx256"):  # context: the default's token budget
+        assert _tokens(cfgs[f"tiny-{ctx}"]) == _tokens(base)
+    budgets = sorted(_tokens(cfgs[n]) / count_params(cfgs[n])[0] for n in ("tiny", "tiny-steps2000", "tiny-steps4000"))
+    assert budgets[-1] / budgets[0] == pytest.approx(8) and budgets[-1] == pytest.approx(20, rel=0.01)
+
+
+def test_each_point_is_evaluated_from_1x_to_16x_its_own_context():
+    sp = _plan("scale")
+    for _, c in sp.runs:
+        assert eval_lengths(c, sp.request.lengths) == [c.model.context * k for k in (1, 2, 4, 8, 16)]
+
+
+def test_steps_given_make_a_smoke_run_of_every_point():
+    sp = _plan("scale", steps=3)
+    assert {c.train.steps for _, c in sp.runs} == {3}
+    assert any("--steps 3 replaces every point's steps" in n for n in sp.notes)
+    widths = {c.model.d_model for _, c in sp.runs}
+    assert widths == {64, 128, 256}  # the other axes stay
+
+
+def test_a_suite_without_points_is_its_config_alone():
+    sp = _plan("patterns")
+    names = [n for n, _ in sp.runs]
+    assert len(names) == 9 * 3 and {c.name for _, c in sp.runs} == {"tiny"}
+    assert "irope-tiny-s0" in names and "stick-breaking-tiny-s2" in names
+    lrs = {n.rsplit("-tiny", 1)[0]: c.train.lr for n, c in sp.runs}
+    assert lrs["irope"] == 0.003 and lrs["pope"] == 0.01 and lrs["nope-rope-alt"] == 0.01
+
+
+def test_a_point_names_its_config_and_leaves_the_rest():
+    base = _plan("default").runs[0][1]
+    p = replace(SCALE_POINTS[3], settings=(("model.d_model", 64),))
+    c = p.apply(base)
+    assert c.name == "tiny-d64" and c.model.d_model == 64 and c.model.d_mlp == base.model.d_mlp
+    assert SCALE_POINTS[0].apply(base) is base
+
+
+def test_points_select_part_of_the_scale_suite_and_a_wrong_name_is_one_line():
+    sp = suite_plan("scale", "rope", ConfigFlags(), "0", None, EvalFlags(), only="d64,ctx64,tiny")
+    assert [n for n, _ in sp.runs] == ["rope-tiny-d64-s0", "rope-tiny-ctx64-s0", "rope-tiny-s0"]
+    with pytest.raises(UsageError, match="no point 'd65' in suite scale; valid: tiny, steps2000"):
+        suite_plan("scale", "rope", ConfigFlags(), "0", None, EvalFlags(), only="d65")
+    with pytest.raises(UsageError, match="suite patterns has no scale points"):
+        suite_plan("patterns", "rope", ConfigFlags(), "0", None, EvalFlags(), only="d64")
