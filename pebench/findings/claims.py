@@ -24,7 +24,8 @@ between seeds, such as whether a phase change came, as what it is: a count.
 
 A cell from records: ``label``, ``length`` (tokens or ``Nx``), ``metric``, ``split``, ``protocol``, ``seeds``,
 ``precision``, ``config`` (the runs' config name: one point of a scale suite, ``tiny-d64``, whose ``Nx`` is of its
-own training context).
+own training context). A rank agreement between two points: ``tau`` (``{labels: [...], configs: [A, B], length:
+16x}``), Kendall's tau of the schemes' values at the two points, one value per draw.
 A cell from a committed markdown table: ``file``, ``row``, ``col`` (header text), optional ``table`` (index) and
 ``where`` ({column: value} for rows keyed by more than their first column). A number from a committed JSON file
 (such as the ``profile.json`` a run writes): ``file`` (ending ``.json``) and ``key`` (a dotted path into it).
@@ -67,6 +68,7 @@ _CELL_KEYS = {
     "key",
     "precision",
     "config",
+    "tau",
 }
 
 
@@ -189,6 +191,8 @@ class Evidence:
             over = {**base, **spec["over"], "where": {**(base.get("where") or {}), **(spec["over"].get("where") or {})}}
             num, den = self.cell(base), self.cell(over)
             return ratio_cell(num, den)
+        if "tau" in spec:
+            return self._tau_cell(spec)
         if "file" not in spec:
             return self._record_cell(spec)
         return self._json_cell(spec) if spec["file"].endswith(".json") else self._table_cell(spec)
@@ -218,6 +222,24 @@ class Evidence:
         values, trials, copies = _draws(sel[sel["status"] == "ok"], metric, m.proportion)
         cell = Cell.from_values(_cell_name(spec, metric), values, next(iter(trials.values()), None))
         cell.undefined, cell.trials, cell.copy_of, cell.metric = undefined, trials, copies, metric
+        return cell
+
+    def _tau_cell(self, spec: dict) -> Cell:
+        """Kendall's tau between two points' rankings of the schemes (``tau: {labels, configs: [A, B], length}``,
+        the length a multiple of each point's own context), one value per draw both points hold."""
+        from .trends import rank_agreement
+
+        t = spec["tau"]
+        length = str(t.get("length", "16x"))
+        if not length.endswith("x") or len(t.get("configs") or []) != 2 or len(t.get("labels") or []) < 2:
+            raise UsageError("a tau cell needs labels (>= 2), configs (two points) and a length Nx")
+        df = self.df[self.df["split"] == spec.get("split", "validation")]
+        df = df[(df["task"] == "ppl") & (df["protocol"] == spec.get("protocol", "nonoverlap"))]
+        a, b = t["configs"]
+        taus = rank_agreement(df, list(t["labels"]), a, b, float(length[:-1]), spec.get("metric", "ppl"))
+        name = f"Kendall's tau of {', '.join(t['labels'])} at {length}, {a} vs {b}"
+        cell = Cell.from_values(name, taus)
+        cell.metric = "tau"
         return cell
 
     def _json_cell(self, spec: dict) -> Cell:

@@ -7,10 +7,11 @@ is written from committed records (or a committed table file), never typed.
 
 Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds, precision: a report table), ``context``
 (set, split: the context-use table), ``seeds`` (set, metrics, length, split, labels: one length seed by seed),
-``claims`` (set, tag: every claim, or those tagged, with held/failed and its numbers), ``include`` (file: a
-committed table written by pebench), ``profile`` (set: the phases of the run's time, from its profile.md),
-``budgets`` (sets: one row per result set from its profile.json); ``cli`` (the command reference, registered by
-``pebench.cli.reference``, which the findings do not import).
+``claims`` (set, tag or ids: every claim, those tagged, or those named, with held/failed and its numbers),
+``include`` (file: a committed table written by pebench), ``profile`` (set: the phases of the run's time, from its
+profile.md), ``budgets`` (sets: one row per result set from its profile.json); ``cli`` (the command reference) and
+``estimate`` (config or suite: its cost on paper), registered by ``pebench.cli.reference``, which the findings do
+not import.
 """
 
 from __future__ import annotations
@@ -99,6 +100,11 @@ def _claims(root: Path, args: dict) -> str:
     verdicts = check_set(root / args["set"], _frame(root, args["set"]))
     if "tag" in args:  # the claims of one page of a set
         verdicts = [v for v in verdicts if args["tag"] in (v.claim.get("tags") or [])]
+    if "ids" in args:  # named claims, in the order named (a page that cites a few of a set's claims)
+        by_id = {v.id: v for v in verdicts}
+        if missing := [i for i in args["ids"].split(",") if i not in by_id]:
+            raise UsageError(f"{args['set']} has no claim {missing[0]!r}")
+        verdicts = [by_id[i] for i in args["ids"].split(",")]
     return render_verdicts(verdicts, markdown=True)
 
 

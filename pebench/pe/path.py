@@ -9,15 +9,15 @@ of the tokens between them:
 so what lies between key and query, not how many tokens, sets the rotation (RoPE is the case of fixed rotations).
 Softmax then weighs the scores as usual (``attention_scores``; the scheme ``owns_attention``). Two exact forms:
 
-- ``path_scores_ut`` (up to ``UT_MAX`` keys, so every training step): the transforms' product in the UT form the
+- ``path_scores_ut`` (up to ``ut_max`` keys in training, ``ut_max_eval`` without gradients): the UT form the
   paper's chunked kernel uses. With A = diag(1/beta) + the strictly lower part of W W^T (T x T, lower triangular),
   the product over any run of tokens (j, i] is I - W_S^T (A_SS)^-1 W_S, and a diagonal block of a triangular
   matrix's inverse is the inverse of that block, so every pair's score comes from one solve:
   S = Q K^T - (Q W^T masked to a <= i) A^-1 (W K^T masked to b > j). Batched matrix products and one triangular
-  solve: O(T^2 d + T^3), a few times RoPE's step at T = 128.
-- ``path_scores`` (longer evaluation): the naive O(T^2 d_h) form: for a block of queries, r_i = q_i is carried back
-  key by key (s_ij = k_j . r_i, then r_i <- H_j r_i), one step per distance, batched over the block, with one
-  [block, T] score matrix in memory.
+  solve: O(T^2 d + T^3), a training step about twice RoPE's at T = 128.
+- ``path_scores`` (beyond them; faster than the solve at long evaluation): the naive O(T^2 d_h) form: for a block
+  of queries, r_i = q_i is carried back key by key (s_ij = k_j . r_i, then r_i <- H_j r_i), one step per distance,
+  batched over the block, with one [block, T] score matrix in memory.
 
 The reference to read is fla-org/flash-linear-attention's ``fla/layers/path_attn.py``."""
 
@@ -106,7 +106,10 @@ class PaTH(PositionalEncoding):
     description = "data-dependent Householder transforms of the tokens between key and query (Yang 2025)"
     owns_attention = True
     query_block = 256  # the in-place scores of a block: [B, H, 256, T] at most
-    ut_max = 512  # keys up to which the UT form runs (its solve grows as T^3; the naive form beyond)
+    # Keys up to which the UT form runs: its solve grows as T^3, the naive form's loop as T (steps of T x d work);
+    # training (where the naive form also recomputes in the backward) takes the UT form far longer.
+    ut_max = 512
+    ut_max_eval = 128
 
     def __init__(self, ctx, options=None):
         super().__init__(ctx, options)
@@ -119,8 +122,9 @@ class PaTH(PositionalEncoding):
         T = k.shape[2]
         w, beta = householder_factors(x[:, :T].to(q.dtype), self.w_proj[layer], self.b_proj[layer], self.b_bias[layer])
         w, beta = w.to(q.dtype), beta.to(q.dtype)
-        if T <= self.ut_max:
+        grad = torch.is_grad_enabled() and q.requires_grad
+        if T <= (self.ut_max if grad else self.ut_max_eval):
             return path_scores_ut(q, k, w, beta, start).to(q.dtype)
-        if torch.is_grad_enabled() and q.requires_grad:  # long training: recomputed in the backward, layer by layer
+        if grad:  # long training: recomputed in the backward, layer by layer
             return checkpoint(path_scores, q, k, w, beta, start, use_reentrant=False)
         return path_scores(q, k, w, beta, start)

@@ -450,6 +450,10 @@ def test_doc_sections_filter_labels_seeds_and_tags_and_include_files(rset, tmp_p
     assert "| flat | **3.90** | **4.00** | 1.03 |" in text and "| breaks |" not in text  # seed 0 alone, one row
     assert "`up`" in text and "`flat`" not in text
     assert "| x | 1 |" in text and "Its own title" not in text
+    named = render(f"<!-- pebench:claims set={rel} ids=flat,up -->\n<!-- pebench:end -->\n", tmp_path)
+    assert named.index("`flat`") < named.index("`up`")  # named claims, in the order named
+    with pytest.raises(UsageError, match="has no claim 'gone'"):
+        render(f"<!-- pebench:claims set={rel} ids=up,gone -->\n<!-- pebench:end -->\n", tmp_path)
 
 
 def test_seed_by_seed_section_shows_each_seeds_value_and_interval(tmp_path):

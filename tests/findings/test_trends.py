@@ -1,0 +1,86 @@
+"""Trends along scale axes (findings/trends.py): Kendall's tau against hand-counted values, a log-log fit that
+recovers a known power law and widens its interval away from the data, values per point at each point's own
+context, rank agreement draw by draw, the claims engine's tau cell (a claim that holds, and fails when a point's
+ranking reverses), and the axis plot."""
+
+import math
+
+import pytest
+import yaml
+from test_claims_docs import record
+
+from pebench.findings import claims as cl
+from pebench.findings import trends as tr
+from pebench.findings.report import records_frame
+from pebench.results import ResultsDir
+
+
+def test_kendall_tau_counts_concordant_and_discordant_pairs():
+    assert tr.kendall_tau([1, 2, 3, 4], [10, 20, 30, 40]) == 1.0
+    assert tr.kendall_tau([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
+    assert tr.kendall_tau([1, 2, 3], [1, 3, 2]) == pytest.approx(1 / 3)  # one swap of three pairs: (2 - 1) / 3
+    assert tr.kendall_tau([1, 2, 2], [1, 2, 3]) == pytest.approx(2 / math.sqrt(2 * 3))  # tau-b with a tie in x
+    with pytest.raises(ValueError):
+        tr.kendall_tau([1], [1])
+
+
+def test_a_log_log_fit_recovers_a_power_law_and_widens_away_from_the_data():
+    xs = [1e12, 1e13, 1e14, 1e15]
+    f = tr.fit_loglog(xs, [2 * x**0.25 for x in xs])
+    assert f.b == pytest.approx(0.25) and math.exp(f.a) == pytest.approx(2) and f.b_half == pytest.approx(0, abs=1e-9)
+    noisy = tr.fit_loglog(xs * 2, [2 * x**0.25 * k for x, k in zip(xs * 2, [1.05] * 4 + [0.95] * 4)])
+    assert noisy.b - noisy.b_half < 0.25 < noisy.b + noisy.b_half
+    inside, far = noisy.predict(1e13), noisy.predict(1e18)
+    assert inside[1] < inside[0] < inside[2] and (far[2] / far[1]) > (inside[2] / inside[1])  # wider outside
+    with pytest.raises(ValueError):
+        tr.fit_loglog([1, 1, 1], [1, 2, 3])
+
+
+def _scale_set(tmp_path, reverse_at_64=False):
+    """Three schemes at two points (context 128 and 64), three seeds: at 16x a < b < c at both points (or the
+    order reversed at context 64)."""
+    rd = ResultsDir(tmp_path / "scale")
+    for config, ctx in (("tiny", 128), ("tiny-ctx64", 64)):
+        for seed in range(3):
+            for rank, label in enumerate(["a", "b", "c"]):
+                at16 = 4.0 + (2 - rank if reverse_at_64 and config == "tiny-ctx64" else rank) + seed / 10
+                for L, v in ((ctx, 4.0 + seed / 10), (16 * ctx, at16)):
+                    r = record(label, seed, L, v, ctx=ctx)
+                    r["run"] = f"{label}-{config}-s{seed}"
+                    r["provenance"] = {**r["provenance"], "config_name": config}
+                    rd.write_record(r)
+    return rd
+
+
+def test_values_per_point_are_at_each_points_own_context_and_agreement_is_per_draw(tmp_path):
+    df = records_frame(_scale_set(tmp_path))
+    vals = {(v.config, v.label): v for v in tr.point_values(df, ["tiny", "tiny-ctx64"], ["a", "c"], 16)}
+    assert vals[("tiny-ctx64", "c")].mean == pytest.approx(6.1) and vals[("tiny-ctx64", "c")].n == 3
+    assert tr.ratio_by_draw(df, "tiny", "c", 16, 1)[(0, "fp32")] == pytest.approx(6.0 / 4.0)
+    assert tr.rank_agreement(df, ["a", "b", "c"], "tiny", "tiny-ctx64", 16) == {(s, "fp32"): 1.0 for s in range(3)}
+    rev = records_frame(_scale_set(tmp_path / "r", reverse_at_64=True))
+    assert set(tr.rank_agreement(rev, ["a", "b", "c"], "tiny", "tiny-ctx64", 16).values()) == {-1.0}
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_claim_on_rank_agreement_holds_and_fails_when_a_point_reverses_the_ranking(tmp_path, reverse):
+    rd = _scale_set(tmp_path, reverse_at_64=reverse)
+    claim = {
+        "id": "same-ranking",
+        "text": "Trained at context 64 and 128 the three schemes rank alike at 16x (Kendall's tau above 0.5).",
+        "a": {"tau": {"labels": ["a", "b", "c"], "configs": ["tiny", "tiny-ctx64"], "length": "16x"}},
+        "relation": "above",
+        "rule": "intervals",
+        "value": 0.5,
+    }
+    (rd.root / cl.CLAIMS_FILE).write_text(yaml.safe_dump({"claims": [claim]}))
+    (v,) = cl.check_set(rd.root)
+    assert v.held is not reverse, v.why
+    assert "Kendall's tau of a, b, c at 16x, tiny vs tiny-ctx64" in v.why
+
+
+def test_the_axis_plot_draws_one_line_per_scheme(tmp_path):
+    df = records_frame(_scale_set(tmp_path))
+    out = tmp_path / "axis.png"
+    tr.plot_axis(df, [("tiny-ctx64", 64), ("tiny", 128)], ["a", "b", "c"], 16, out, "training context", ratio_to=1)
+    assert out.read_bytes()[:4] == b"\x89PNG"
