@@ -103,7 +103,7 @@ for p in NOPE_LAYERS:
             f"At {L} {NAME[p]} with Llama 4's temperature on its layers without positions",
             aliases={f"{p}{TEMP}": [NAME[p]]},
         )
-for s in ["rope", "alibi"] + PATTERNS + NEW:
+for s in ["rope", "alibi"] + PATTERNS + ["pope", "stick-breaking"]:  # PaTH: perplexity alone
     label = NAME[s][0].upper() + NAME[s][1:]
     candidates.append(
         (

@@ -1,8 +1,8 @@
 """The scale set's trend plots and fits (issue #40): for each axis, perplexity at 1x and at 16x and the 16x/1x ratio
 against the axis, one line per scheme with its band over draws (log-scale axes; the colours of every other plot);
 and for each scheme the log-log fit of its 16x/1x ratio against training compute over every point, with the slope's
-interval and the fit extrapolated to the GPU configs (labelled as an extrapolation). Writes the PNGs and
-`trends.md` into the set.
+interval and the fit extrapolated to the GPU configs (labelled as an extrapolation), once at least three points
+are measured. Writes the PNGs (the axes with two points or more) and `trends.md` into the set.
 
 Usage: python scripts/scale_trends.py results/scale"""
 
@@ -34,6 +34,10 @@ xlabel = {"budget": "training tokens", "width": "parameters", "context": "traini
 for axis in ("budget", "width", "context"):
     pts = [p for p in SCALE_POINTS if p.axis in ("", axis)]
     pairs = sorted(((p.apply(base).name, x_of[axis](p.apply(base))) for p in pts), key=lambda t: t[1])
+    pairs = [(c, x) for c, x in pairs if (df["config"] == c).any()]  # the points measured so far
+    if len(pairs) < 2:
+        print(f"{axis}: {len(pairs)} point(s) measured, no trend plot")
+        continue
     for multiple, ratio in ((1, None), (16, None), (16, 1)):
         name = f"trend_{axis}_{multiple}x" + ("_over_1x" if ratio else "") + ".png"
         tr.plot_axis(df, pairs, SCHEMES, multiple, ROOT / name, xlabel[axis], ratio_to=ratio)
@@ -47,8 +51,8 @@ for s in SCHEMES:
     for name in configs:
         for v in tr.ratio_by_draw(df, name, s).values():
             xs.append(flops[name]), ys.append(v)
-    if len(set(xs)) < 2 or len(xs) < 3:
-        lines.append(f"| {s} | too few points | {len(xs)} | |")
+    if len(set(xs)) < 3:  # a line through two points says nothing about the shape of a trend
+        lines.append(f"| {s} | fewer than 3 points measured | {len(xs)} | |")
         continue
     f = tr.fit_loglog(xs, ys)
     y, lo, hi = f.predict(target)

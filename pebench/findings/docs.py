@@ -5,7 +5,7 @@ is written from committed records (or a committed table file), never typed.
     ...generated...
     <!-- pebench:end -->
 
-Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds, precision: a report table), ``context``
+Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds, precision, config: a report table), ``context``
 (set, split: the context-use table), ``seeds`` (set, metrics, length, split, labels: one length seed by seed),
 ``claims`` (set, tag or ids: every claim, those tagged, or those named, with held/failed and its numbers),
 ``include`` (file: a committed table written by pebench), ``profile`` (set: the phases of the run's time, from its
@@ -56,6 +56,8 @@ def _table(root: Path, args: dict) -> str:
         df = df[df["seed"].isin([int(s) for s in args["seeds"].split(",")])]
     if "precision" in args:  # the draws trained in one precision
         df = df[df["precision"] == args["precision"]]
+    if "config" in args:  # one point of a scale suite (its runs' config)
+        df = df[df["config"] == args["config"]]
     if "labels" in args:  # exact row labels, '_' for a space: rope+yarn_ft512
         df = df[df["label"].isin([x.replace("_", " ") for x in args["labels"].split(",")])]
     t = rp.build_table(

@@ -84,3 +84,12 @@ def test_the_axis_plot_draws_one_line_per_scheme(tmp_path):
     out = tmp_path / "axis.png"
     tr.plot_axis(df, [("tiny-ctx64", 64), ("tiny", 128)], ["a", "b", "c"], 16, out, "training context", ratio_to=1)
     assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_docs_table_of_one_point_holds_that_points_runs_alone(tmp_path):
+    from pebench.findings.docs import render
+
+    _scale_set(tmp_path)
+    text = render("<!-- pebench:table set=scale config=tiny-ctx64 -->\n<!-- pebench:end -->\n", tmp_path)
+    assert "| 64 (1x) |" in text and "| 1024 (16x) |" in text and "(1x) | 128 (2x)" not in text
+    assert "| c | **4.10 ± 0.25 (n=3)** | 6.10 ± 0.25 (n=3) |" in text  # this point's three draws, not six
