@@ -90,7 +90,8 @@ def _causal_scores(q, k, mod: Optional[ScoreMod], scale: float, q_offset: int = 
 def attention_math(q, k, v, mod: Optional[ScoreMod], scale: float, chunk: Optional[int] = None):
     """Reference attention (unchunked), or the exact chunked path: one block of queries at a time
     against the keys up to the block's end. Returns (out, lse)."""
-    T = q.shape[2]
+    T, dt = q.shape[2], v.dtype
+    q, k, v = _fp32(q, k, v)
     step = chunk or T
     outs, lses = [], []
     for start in range(0, T, step):
@@ -99,7 +100,13 @@ def attention_math(q, k, v, mod: Optional[ScoreMod], scale: float, chunk: Option
         lse = torch.logsumexp(s, dim=-1)
         outs.append(torch.exp(s - lse.unsqueeze(-1)) @ v[:, :, :stop])
         lses.append(lse)
-    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
+    return torch.cat(outs, dim=2).to(dt), torch.cat(lses, dim=2)
+
+
+def _fp32(*ts: torch.Tensor) -> tuple:
+    """Half-precision q, k, v in fp32, as SDPA's math kernel computes them: scores, log-sum-exp and weights rounded
+    to bf16 drift (the log-sum-exp by tenths of a nat at T = 128), and training through them diverged."""
+    return tuple(t.float() if t.dtype in (torch.bfloat16, torch.float16) else t for t in ts)
 
 
 def _sdpa_kernels(q: torch.Tensor):
@@ -474,7 +481,8 @@ def attention_spanned(q, k, v, mod: Optional[ScoreMod], scale: float, span: Span
     those rows."""
     if mod is not None and mod.needs_lse and mod.relative is None:
         raise UsageError("a span with a value term needs the term's relative vectors (ScoreMod.relative)")
-    T = q.shape[2]
+    T, dt = q.shape[2], v.dtype
+    q, k, v = _fp32(q, k, v)
     b, h = _grid(q, 0, 1, 1)[:2]
     outs, lses = [], []
     for s0 in range(start, T, chunk):
@@ -494,4 +502,4 @@ def attention_spanned(q, k, v, mod: Optional[ScoreMod], scale: float, span: Span
             out = out + torch.einsum("bhnm,nmd->bhnd", p.to(rel.dtype), rel[dist]).to(out.dtype)
         outs.append(out)
         lses.append(lse)
-    return torch.cat(outs, dim=2), torch.cat(lses, dim=2)
+    return torch.cat(outs, dim=2).to(dt), torch.cat(lses, dim=2)
