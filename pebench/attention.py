@@ -87,6 +87,26 @@ def _causal_scores(q, k, mod: Optional[ScoreMod], scale: float, q_offset: int = 
     return s.masked_fill(ki > qi, float("-inf"))
 
 
+def _fp32(*ts: torch.Tensor) -> tuple:
+    """Half-precision q, k, v in fp32, as SDPA's math kernel computes them: scores, log-sum-exp and weights rounded
+    to bf16 drift (the log-sum-exp by tenths of a nat at T = 128), and training through them diverged. The callers
+    run with autocast off (``_no_autocast``), which would otherwise cast the matmuls back to bf16."""
+    return tuple(t.float() if t.dtype in (torch.bfloat16, torch.float16) else t for t in ts)
+
+
+def _no_autocast(fn):
+    """Run ``fn`` with autocast off on its tensors' device (it computes in the dtypes it chooses)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapped(q, *args, **kwargs):
+        with torch.autocast(q.device.type, enabled=False):
+            return fn(q, *args, **kwargs)
+
+    return wrapped
+
+
+@_no_autocast
 def attention_math(q, k, v, mod: Optional[ScoreMod], scale: float, chunk: Optional[int] = None):
     """Reference attention (unchunked), or the exact chunked path: one block of queries at a time
     against the keys up to the block's end. Returns (out, lse)."""
@@ -101,12 +121,6 @@ def attention_math(q, k, v, mod: Optional[ScoreMod], scale: float, chunk: Option
         outs.append(torch.exp(s - lse.unsqueeze(-1)) @ v[:, :, :stop])
         lses.append(lse)
     return torch.cat(outs, dim=2).to(dt), torch.cat(lses, dim=2)
-
-
-def _fp32(*ts: torch.Tensor) -> tuple:
-    """Half-precision q, k, v in fp32, as SDPA's math kernel computes them: scores, log-sum-exp and weights rounded
-    to bf16 drift (the log-sum-exp by tenths of a nat at T = 128), and training through them diverged."""
-    return tuple(t.float() if t.dtype in (torch.bfloat16, torch.float16) else t for t in ts)
 
 
 def _sdpa_kernels(q: torch.Tensor):
@@ -474,6 +488,7 @@ def attend_spanned(q, k, v, mod: Optional[ScoreMod], backend: str, sink: Optiona
     return out if sink is None else with_sink(out, lse, sink)
 
 
+@_no_autocast
 def attention_spanned(q, k, v, mod: Optional[ScoreMod], scale: float, span: Span, start: int = 0, chunk: int = CHUNK):
     """Exact attention of the queries ``start`` .. T-1 within ``span``: each block of ``chunk`` queries against
     only the keys it can see (``Span.keys``), the scheme's term on those (query, key) pairs, and Shaw-style

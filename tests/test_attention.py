@@ -244,14 +244,16 @@ def test_half_precision_attention_is_computed_in_fp32_like_sdpas_math_kernel(pat
 
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 4, 128, 32).bfloat16() * 3 for _ in range(3))
-    scale = 32**-0.5
-    if path == "chunked":
-        out, lse = attention.attention_math(q, k, v, None, scale, chunk=64)
-        ref_out, ref_lse = attention.attention_math(q.double(), k.double(), v.double(), None, scale, chunk=64)
-    else:
-        span = Span(window=40)
-        out, lse = attention.attention_spanned(q, k, v, None, scale, span, chunk=64)
-        ref_out, ref_lse = attention.attention_spanned(q.double(), k.double(), v.double(), None, scale, span, chunk=64)
+    scale, span = 32**-0.5, Span(window=40)
+
+    def run(q, k, v):
+        if path == "chunked":
+            return attention.attention_math(q, k, v, None, scale, chunk=64)
+        return attention.attention_spanned(q, k, v, None, scale, span, chunk=64)
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # as in training: autocast would cast the matmuls to bf16
+        out, lse = run(q.float(), k.float(), v)  # q and k in fp32 (as RoPE's rotation leaves them), v in bf16
+    ref_out, ref_lse = run(q.double(), k.double(), v.double())
     assert out.dtype == torch.bfloat16 and lse.dtype == torch.float32
     assert (lse.double() - ref_lse).abs().max() < 1e-4
     assert (out.double() - ref_out).abs().max() < 0.05  # the output's own rounding to bf16
