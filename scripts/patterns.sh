@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reproduce results/patterns (issue #41): the layer patterns long-context models ship (irope, local-global, swan,
-# nope-rope-alt), with and without a learned attention sink per head, and PoPE, stick-breaking and PaTH, beside RoPE (with
+# nope-rope-alt), with and without a learned attention sink per head (perplexity as trained), and PoPE, stick-breaking and PaTH, beside RoPE (with
 # YaRN at evaluation) and ALiBi, at the tiny config and budget, seeds 0-2 (bf16 where the CPU multiplies bf16
 # natively); perplexity, passkey and copying from 1x to 16x; the patterns with NoPE layers evaluated again (perplexity)
 # with Llama 4's temperature on those layers; one attention-distance picture per pattern; the learning-rate grid of the
@@ -15,12 +15,12 @@ pebench run --suite patterns --pe irope,local-global,swan,nope-rope-alt,pope,sti
   --rope-scaling none,yarn --workers cpu:2 --results "$W"
 pebench run --suite patterns --pe path --task ppl --seeds 0,1,2 --workers cpu:2 --results "$W"   # perplexity alone:
 # past 128 keys PaTH evaluates in its naive form, and the retrieval prompts at 16x would take hours
-pebench run --suite patterns --pe irope,local-global,swan,nope-rope-alt --sinks --seeds 0,1,2 --rope-scaling none,yarn \
+pebench run --suite patterns --pe irope,local-global,swan,nope-rope-alt --sinks --seeds 0,1,2 --task ppl --rope-scaling '' \
   --workers cpu:2 --results "$W"
 runs=()
-for p in irope swan nope-rope-alt; do for s in 0 1 2; do runs+=(--run "$p-tiny-s$s" --run "$p-tiny-sinks-s$s"); done; done
+for p in irope swan nope-rope-alt; do for s in 0 1 2; do runs+=(--run "$p-tiny-s$s"); done; done
 pebench eval "${runs[@]}" --logit-scale llama4@none --rope-scaling '' --task ppl --results "$W"
-seed0=irope-tiny-s0,local-global-tiny-s0,swan-tiny-s0,nope-rope-alt-tiny-s0,pope-tiny-s0,stick-breaking-tiny-s0,path-tiny-s0
+seed0=irope-tiny-s0,local-global-tiny-s0,swan-tiny-s0,nope-rope-alt-tiny-s0,pope-tiny-s0,stick-breaking-tiny-s0
 pebench analyze --run "$seed0" --tokens 4096 --lengths 1x,16x --results "$W"
 mkdir -p "$OUT"
 for r in ${seed0//,/ }; do cp "$W/analysis/attention_$r.png" "$OUT/"; done

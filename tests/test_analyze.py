@@ -91,6 +91,23 @@ def test_hooked_statistics_of_a_model_with_uniform_attention():
         assert s["far"][layer] == pytest.approx([exp_far] * 4, rel=1e-6)
 
 
+def test_hooked_statistics_respect_a_layers_window():
+    """A pattern's windowed layer (zero logits: uniform over the keys it sees) has mean distance (min(i, w-1))/2 and
+    no weight beyond its window; its global layer stays uniform over every key."""
+    from pebench.patterns import with_layers
+
+    torch.manual_seed(0)
+    model = DecoderLM(with_layers(tiny_model_config("rope"), "rope@w8,none")).eval()
+    with torch.no_grad():
+        for b in model.blocks:
+            b.attn.qkv.weight.zero_()
+    L = 40
+    s = attention_stats(model, torch.randint(0, 256, (2, L)), far=16, chunk=16)
+    assert s["distance"][0] == pytest.approx([sum(min(i, 7) / 2 for i in range(L)) / L] * 4, rel=1e-6)
+    assert s["far"][0] == pytest.approx([0.0] * 4, abs=1e-9)  # nothing beyond 16 tokens: the window is 8
+    assert s["distance"][1] == pytest.approx([sum(i / 2 for i in range(L)) / L] * 4, rel=1e-6)
+
+
 def test_hooked_statistics_follow_alibi_slopes():
     model = _zero_attention_model("alibi")
     L = 32

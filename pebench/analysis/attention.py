@@ -93,14 +93,18 @@ def _hook(stats: AttentionStats, layer: int, chunk: int):
         q, k, _, mod = module.qkv_and_term(*args)
         T = q.shape[2]
         scale = q.shape[-1] ** -0.5
+        x, pe = args[0], args[1]
+        span = module.span(pe)  # a layer's window or chunk (a pattern's local layers): keys outside get no weight
         for start in range(0, T, chunk):
             end = min(T, start + chunk)
-            x, pe = args[0], args[1]
             if pe.owns_attention:  # its own scores and weights (stick-breaking, PaTH)
-                w = pe.normalise(pe.attention_scores(q[:, :, start:end], k[:, :, :end], layer, x, start).float())
+                s = pe.attention_scores(q[:, :, start:end], k[:, :, :end], layer, x, start).float()
             else:
                 s = _causal_scores(q[:, :, start:end], k[:, :, :end], mod, scale, q_offset=start, materialize=True)
-                w = torch.softmax(s.float(), dim=-1)
+            if span:
+                qi, ki = torch.arange(start, end)[:, None], torch.arange(end)[None, :]
+                s = s.float().masked_fill(~span.visible(qi.to(s.device), ki.to(s.device)), float("-inf"))
+            w = pe.normalise(s.float()) if pe.owns_attention else torch.softmax(s.float(), dim=-1)
             stats.add(layer, w, start)
 
     return pre_hook
