@@ -39,9 +39,8 @@ def compare(id_: str, tag: str, a: str, b: str, length: str, what: str, aliases=
     spec["b"] = dict(label=b) if b_length is None else dict(label=b, length=b_length)
     if aliases:
         spec["aliases"] = aliases
-    texts = {rel: f"{what} is {WORDS[rel]} {{b}} (paired by seed, over every draw)." for rel in ("lower", "higher")} | {
-        "overlap": f"{what} and {{b}} do not differ (the paired interval over every draw includes 0)."
-    }
+    texts = {rel: f"{what} is {WORDS[rel]} {{b}} (paired by seed, over every draw)." for rel in ("lower", "higher")}
+    texts["overlap"] = f"{what} does not differ from {{b}} (the paired interval over every draw includes 0)."
     candidates.append((spec, texts))
 
 
@@ -80,7 +79,7 @@ for p in PATTERNS:
         f"{p} sink",
         p,
         "16x",
-        f"At 16x {NAME[p]} trained with a sink logit per head",
+        f"At 16x the perplexity of {NAME[p]} trained with a sink logit per head",
         aliases={f"{p} sink": [NAME[p]]},
     )
     compare(
@@ -89,7 +88,7 @@ for p in PATTERNS:
         f"{p} sink",
         p,
         "1x",
-        f"At 1x {NAME[p]} trained with a sink logit per head",
+        f"At 1x the perplexity of {NAME[p]} trained with a sink logit per head",
         aliases={f"{p} sink": [NAME[p]]},
     )
 for p in NOPE_LAYERS:
@@ -100,7 +99,7 @@ for p in NOPE_LAYERS:
             f"{p}{TEMP}",
             p,
             L,
-            f"At {L} {NAME[p]} with Llama 4's temperature on its layers without positions",
+            f"At {L} the perplexity of {NAME[p]} with Llama 4's temperature on its layers without positions",
             aliases={f"{p}{TEMP}": [NAME[p]]},
         )
 for s in ["rope", "alibi"] + PATTERNS + ["pope", "stick-breaking"]:  # PaTH: perplexity alone
@@ -128,7 +127,8 @@ def variants(spec: dict, texts: dict) -> list[dict]:
             c.update(rule="ratio", within=1.1)
         elif "rule" not in c:
             c["rule"] = "paired"
-        b = {**NAME, "rope+yarn": "RoPE with YaRN"}.get(spec.get("b", {}).get("label", ""), "")
+        label = spec.get("b", {}).get("label", "")
+        b = "RoPE's with YaRN" if label == "rope+yarn" else f"{NAME[label]}'s" if label in NAME else ""
         c["text"] = text.format(b=b)
         out.append(c)
     return out
