@@ -30,6 +30,7 @@ NOPE_LAYERS = ["irope", "swan", "nope-rope-alt"]  # the patterns with NoPE layer
 TEMP = "+llama4@none"
 PPL = dict(metric="ppl", protocol="nonoverlap")
 WORDS = {"lower": "lower than", "higher": "higher than"}
+NO_COPY = "At this budget {} does not copy at 1x: copy accuracy below 0.05 (intervals over seeds)."
 candidates = []
 
 
@@ -103,7 +104,6 @@ for p in NOPE_LAYERS:
             aliases={f"{p}{TEMP}": [NAME[p]]},
         )
 for s in ["rope", "alibi"] + PATTERNS + ["pope", "stick-breaking"]:  # PaTH: perplexity alone
-    label = NAME[s][0].upper() + NAME[s][1:]
     candidates.append(
         (
             dict(
@@ -114,7 +114,7 @@ for s in ["rope", "alibi"] + PATTERNS + ["pope", "stick-breaking"]:  # PaTH: per
                 rule="intervals",
                 value=0.05,
             ),
-            {"below": f"{label} does not copy at 1x at this budget: copy accuracy below 0.05 (intervals over seeds)."},
+            {"below": NO_COPY.format(NAME[s])},
         )
     )
 
