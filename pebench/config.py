@@ -201,6 +201,11 @@ HASH_OMITTED: dict[str, Callable[[dict], bool]] = {
     ),
 }
 
+# The schemes whose rates lr_by_scheme held when the first runs were hashed. A rate is resolved into train.lr (which
+# the hash holds), so the rate of a scheme added later never changes the hash of another scheme's runs.
+LR_HASHED = ("none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi")
+LR_HASHED += ("kerple", "fire", "xpos", "p-rope", "sandwich", "fox", "cope")
+
 
 @dataclass
 class Config:
@@ -234,6 +239,7 @@ class Config:
         for key in omit:
             section, name = key.split(".")
             d[section].pop(name)
+        d["train"]["lr_by_scheme"] = {k: v for k, v in d["train"]["lr_by_scheme"].items() if k in LR_HASHED}
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -28,8 +28,22 @@ def _committed_runs() -> dict:
     return out
 
 
+def _base(name: str):
+    """A recorded config name as planned: a built-in config, ``NAME-sinks`` (``--sinks``) or ``NAME-POINT`` (a scale
+    suite's point)."""
+    from pebench.jobs.suites import SCALE_POINTS
+
+    if name.endswith("-sinks"):
+        base = _base(name[: -len("-sinks")])
+        return replace(base, model=replace(base.model, attention_sinks=True), name=name)
+    for point in SCALE_POINTS:
+        if point.name and name.endswith(f"-{point.name}"):
+            return point.apply(load_config(name[: -len(point.name) - 1]))
+    return load_config(name)
+
+
 def _planned(name: str, scheme: str, seed: int, steps: int, run: str, precision: str):
-    base = load_config(name)
+    base = _base(name)
     base = replace(base, train=replace(base.train, precision=precision))
     if "-ft-" in run:  # a fine-tune: RUN-ft-SCALING-CONTEXT from its parent at the config's own steps
         _, scaling, ctx = run.rsplit("-", 2)

@@ -106,7 +106,7 @@ def test_installed_wheel_lists_and_trains_from_an_unrelated_folder(wheel_env):
     assert where.stdout.strip().startswith(str(venv)), where.stdout + where.stderr  # the wheel, not the checkout
     r = run("list")
     assert r.returncode == 0, r.stderr
-    assert "configs: context, small, tiny" in r.stdout and "passkey" in r.stdout  # configs and tasks ship
+    assert "configs: context, gpt2-small, small, tiny" in r.stdout and "passkey" in r.stdout  # configs and tasks ship
     r = run("train", "--pe", "rope", "--config", "tiny", "--steps", "2")
     assert r.returncode == 0, r.stderr
     assert (elsewhere / "results" / "runs" / "rope-tiny-s0" / "checkpoint.pt").is_file()
