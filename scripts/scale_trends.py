@@ -1,8 +1,10 @@
 """The scale set's trend plots and fits (issue #40): for each axis, perplexity at 1x and at 16x and the 16x/1x ratio
 against the axis, one line per scheme with its band over draws (log-scale axes; the colours of every other plot);
-and for each scheme the log-log fit of its 16x/1x ratio against training compute over every point, with the slope's
-interval and the fit extrapolated to the GPU configs (labelled as an extrapolation), once at least three points
-are measured. Writes the PNGs (the axes with two points or more) and `trends.md` into the set.
+and, for each axis with at least three points measured, each scheme's log-log fit of its 16x/1x ratio (one pair
+per draw) against the axis's own variable (training tokens per parameter, parameters, training context), with the
+slope's 95% interval and the fit extrapolated to the GPU configs' value of that variable, the other axes held at
+the default point (labelled as an extrapolation). Writes the PNGs (the axes with two points or more) and
+`trends.md` into the set.
 
 Usage: python scripts/scale_trends.py results/scale"""
 
@@ -21,41 +23,70 @@ SCHEMES = ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi", "rope
 base = load_config("tiny")
 df = records_frame(ResultsDir(ROOT))
 df = df[(df["task"] == "ppl") & (df["split"] == "test") & (df["protocol"] == "nonoverlap")]
-configs = {p.apply(base).name: p for p in SCALE_POINTS}
-flops = {
-    name: es.estimate(p.apply(base), "bf16", [p.apply(base).model.context]).train_flops for name, p in configs.items()
-}
+
+
+def measured(config: str) -> bool:
+    """A point is measured once the suite's schemes ran there (a point run for one scheme alone is not)."""
+    return df.loc[df["config"] == config, "scheme"].nunique() >= len(SCHEMES) - 1
+
+
 x_of = {
     "budget": lambda c: c.train.steps * c.train.batch_size * c.model.context,
     "width": lambda c: es.count_params(c)[0],
     "context": lambda c: c.model.context,
 }
+FIT_X = {  # each axis's own variable, which the fits extrapolate in
+    "budget": lambda c: c.train.steps * c.train.batch_size * c.model.context / es.count_params(c)[0],
+    "width": lambda c: es.count_params(c)[0],
+    "context": lambda c: c.model.context,
+}
+FIT_LABEL = {"budget": "training tokens per parameter", "width": "parameters", "context": "training context"}
 xlabel = {"budget": "training tokens", "width": "parameters", "context": "training context"}
 for axis in ("budget", "width", "context"):
     pts = [p for p in SCALE_POINTS if p.axis in ("", axis)]
     pairs = sorted(((p.apply(base).name, x_of[axis](p.apply(base))) for p in pts), key=lambda t: t[1])
-    pairs = [(c, x) for c, x in pairs if (df["config"] == c).any()]  # the points measured so far
+    pairs = [(c, x) for c, x in pairs if measured(c)]  # the points measured so far
     if len(pairs) < 2:
         print(f"{axis}: {len(pairs)} point(s) measured, no trend plot")
         continue
     for multiple, ratio in ((1, None), (16, None), (16, 1)):
         name = f"trend_{axis}_{multiple}x" + ("_over_1x" if ratio else "") + ".png"
         tr.plot_axis(df, pairs, SCHEMES, multiple, ROOT / name, xlabel[axis], ratio_to=ratio)
+TARGETS = ("small", "gpt2-small")  # the configs a GPU user starts from (docs/scale.md)
+targets = {t: load_config(t) for t in TARGETS}
 lines = [
-    "| scheme | slope of log(16x/1x) on log(training FLOPs) | points x draws | at gpt2-small (extrapolated) |",
-    "|---|---|---|---|",
+    "Each scheme's fit of log(16x/1x perplexity) on log(the axis's variable), one pair per draw at each point "
+    "measured; the slope with its 95% interval; the last columns extrapolate the fit to the GPU configs' value of "
+    "that variable, **an extrapolation** along one axis with the others held at the default point (the mean's 95% "
+    "interval). An axis with fewer than three points measured has no fit.",
+    "",
 ]
-target = es.estimate(load_config("gpt2-small"), "bf16", [1024]).train_flops
-for s in SCHEMES:
-    xs, ys = [], []
-    for name in configs:
-        for v in tr.ratio_by_draw(df, name, s).values():
-            xs.append(flops[name]), ys.append(v)
-    if len(set(xs)) < 3:  # a line through two points says nothing about the shape of a trend
-        lines.append(f"| {s} | fewer than 3 points measured | {len(xs)} | |")
+for axis in ("budget", "width", "context"):
+    pts = {p.apply(base).name: p.apply(base) for p in SCALE_POINTS if p.axis in ("", axis)}
+    xs_of = {name: FIT_X[axis](c) for name, c in pts.items() if measured(name)}
+    head = f"**{axis}** (x: {FIT_LABEL[axis]}; points measured: " + ", ".join(
+        f"{n} ({x:,.4g})" for n, x in sorted(xs_of.items(), key=lambda t: t[1])
+    )
+    lines += [head + ")", ""]
+    if len(set(xs_of.values())) < 3:  # a line through two points says nothing about the shape of a trend
+        lines += [f"Fewer than three points measured on the {axis} axis: no fit yet.", ""]
         continue
-    f = tr.fit_loglog(xs, ys)
-    y, lo, hi = f.predict(target)
-    lines.append(f"| {s} | {f.b:+.3f} ± {f.b_half:.3f} | {f.n} | {y:.2f} [{lo:.2f}, {hi:.2f}] |")
-(ROOT / "trends.md").write_text("\n".join(lines) + "\n")
+    lines += [
+        f"| scheme | slope of log(16x/1x) on log({FIT_LABEL[axis]}) | pairs | "
+        + " | ".join(f"{t} at x = {FIT_X[axis](c):,.4g} (extrapolated)" for t, c in targets.items())
+        + " |",
+        "|---|---|---|" + "---|" * len(targets),
+    ]
+    for s_ in SCHEMES:
+        f = tr.fit_axis(df, xs_of, s_)
+        if f is None:
+            continue  # a scheme without a 16x value (learned)
+        preds = [f.predict(FIT_X[axis](c)) for c in targets.values()]
+        lines.append(
+            f"| {s_} | {f.b:+.3f} ± {f.b_half:.3f} | {f.n} | "
+            + " | ".join(f"{y:.2f} [{lo:.2f}, {hi:.2f}]" for y, lo, hi in preds)
+            + " |"
+        )
+    lines.append("")
+(ROOT / "trends.md").write_text("\n".join(lines))
 print((ROOT / "trends.md").read_text())

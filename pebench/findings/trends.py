@@ -131,6 +131,19 @@ def ratio_by_draw(
     return {d: top[d] / bottom[d] for d in top if d in bottom}
 
 
+def fit_axis(
+    df: pd.DataFrame, points: dict, label: str, num: float = 16, den: float = 1, metric: str = "ppl"
+) -> Optional[Fit]:
+    """The log-log fit of a scheme's ``num``x/``den``x ratio against an axis given as {config: x}, one pair per
+    draw at each point; None where the scheme has a value at fewer than three distinct x (a line through two
+    points says nothing about the shape of a trend)."""
+    xs, ys = [], []
+    for config, x in points.items():
+        for v in ratio_by_draw(df, config, label, num, den, metric).values():
+            xs.append(x), ys.append(v)
+    return fit_loglog(xs, ys) if len(set(xs)) >= 3 else None
+
+
 def plot_axis(
     df: pd.DataFrame,
     axis: list[tuple[str, float]],

@@ -212,14 +212,26 @@ def summary(p: Profile) -> str:
 
 def peak_for_work(device: str, flops: float, dtype=None) -> float:
     """The matmul peak (bench.matmul_peak: the best of timed loops; fp32 on the CPU unless ``dtype``); for work too
-    small to matter (under 1e12 FLOPs) a quick, rough one, so tiny runs do not pay seconds for it."""
+    small to matter (under 1e12 FLOPs) a quick, rough one, so tiny runs do not pay seconds for it. On the CPU it is
+    the whole machine's, measured with a thread per core whatever this process's own thread count: the floor is the
+    machine's, and workers started with one thread each (OMP_NUM_THREADS=1) must not halve it."""
+    import os
+
+    import torch
+
     from ..bench import matmul_peak
     from ..device import resolve_device
 
     dev = str(resolve_device(device))
-    return (
-        matmul_peak(dev, dtype=dtype) if flops >= 1e12 else matmul_peak(dev, n=512, runs=2, seconds=0.05, dtype=dtype)
-    )
+    own = torch.get_num_threads()
+    if dev == "cpu":
+        torch.set_num_threads(os.cpu_count() or own)
+    try:
+        if flops >= 1e12:
+            return matmul_peak(dev, dtype=dtype)
+        return matmul_peak(dev, n=512, runs=2, seconds=0.05, dtype=dtype)
+    finally:
+        torch.set_num_threads(own)
 
 
 def trains_bf16_on_cpu(device: str, runs: list) -> bool:

@@ -36,6 +36,30 @@ def test_a_log_log_fit_recovers_a_power_law_and_widens_away_from_the_data():
         tr.fit_loglog([1, 1, 1], [1, 2, 3])
 
 
+def test_an_axis_fit_uses_one_pair_per_draw_and_needs_three_points(tmp_path):
+    """16x/1x ratios of 1.5, 2, 3 (+- a seed's offset) at x = 1, 2, 4: the fit's slope is the least-squares
+    slope over the nine pairs; two points give no fit; the fit moves when a point's ratio does."""
+    rd = ResultsDir(tmp_path / "axis")
+    ratios = {"p1": 1.5, "p2": 2.0, "p4": 3.0}
+    for config, ratio in ratios.items():
+        for seed in range(3):
+            for L, v in ((128, 4.0), (2048, 4.0 * ratio * (1 + (seed - 1) / 20))):
+                r = record("a", seed, L, v, ctx=128)
+                r["run"] = f"a-{config}-s{seed}"
+                r["provenance"] = {**r["provenance"], "config_name": config}
+                rd.write_record(r)
+    df = records_frame(rd)
+    xs = {"p1": 1.0, "p2": 2.0, "p4": 4.0}
+    f = tr.fit_axis(df, xs, "a")
+    pairs = [(x, ratios[c] * (1 + (s - 1) / 20)) for c, x in xs.items() for s in range(3)]
+    direct = tr.fit_loglog([x for x, _ in pairs], [y for _, y in pairs])
+    assert f.n == 9 and f.b == pytest.approx(direct.b) and f.b_half == pytest.approx(direct.b_half)
+    assert f.b == pytest.approx(0.5)  # log(3 / 1.5) / log(4): the middle point sits at the mean log x
+    assert f.b_half > 0.01  # the middle point lies off the line, so the slope has an interval
+    assert tr.fit_axis(df, {"p1": 1.0, "p2": 2.0}, "a") is None
+    assert tr.fit_axis(df, xs, "absent") is None
+
+
 def _scale_set(tmp_path, reverse_at_64=False):
     """Three schemes at two points (context 128 and 64), three seeds: at 16x a < b < c at both points (or the
     order reversed at context 64)."""

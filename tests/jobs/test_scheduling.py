@@ -12,7 +12,7 @@ from pebench.checkpoint import train_flops
 from pebench.config import load_config
 from pebench.evaluate import EvalFlags
 from pebench.jobs.plan import eval_request, plan_runs
-from pebench.jobs.profile import Phase, Profile, collect, markdown
+from pebench.jobs.profile import Phase, Profile, collect, markdown, peak_for_work
 from pebench.jobs.sweep import Job, jobs_for
 from pebench.results import ResultsDir
 
@@ -142,6 +142,27 @@ def test_the_profile_counts_this_invocations_work_against_the_floor(tmp_path):
     assert Profile(10.0, 0.0, 1, [Phase("train", "x", 1.0, 5.0)]).floor_s == 0.0  # no peak: no floor claimed
     assert trained[0].threads == 2 and p.core_use == pytest.approx(100.0 * 2 / (p.cores * 200.0))
     assert f"The cores were busy {p.core_use:.0%} of the wall" in md
+
+
+def test_the_cpu_peak_is_the_whole_machines_whatever_this_process_threads(monkeypatch):
+    """A sweep's parent may run with OMP_NUM_THREADS=1 (its workers take a core each): the floor must still be the
+    machine's, so the peak is measured with a thread per core, and the process's own count comes back after."""
+    import os
+
+    import torch
+
+    import pebench.bench as bench
+
+    seen = []
+    monkeypatch.setattr(bench, "matmul_peak", lambda *a, **k: seen.append(torch.get_num_threads()) or 1e9)
+    own = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert peak_for_work("cpu", 1e6) == 1e9 and peak_for_work("cpu", 1e13) == 1e9
+        assert seen == [os.cpu_count(), os.cpu_count()]
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(own)
 
 
 def test_core_use_counts_each_items_seconds_times_its_threads():
