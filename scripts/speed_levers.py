@@ -6,7 +6,11 @@ at once (throughput of the pair), torch.compile (its compile time beside it), wh
 optimizer step alone with the for-loop, foreach and fused AdamW. Medians of timed steps after warm-up; minor page
 faults per step; MFU against the fp32 matmul peak measured in the same run.
 
-Usage: python scripts/speed_levers.py [--steps 20] [--pe rope]
+With ``--suite``, the scale suite's layout only (a process per core, one thread each, as ``pebench run --workers
+cpu:N`` trains): the default step against the same step compiled, and three seeds of the scheme trained as one
+batched model (``torch.func.vmap`` over their stacked parameters), eager and compiled.
+
+Usage: python scripts/speed_levers.py [--steps 20] [--pe rope] [--suite]
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ from pebench.checkpoint import build_model
 from pebench.config import load_config
 
 
-def training_step(pe: str, threads: int, autocast: bool = False, compile_: bool = False):
+def training_step(pe: str, threads: int, autocast: bool = False, compile_: bool = False, seeds: int = 1):
     """(cfg, model, step): one full training step (forward, backward, clip, AdamW) of the default config on a fixed
-    batch, with pebench's allocator (unless PEBENCH_MALLOC=system) and optimizer."""
+    batch, with pebench's allocator (unless PEBENCH_MALLOC=system) and optimizer. With ``seeds`` > 1 the step trains
+    that many models of the scheme (one per seed) as one batched model (``batched_step``; model is None)."""
     from dataclasses import replace
 
     from pebench.device import tune_cpu_allocator
@@ -39,6 +44,8 @@ def training_step(pe: str, threads: int, autocast: bool = False, compile_: bool 
     torch.set_num_threads(threads)
     cfg = load_config("tiny")
     cfg = replace(cfg, model=replace(cfg.model, pe=pe))
+    if seeds > 1:
+        return cfg, None, batched_step(cfg, seeds, autocast, compile_)
     torch.manual_seed(0)
     model = build_model(cfg)
     fwd = torch.compile(model) if compile_ else model
@@ -56,12 +63,56 @@ def training_step(pe: str, threads: int, autocast: bool = False, compile_: bool 
     return cfg, model, step
 
 
-def step_times(pe: str, steps: int, threads: int, autocast: bool = False, compile_: bool = False) -> dict:
-    """Seconds per training step after 5 warm-up steps, the minor page faults per step and the seconds of the first
-    two (compiling) steps."""
+def batched_step(cfg, seeds: int, autocast: bool, compile_: bool):
+    """One training step of ``seeds`` models of one config (seeds 0..seeds-1) as one batched model: their parameters
+    stacked (``torch.func.stack_module_state``), the forward ``torch.func.vmap``-ed over the stacks (each model's
+    loss the one it would have alone; the losses summed, so the gradients do not mix), each model's gradient clipped
+    by its own norm, one fused AdamW over the stacks."""
+    import copy
+
+    from torch.func import functional_call, stack_module_state, vmap
+
+    models = []
+    for s in range(seeds):
+        torch.manual_seed(s)
+        models.append(build_model(cfg))
+    params, buffers = stack_module_state(models)
+    base = copy.deepcopy(models[0])  # the module whose forward runs on each slice of the stacks
+
+    def loss_of(p: dict, b: dict, x: torch.Tensor) -> torch.Tensor:
+        return functional_call(base, (p, b), (x, x))[1]
+
+    losses = vmap(loss_of, randomness="different")
+    losses = torch.compile(losses) if compile_ else losses
+    tc = cfg.train
+    opt = torch.optim.AdamW(
+        list(params.values()), lr=tc.lr, betas=(tc.beta1, tc.beta2), weight_decay=tc.weight_decay, fused=True
+    )
+    x = torch.randint(0, 256, (seeds, tc.batch_size, cfg.model.context))
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
+            loss = losses(params, buffers, x).sum()
+        loss.backward()
+        grads = [p.grad for p in params.values()]
+        norms = torch.stack([g.flatten(1).pow(2).sum(1) for g in grads]).sum(0).sqrt()  # one norm per model
+        scale = (tc.grad_clip / (norms + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(scale.view(-1, *([1] * (g.dim() - 1))))
+        opt.step()
+
+    return step
+
+
+def step_times(
+    pe: str, steps: int, threads: int, autocast: bool = False, compile_: bool = False, seeds: int = 1
+) -> dict:
+    """Seconds per training step (per model's step where ``seeds`` models train batched) after 5 warm-up steps, the
+    minor page faults per step and the seconds of the first two (compiling) steps."""
     import resource
 
-    step = training_step(pe, threads, autocast, compile_)[2]
+    step = training_step(pe, threads, autocast, compile_, seeds)[2]
     first = time.perf_counter()
     for _ in range(2):
         step()
@@ -72,8 +123,8 @@ def step_times(pe: str, steps: int, threads: int, autocast: bool = False, compil
     for _ in range(steps):
         t = time.perf_counter()
         step()
-        out.append(time.perf_counter() - t)
-    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / steps
+        out.append((time.perf_counter() - t) / seeds)
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / steps / seeds
     return {"steps": out, "faults": faults, "first": first}
 
 
@@ -131,7 +182,7 @@ def optimizer_times(mode: str, steps: int = 50) -> float:
 
 def child(args) -> None:
     """One measuring process (the two-process row runs two of these at once)."""
-    print(json.dumps(step_times(args.pe, args.steps, args.threads, args.autocast, args.compile)))
+    print(json.dumps(step_times(args.pe, args.steps, args.threads, args.autocast, args.compile, args.seeds)))
 
 
 def main() -> None:
@@ -141,6 +192,12 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--autocast", action="store_true")
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--seeds", type=int, default=1, help="models trained as one batched model (child only)")
+    ap.add_argument(
+        "--suite",
+        action="store_true",
+        help="the scale suite's layout only: a process per core, one thread each (pebench run --workers cpu:N)",
+    )
     ap.add_argument("--child", action="store_true")
     args = ap.parse_args()
     if args.child:
@@ -151,7 +208,9 @@ def main() -> None:
     cfg = load_config("tiny")
     flops = build_model(cfg).flops_per_token(cfg.model.context) * cfg.train.batch_size * cfg.model.context
 
-    def spawn(threads: int, autocast: bool = False, compile_: bool = False, malloc: str = "tuned") -> subprocess.Popen:
+    def spawn(
+        threads: int, autocast: bool = False, compile_: bool = False, malloc: str = "tuned", seeds: int = 1
+    ) -> subprocess.Popen:
         cmd = (
             [
                 sys.executable,
@@ -166,6 +225,7 @@ def main() -> None:
             ]
             + (["--autocast"] if autocast else [])
             + (["--compile"] if compile_ else [])
+            + ["--seeds", str(seeds)]
         )
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PEBENCH_MALLOC": malloc}
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
@@ -174,19 +234,34 @@ def main() -> None:
 
     bf16 = train_precision(torch.device("cpu")) == "bf16"  # what pebench trains in on this CPU
     mark = {True: " (pebench's default here)", False: ""}
-    levers = (
-        (f"1 process x {cores} threads, fp32, glibc's default allocator", 1, cores, {"malloc": "system"}),
-        (f"1 process x {cores} threads, fp32 (tuned allocator, fused AdamW){mark[not bf16]}", 1, cores, {}),
-        (f"{cores} processes x 1 thread at once, fp32", cores, 1, {}),
-        (f"1 process x {cores} threads, bf16 autocast{mark[bf16]}", 1, cores, {"autocast": True}),
-        (f"{cores} processes x 1 thread at once, bf16 autocast", cores, 1, {"autocast": True}),
-        (f"1 process x {cores} threads, fp32, torch.compile", 1, cores, {"compile_": True}),
-    )
-    default = 3 if bf16 else 1
-    rows = []
+    if args.suite:  # the suite's layout: a process per core, one thread each
+        each_core, prec = f"{cores} processes x 1 thread at once", "bf16 autocast" if bf16 else "fp32"
+        ac = {"autocast": bf16}
+        levers = (
+            (f"{each_core}, {prec} (the suite's default)", cores, 1, ac),
+            (f"{each_core}, {prec}, torch.compile", cores, 1, {**ac, "compile_": True}),
+            (f"{each_core}, {prec}, 3 seeds as one batched model (torch.func.vmap)", cores, 1, {**ac, "seeds": 3}),
+            (f"{each_core}, {prec}, 3 seeds batched and compiled", cores, 1, {**ac, "seeds": 3, "compile_": True}),
+        )
+        default = 0
+    else:
+        levers = (
+            (f"1 process x {cores} threads, fp32, glibc's default allocator", 1, cores, {"malloc": "system"}),
+            (f"1 process x {cores} threads, fp32 (tuned allocator, fused AdamW){mark[not bf16]}", 1, cores, {}),
+            (f"{cores} processes x 1 thread at once, fp32", cores, 1, {}),
+            (f"1 process x {cores} threads, bf16 autocast{mark[bf16]}", 1, cores, {"autocast": True}),
+            (f"{cores} processes x 1 thread at once, bf16 autocast", cores, 1, {"autocast": True}),
+            (f"1 process x {cores} threads, fp32, torch.compile", 1, cores, {"compile_": True}),
+        )
+        default = 3 if bf16 else 1
+    rows, failed = [], []
     for label, procs, threads, kw in levers:
         ps = [spawn(threads, **kw) for _ in range(procs)]
-        outs = [json.loads(p.communicate()[0]) for p in ps]
+        texts = [p.communicate()[0] for p in ps]
+        if any(p.returncode for p in ps):  # a lever this torch cannot run (e.g. a compile that fails) is said so
+            failed.append(f"{label}: did not run here (exit {max(p.returncode for p in ps)})")
+            continue
+        outs = [json.loads(t) for t in texts]
         each = statistics.median(statistics.median(o["steps"]) for o in outs)
         per_step = each / procs  # the processes' throughput as seconds per step
         rows.append(
@@ -202,7 +277,13 @@ def main() -> None:
     print(
         f"RoPE training step, default config ({cfg.train.batch_size} x {cfg.model.context}), {args.steps} timed "
         f"steps; fp32 matmul peak {peak / 1e9:,.0f} GFLOP/s measured in this run (MFU against it); native bf16 "
-        f"matmuls on this CPU: {'yes' if bf16 else 'no'}\n"
+        f"matmuls on this CPU: {'yes' if bf16 else 'no'}"
+        + (
+            "; with several seeds batched, a row's milliseconds are per model's step (the batched step's time "
+            "over its models)\n"
+            if args.suite
+            else "\n"
+        )
     )
     print(
         "| lever | ms per step (each process) | ms per step of throughput | MFU | vs pebench's default | "
@@ -214,7 +295,10 @@ def main() -> None:
             f"| {label} | {each:,.1f} | {per:,.1f} | {mfu:.0%} | {rows[default][2] / per:.2f}x | {faults:,.0f} | "
             f"{first:.1f} |"
         )
-    print_breakdown(args.pe, args.steps, cores, peak, bf16)
+    for line in failed:
+        print(f"\n{line}")
+    if not args.suite:
+        print_breakdown(args.pe, args.steps, cores, peak, bf16)
 
 
 def print_breakdown(pe: str, steps: int, cores: int, peak: float, bf16: bool) -> None:

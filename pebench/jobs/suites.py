@@ -59,13 +59,20 @@ class Suite:
 # The scale suite (issue #40): the default point (tiny: width 128, 500 steps of 32 x 128, 2.49 tokens per parameter,
 # context 128) and two more points on each axis. Budget: 4x and 8x the steps (10 and 20 tokens per parameter).
 # Width: 64 and 256 (4 heads, MLP 4x, as tiny) at the default's 2.49 tokens per parameter (130 and 1,957 steps).
-# Training context: 64 and 256 at the default's 2,048,000 tokens (the batch 64 and 16).
+# Training context: 64 and 256 at the default's 2,048,000 tokens (the batch 64 and 16). The two costliest points
+# train compiled (train.compile): in the suite's layout (a process per core, one thread each, bf16) the compiled step
+# is the lever that pays (results/scale/levers.md, scripts/speed_levers.py --suite), its compile a few tens of seconds
+# per run; the points measured before it keep the eager configs their records were hashed with.
 SCALE_POINTS = (
     Point("", ""),
     Point("budget", "steps2000", (("train.steps", 2000), ("train.checkpoint_every", 500))),
-    Point("budget", "steps4000", (("train.steps", 4000), ("train.checkpoint_every", 1000))),
+    Point("budget", "steps4000", (("train.steps", 4000), ("train.checkpoint_every", 1000), ("train.compile", True))),
     Point("width", "d64", (("model.d_model", 64), ("model.d_mlp", 256), ("train.steps", 130))),
-    Point("width", "d256", (("model.d_model", 256), ("model.d_mlp", 1024), ("train.steps", 1957))),
+    Point(
+        "width",
+        "d256",
+        (("model.d_model", 256), ("model.d_mlp", 1024), ("train.steps", 1957), ("train.compile", True)),
+    ),
     Point("context", "ctx64", (("model.context", 64), ("train.batch_size", 64))),
     Point("context", "ctx256", (("model.context", 256), ("train.batch_size", 16))),
 )

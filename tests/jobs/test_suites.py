@@ -65,6 +65,15 @@ def test_steps_given_make_a_smoke_run_of_every_point():
     assert widths == {64, 128, 256}  # the other axes stay
 
 
+def test_the_costliest_points_train_compiled_unless_a_flag_says_otherwise():
+    """steps4000 and d256 train compiled (the suite's lever, results/scale/levers.md); the points measured eager
+    keep their configs (and so their records' hashes); --compile/--no-compile decides for every point."""
+    compiled = {c.name for _, c in _plan("scale").runs if c.train.compile}
+    assert compiled == {"tiny-steps4000", "tiny-d256"}
+    assert not any(c.train.compile for _, c in _plan("scale", compile=False).runs)
+    assert all(c.train.compile for _, c in _plan("scale", compile=True).runs)
+
+
 def test_a_suite_without_points_is_its_config_alone():
     sp = _plan("patterns")
     names = [n for n, _ in sp.runs]
