@@ -10,7 +10,7 @@ With ``--suite``, the scale suite's layout only (a process per core, one thread 
 cpu:N`` trains): the default step against the same step compiled, and three seeds of the scheme trained as one
 batched model (``torch.func.vmap`` over their stacked parameters), eager and compiled.
 
-Usage: python scripts/speed_levers.py [--steps 20] [--pe rope] [--suite]
+Usage: python scripts/speed_levers.py [--steps 20] [--pe rope] [--suite [--point d256]]
 """
 
 from __future__ import annotations
@@ -31,7 +31,22 @@ from pebench.checkpoint import build_model
 from pebench.config import load_config
 
 
-def training_step(pe: str, threads: int, autocast: bool = False, compile_: bool = False, seeds: int = 1):
+def config_of(point: str = ""):
+    """The default config, or one scale suite point's (``pebench.jobs.suites.SCALE_POINTS``, by name: d256)."""
+    cfg = load_config("tiny")
+    if not point:
+        return cfg
+    from pebench.jobs.suites import SCALE_POINTS
+
+    points = {p.name: p for p in SCALE_POINTS if p.name}
+    if point not in points:
+        raise SystemExit(f"--point {point!r}: not a scale point (one of {', '.join(points)})")
+    return points[point].apply(cfg)
+
+
+def training_step(
+    pe: str, threads: int, autocast: bool = False, compile_: bool = False, seeds: int = 1, point: str = ""
+):
     """(cfg, model, step): one full training step (forward, backward, clip, AdamW) of the default config on a fixed
     batch, with pebench's allocator (unless PEBENCH_MALLOC=system) and optimizer. With ``seeds`` > 1 the step trains
     that many models of the scheme (one per seed) as one batched model (``batched_step``; model is None)."""
@@ -42,7 +57,7 @@ def training_step(pe: str, threads: int, autocast: bool = False, compile_: bool 
 
     tune_cpu_allocator()
     torch.set_num_threads(threads)
-    cfg = load_config("tiny")
+    cfg = config_of(point)
     cfg = replace(cfg, model=replace(cfg.model, pe=pe))
     if seeds > 1:
         return cfg, None, batched_step(cfg, seeds, autocast, compile_)
@@ -106,13 +121,13 @@ def batched_step(cfg, seeds: int, autocast: bool, compile_: bool):
 
 
 def step_times(
-    pe: str, steps: int, threads: int, autocast: bool = False, compile_: bool = False, seeds: int = 1
+    pe: str, steps: int, threads: int, autocast: bool = False, compile_: bool = False, seeds: int = 1, point: str = ""
 ) -> dict:
     """Seconds per training step (per model's step where ``seeds`` models train batched) after 5 warm-up steps, the
     minor page faults per step and the seconds of the first two (compiling) steps."""
     import resource
 
-    step = training_step(pe, threads, autocast, compile_, seeds)[2]
+    step = training_step(pe, threads, autocast, compile_, seeds, point)[2]
     first = time.perf_counter()
     for _ in range(2):
         step()
@@ -182,7 +197,9 @@ def optimizer_times(mode: str, steps: int = 50) -> float:
 
 def child(args) -> None:
     """One measuring process (the two-process row runs two of these at once)."""
-    print(json.dumps(step_times(args.pe, args.steps, args.threads, args.autocast, args.compile, args.seeds)))
+    print(
+        json.dumps(step_times(args.pe, args.steps, args.threads, args.autocast, args.compile, args.seeds, args.point))
+    )
 
 
 def main() -> None:
@@ -198,6 +215,7 @@ def main() -> None:
         action="store_true",
         help="the scale suite's layout only: a process per core, one thread each (pebench run --workers cpu:N)",
     )
+    ap.add_argument("--point", default="", help="with --suite: a scale point's shape (d256), not the default's")
     ap.add_argument("--child", action="store_true")
     args = ap.parse_args()
     if args.child:
@@ -205,7 +223,7 @@ def main() -> None:
     cores = os.cpu_count() or 1
     torch.set_num_threads(cores)
     peak = matmul_peak("cpu")
-    cfg = load_config("tiny")
+    cfg = config_of(args.point)
     flops = build_model(cfg).flops_per_token(cfg.model.context) * cfg.train.batch_size * cfg.model.context
 
     def spawn(
@@ -225,7 +243,7 @@ def main() -> None:
             ]
             + (["--autocast"] if autocast else [])
             + (["--compile"] if compile_ else [])
-            + ["--seeds", str(seeds)]
+            + ["--seeds", str(seeds), "--point", args.point]
         )
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PEBENCH_MALLOC": malloc}
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
@@ -275,7 +293,8 @@ def main() -> None:
             )
         )
     print(
-        f"RoPE training step, default config ({cfg.train.batch_size} x {cfg.model.context}), {args.steps} timed "
+        f"{args.pe} training step, {'config ' + cfg.name if args.point else 'default config'} "
+        f"(d_model {cfg.model.d_model}, {cfg.train.batch_size} x {cfg.model.context}), {args.steps} timed "
         f"steps; fp32 matmul peak {peak / 1e9:,.0f} GFLOP/s measured in this run (MFU against it); native bf16 "
         f"matmuls on this CPU: {'yes' if bf16 else 'no'}"
         + (

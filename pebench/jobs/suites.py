@@ -61,8 +61,8 @@ class Suite:
 # Width: 64 and 256 (4 heads, MLP 4x, as tiny) at the default's 2.49 tokens per parameter (130 and 1,957 steps).
 # Training context: 64 and 256 at the default's 2,048,000 tokens (the batch 64 and 16). The two costliest points
 # train compiled (train.compile): in the suite's layout (a process per core, one thread each, bf16) the compiled step
-# is the lever that pays (results/scale/levers.md, scripts/speed_levers.py --suite), its compile a few tens of seconds
-# per run; the points measured before it keep the eager configs their records were hashed with.
+# is the lever that pays (results/scale/levers.md and levers-d256.md, scripts/speed_levers.py --suite), its compile
+# a few tens of seconds per run; the points measured before it keep the eager configs their records were hashed with.
 SCALE_POINTS = (
     Point("", ""),
     Point("budget", "steps2000", (("train.steps", 2000), ("train.checkpoint_every", 500))),
