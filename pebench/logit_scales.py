@@ -16,7 +16,6 @@ arguments; ``NAME@SCHEME`` applies it to the layers of one scheme (``model.Decod
 
 from __future__ import annotations
 
-import functools
 import inspect
 import math
 from typing import Any, Callable, Optional
@@ -65,17 +64,18 @@ def _llama4(
     return 1.0 + alpha * torch.log(torch.floor(i / F) + 1.0)
 
 
-@functools.lru_cache(maxsize=64)
-def _parsed(text: str) -> tuple[Callable, tuple]:
-    fn, settings = _parse_scale(text)
-    return fn, tuple(settings.items())
+# text -> (function, settings), each text parsed once: the model asks for its layers' scales on every forward. A
+# plain dict, not functools.lru_cache: torch.compile traces a lookup in it (the model parses its scales when built, so
+# a compiled forward finds them here), where it warns on a cache wrapper it cannot see through.
+_PARSED: dict[str, tuple[Callable, tuple]] = {}
 
 
 def parse_scale(text: str) -> tuple[Callable, dict[str, Any]]:
-    """``NAME[:key=value...]`` -> the scale's function and its typed settings (a bad name or setting: one line).
-    Parsed once per text: the model asks for its layers' scales on every forward."""
-    fn, settings = _parsed(text)
-    return fn, dict(settings)
+    """``NAME[:key=value...]`` -> the scale's function and its typed settings (a bad name or setting: one line)."""
+    if (hit := _PARSED.get(text)) is None:
+        fn, settings = _parse_scale(text)
+        hit = _PARSED[text] = (fn, tuple(settings.items()))
+    return hit[0], dict(hit[1])
 
 
 def _parse_scale(text: str) -> tuple[Callable, dict[str, Any]]:
