@@ -33,15 +33,15 @@ from pebench.config import load_config
 
 def config_of(point: str = ""):
     """The default config, or one scale suite point's (``pebench.jobs.suites.SCALE_POINTS``, by name: d256)."""
-    cfg = load_config("tiny")
-    if not point:
-        return cfg
-    from pebench.jobs.suites import SCALE_POINTS
+    from pebench.errors import UsageError
+    from pebench.jobs.plan import select_points
+    from pebench.jobs.suites import get_suite
 
-    points = {p.name: p for p in SCALE_POINTS if p.name}
-    if point not in points:
-        raise SystemExit(f"--point {point!r}: not a scale point (one of {', '.join(points)})")
-    return points[point].apply(cfg)
+    cfg = load_config("tiny")
+    try:
+        return select_points(get_suite("scale"), point)[0].apply(cfg) if point else cfg
+    except UsageError as e:  # a point the suite does not have: its one line, no traceback
+        raise SystemExit(f"error: {e}") from None
 
 
 def training_step(
@@ -202,6 +202,62 @@ def child(args) -> None:
     )
 
 
+def lever_list(suite: bool, cores: int, bf16: bool) -> tuple[tuple, int]:
+    """The levers to measure, each (label, processes, threads per process, spawn options), and the row the others
+    are compared with: pebench's default step, or with ``suite`` the scale suite's layout (a process per core)."""
+    mark = {True: " (pebench's default here)", False: ""}
+    if suite:  # the suite's layout: a process per core, one thread each
+        each_core, prec = f"{cores} processes x 1 thread at once", "bf16 autocast" if bf16 else "fp32"
+        ac = {"autocast": bf16}
+        levers = (
+            (f"{each_core}, {prec} (the suite's default)", cores, 1, ac),
+            (f"{each_core}, {prec}, torch.compile", cores, 1, {**ac, "compile_": True}),
+            (f"{each_core}, {prec}, 3 seeds as one batched model (torch.func.vmap)", cores, 1, {**ac, "seeds": 3}),
+            (f"{each_core}, {prec}, 3 seeds batched and compiled", cores, 1, {**ac, "seeds": 3, "compile_": True}),
+        )
+        default = 0
+    else:
+        levers = (
+            (f"1 process x {cores} threads, fp32, glibc's default allocator", 1, cores, {"malloc": "system"}),
+            (f"1 process x {cores} threads, fp32 (tuned allocator, fused AdamW){mark[not bf16]}", 1, cores, {}),
+            (f"{cores} processes x 1 thread at once, fp32", cores, 1, {}),
+            (f"1 process x {cores} threads, bf16 autocast{mark[bf16]}", 1, cores, {"autocast": True}),
+            (f"{cores} processes x 1 thread at once, bf16 autocast", cores, 1, {"autocast": True}),
+            (f"1 process x {cores} threads, fp32, torch.compile", 1, cores, {"compile_": True}),
+        )
+        default = 3 if bf16 else 1
+    return levers, default
+
+
+def spawn(
+    args, threads: int, autocast: bool = False, compile_: bool = False, malloc: str = "tuned", seeds: int = 1
+) -> subprocess.Popen:
+    """One measuring child process of this script (its step's options; ``threads`` OpenMP threads)."""
+    cmd = [sys.executable, __file__, "--child", "--pe", args.pe, "--steps", str(args.steps), "--threads", str(threads)]
+    cmd += (["--autocast"] if autocast else []) + (["--compile"] if compile_ else [])
+    cmd += ["--seeds", str(seeds), "--point", args.point]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PEBENCH_MALLOC": malloc}
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+
+
+def measure(args, levers: tuple, flops: float, peak: float) -> tuple[list, list]:
+    """Each lever's row (label, ms per step of each process, ms per step of throughput, MFU, page faults, first
+    steps' seconds), its processes run at once; and a line for each lever that did not run here."""
+    rows, failed = [], []
+    for label, procs, threads, kw in levers:
+        ps = [spawn(args, threads, **kw) for _ in range(procs)]
+        texts = [p.communicate()[0] for p in ps]
+        if any(p.returncode for p in ps):  # a lever this torch cannot run (e.g. a compile that fails) is said so
+            failed.append(f"{label}: did not run here (exit {max(p.returncode for p in ps)})")
+            continue
+        outs = [json.loads(t) for t in texts]
+        each = statistics.median(statistics.median(o["steps"]) for o in outs)
+        per_step = each / procs  # the processes' throughput as seconds per step
+        faults = statistics.median(o["faults"] for o in outs)
+        rows.append((label, each * 1e3, per_step * 1e3, flops / per_step / peak, faults, max(o["first"] for o in outs)))
+    return rows, failed
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20)
@@ -226,72 +282,11 @@ def main() -> None:
     cfg = config_of(args.point)
     flops = build_model(cfg).flops_per_token(cfg.model.context) * cfg.train.batch_size * cfg.model.context
 
-    def spawn(
-        threads: int, autocast: bool = False, compile_: bool = False, malloc: str = "tuned", seeds: int = 1
-    ) -> subprocess.Popen:
-        cmd = (
-            [
-                sys.executable,
-                __file__,
-                "--child",
-                "--pe",
-                args.pe,
-                "--steps",
-                str(args.steps),
-                "--threads",
-                str(threads),
-            ]
-            + (["--autocast"] if autocast else [])
-            + (["--compile"] if compile_ else [])
-            + ["--seeds", str(seeds), "--point", args.point]
-        )
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PEBENCH_MALLOC": malloc}
-        return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
-
     from pebench.device import train_precision
 
     bf16 = train_precision(torch.device("cpu")) == "bf16"  # what pebench trains in on this CPU
-    mark = {True: " (pebench's default here)", False: ""}
-    if args.suite:  # the suite's layout: a process per core, one thread each
-        each_core, prec = f"{cores} processes x 1 thread at once", "bf16 autocast" if bf16 else "fp32"
-        ac = {"autocast": bf16}
-        levers = (
-            (f"{each_core}, {prec} (the suite's default)", cores, 1, ac),
-            (f"{each_core}, {prec}, torch.compile", cores, 1, {**ac, "compile_": True}),
-            (f"{each_core}, {prec}, 3 seeds as one batched model (torch.func.vmap)", cores, 1, {**ac, "seeds": 3}),
-            (f"{each_core}, {prec}, 3 seeds batched and compiled", cores, 1, {**ac, "seeds": 3, "compile_": True}),
-        )
-        default = 0
-    else:
-        levers = (
-            (f"1 process x {cores} threads, fp32, glibc's default allocator", 1, cores, {"malloc": "system"}),
-            (f"1 process x {cores} threads, fp32 (tuned allocator, fused AdamW){mark[not bf16]}", 1, cores, {}),
-            (f"{cores} processes x 1 thread at once, fp32", cores, 1, {}),
-            (f"1 process x {cores} threads, bf16 autocast{mark[bf16]}", 1, cores, {"autocast": True}),
-            (f"{cores} processes x 1 thread at once, bf16 autocast", cores, 1, {"autocast": True}),
-            (f"1 process x {cores} threads, fp32, torch.compile", 1, cores, {"compile_": True}),
-        )
-        default = 3 if bf16 else 1
-    rows, failed = [], []
-    for label, procs, threads, kw in levers:
-        ps = [spawn(threads, **kw) for _ in range(procs)]
-        texts = [p.communicate()[0] for p in ps]
-        if any(p.returncode for p in ps):  # a lever this torch cannot run (e.g. a compile that fails) is said so
-            failed.append(f"{label}: did not run here (exit {max(p.returncode for p in ps)})")
-            continue
-        outs = [json.loads(t) for t in texts]
-        each = statistics.median(statistics.median(o["steps"]) for o in outs)
-        per_step = each / procs  # the processes' throughput as seconds per step
-        rows.append(
-            (
-                label,
-                each * 1e3,
-                per_step * 1e3,
-                flops / per_step / peak,
-                statistics.median(o["faults"] for o in outs),
-                max(o["first"] for o in outs),
-            )
-        )
+    levers, default = lever_list(args.suite, cores, bf16)
+    rows, failed = measure(args, levers, flops, peak)
     print(
         f"{args.pe} training step, {'config ' + cfg.name if args.point else 'default config'} "
         f"(d_model {cfg.model.d_model}, {cfg.train.batch_size} x {cfg.model.context}), {args.steps} timed "
@@ -309,11 +304,10 @@ def main() -> None:
         "page faults per step | first 2 steps, s |"
     )
     print("|---|---|---|---|---|---|---|")
+    base = next((r[2] for r in rows if r[0] == levers[default][0]), None)  # the default's, if it ran
     for label, each, per, mfu, faults, first in rows:
-        print(
-            f"| {label} | {each:,.1f} | {per:,.1f} | {mfu:.0%} | {rows[default][2] / per:.2f}x | {faults:,.0f} | "
-            f"{first:.1f} |"
-        )
+        vs = f"{base / per:.2f}x" if base else "n/a"
+        print(f"| {label} | {each:,.1f} | {per:,.1f} | {mfu:.0%} | {vs} | {faults:,.0f} | {first:.1f} |")
     for line in failed:
         print(f"\n{line}")
     if not args.suite:

@@ -301,10 +301,10 @@ def suite_plan(
     schemes, seeds_ = resolve_pe(pe or ("" if flags.layers else st.pe), base), parse_seeds(None, seeds, base.train.seed)
     points = select_points(st, only)
     if st.points and flags.steps:  # a smoke run of the whole suite: every point at the given steps
-        points = tuple(replace(p, settings=tuple(kv for kv in p.settings if kv[0] != "train.steps")) for p in points)
+        points = tuple(p.without("train.steps") for p in points)
         notes.append(f"--steps {flags.steps} replaces every point's steps: the budget axis is one budget")
     if st.points and flags.compile is not None:  # --compile/--no-compile: every point, whatever the point says
-        points = tuple(replace(p, settings=tuple(kv for kv in p.settings if kv[0] != "train.compile")) for p in points)
+        points = tuple(p.without("train.compile") for p in points)
     runs = [run for point in points for run in plan_runs(point.apply(base), schemes, seeds_)]
     check_evaluation(runs, req)
     return SuitePlan(Path(results or st.results), runs, req, notes, devices or "local", flags.config, overwrite)

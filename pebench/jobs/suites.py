@@ -12,7 +12,7 @@ each evaluated from 1x to 16x its own training context.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from ..config import Config, config_from_dict
@@ -27,6 +27,10 @@ class Point:
     axis: str  # budget | width | context, or "" for the config itself (every axis's middle point)
     name: str
     settings: tuple[tuple[str, Any], ...] = ()  # (dotted key, value)
+
+    def without(self, key: str) -> "Point":
+        """The point with ``key`` left to the config (a flag that sets it for every point wins over the point)."""
+        return replace(self, settings=tuple(kv for kv in self.settings if kv[0] != key))
 
     def apply(self, cfg: Config) -> Config:
         if not self.name:
