@@ -6,7 +6,8 @@ and about 3 / (T / 2) for noise; and the variance share of the table's top three
 multi-scale curves concentrate it, noise spreads it over every component). Beside each point it gives the same
 numbers for a sinusoidal table and for Gaussian noise of that point's shape (ten draws, with their interval).
 Writes ``tables.md`` into the set, one row per point with the mean and 95% interval over its seeds (the claims
-read it).
+read it). A point with no learned run in the directories given keeps its row from the ``tables.md`` already there
+(the checkpoints behind it need not be on this machine any more), so one point can be added at a time.
 
 Usage: python scripts/scale_tables.py WORK_RESULTS... --out results/scale"""
 
@@ -51,6 +52,15 @@ def fmt(vals: list[float]) -> str:
     return f"{mean:.3f} ± {half:.3f} (n={len(vals)})" if len(vals) > 1 else f"{mean:.3f} (n=1)"
 
 
+def kept_rows(path: Path) -> dict[str, str]:
+    """The rows of an existing tables.md by point name (its first cell)."""
+    if not path.exists():
+        return {}
+    rows = [ln for ln in path.read_text().splitlines() if ln.startswith("| ") and not ln.startswith("| point ")]
+    return {ln.split("|")[1].strip(): ln for ln in rows}
+
+
+kept = kept_rows(args.out / "tables.md")
 lines = [
     "| point | axis | steps | d_model | context | seeds | concentration: learned | concentration: sinusoidal "
     "| concentration: noise | top-3 PCA share: learned | top-3 PCA share: sinusoidal | top-3 PCA share: noise |",
@@ -59,6 +69,8 @@ lines = [
 for name, p in points.items():  # the suite's order
     rows = sorted(found.get(name, []), key=lambda r: r[0])
     if not rows:
+        if name in kept:
+            lines.append(kept[name])
         continue
     cfg = rows[0][3]
     T, d = cfg.model.context, cfg.model.d_model

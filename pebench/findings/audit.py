@@ -2,7 +2,8 @@
 
 - would hold whatever the data: its decision does not flip under the counterfactual of its relation, computed on its
   own cells (``lower``/``higher``: a and b swapped; ``flat``: a's values times the square of the allowed ratio;
-  ``above``/``below``: a's values mirrored across the threshold; ``overlap``: a moved clear above b);
+  ``above``/``below``: a's values mirrored across the threshold; ``overlap``: a moved clear above b, or above the
+  value its interval covers);
 - compares a measurement with itself: the same cell on both sides, or a side whose records were copied from the
   other's (``provenance.measured_as``);
 - repeats another claim of the set (the same cells, relation and rule);
@@ -184,7 +185,7 @@ def _counterfactuals(claim: dict, a: Cell, b: Optional[Cell]) -> list[tuple[Cell
     if rel in ("above", "below"):
         v = float(claim["value"])
         return [(_mapped(a, lambda x: 2 * v - x, flips=True), b)]
-    return [(up, b)]  # overlap
+    return [(up, b)]  # overlap: a moved far above b (or above the value)
 
 
 def cannot_fail(claim: dict, cells: list[Cell]) -> Optional[str]:

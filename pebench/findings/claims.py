@@ -11,6 +11,8 @@ A claims file (``claims.yaml`` beside a result set) holds ``defaults`` (any cell
       b: {length: 1x}                     # fields b does not name are a's
       relation: flat                      # lower | higher | flat | overlap | above | below | undefined
       within: 1.05                        # flat: max(a/b, b/a) of the means
+      value: 0                            # above/below: the threshold; overlap without b: the value a's interval
+                                          # must cover (no difference from it shown: a fit's slope told from 0)
       rule: intervals                     # intervals | paired | one-seed | ratio | point
       zip: false                          # true: a's and b's lists pair element by element, not every with every
 
@@ -121,8 +123,10 @@ def _checked_claim(c: dict, defaults: dict, where: str) -> dict:
         _check_seed_count(c, where)
     if rel in ("above", "below") and "value" not in c:
         raise UsageError(f"{where}: relation {rel} needs a value")
-    if rel not in ("above", "below", "undefined") and "b" not in c:
-        raise UsageError(f"{where}: relation {rel} compares a with b; b is missing")
+    if rel == "overlap" and "b" not in c and "value" in c and rule != "intervals":
+        raise UsageError(f"{where}: overlap with a value (a's interval covers it) needs rule intervals")
+    if rel not in ("above", "below", "undefined") and "b" not in c and not (rel == "overlap" and "value" in c):
+        raise UsageError(f"{where}: relation {rel} compares a with b (or, for overlap, a value); b is missing")
     if rel == "flat" and not (isinstance(c.get("within"), (int, float)) and c["within"] >= 1):
         raise UsageError(f"{where}: relation flat needs within >= 1 (the largest ratio of the means)")
     for side in ("a", "b"):

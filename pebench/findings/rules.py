@@ -79,7 +79,7 @@ def decide(claim: dict, a: Cell, b: Optional[Cell]) -> tuple[bool, str]:
         return False, "a cell has no value"
     if rule == "seeds":
         return _per_seed(claim, a, b)
-    if rel in ("above", "below"):
+    if rel in ("above", "below") or (rel == "overlap" and b is None):  # overlap with a value: a's interval covers it
         return _against_value(a, float(claim["value"]), rel, rule)
     if rel == "flat":
         r = max(a.mean / b.mean, b.mean / a.mean)
@@ -98,8 +98,10 @@ def _against_value(a: Cell, v: float, rel: str, rule: str) -> tuple[bool, str]:
     if rule == "intervals":
         if a.lo is None:
             return False, "no interval (one seed, no trials)"
-        ok = a.lo > v if rel == "above" else a.hi < v
-        return ok, f"interval [{a.lo:.3g}, {a.hi:.3g}] {'above' if rel == 'above' else 'below'} {v:g}?"
+        ok = {"above": a.lo > v, "below": a.hi < v, "overlap": a.lo <= v <= a.hi}[rel]
+        return ok, f"interval [{a.lo:.3g}, {a.hi:.3g}] {'covers' if rel == 'overlap' else rel} {v:g}?"
+    if rel == "overlap":
+        return False, f"rule {rule} cannot decide overlap with a value (it needs an interval)"
     ok = a.mean > v if rel == "above" else a.mean < v
     return ok, f"{rule}: {a.mean:.4g} {'>' if rel == 'above' else '<'} {v:g}?"
 

@@ -252,3 +252,22 @@ def test_a_cell_of_one_scale_point_reads_its_runs_and_their_own_context(tmp_path
     assert "tiny-ctx64" in v.cells[0].name and v.cells[1].mean == 10.0
     _write(rd.root, [claim("ctx", text, "higher", "paired", a, {"config": "tiny"})])
     assert not cl.check_set(rd.root)[0].held
+
+
+def test_overlap_with_a_value_holds_only_where_the_interval_covers_it_and_needs_the_intervals_rule(schemes):
+    """RoPE at 16x in fp32 is 9 +- 1 over three seeds (interval about [6.5, 11.5]): it covers 9, not 4."""
+    cell = {"label": "rope", "length": "16x", "precision": "fp32"}
+    text = "RoPE at 16x is not told from {v} (the interval over its seeds covers it)."
+    _write(
+        schemes,
+        [
+            claim("covers-9", text.format(v=9), "overlap", "intervals", cell, value=9),
+            claim("covers-4", text.format(v=4), "overlap", "intervals", cell, value=4),
+        ],
+    )
+    v = _verdicts(schemes)
+    assert v["covers-9"].held and "covers 9?" in v["covers-9"].why
+    assert not v["covers-4"].held
+    _write(schemes, [claim("one-seed-cover", "one seed " + text.format(v=9), "overlap", "one-seed", cell, value=9)])
+    with pytest.raises(cl.UsageError, match="overlap with a value .* needs rule intervals"):
+        cl.check_set(schemes)
