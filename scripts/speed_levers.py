@@ -23,20 +23,22 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import torch
 
 from pebench.bench import matmul_peak
 from pebench.checkpoint import build_model
 from pebench.config import load_config
+from pebench.device import train_precision, tune_cpu_allocator
+from pebench.errors import UsageError
+from pebench.jobs.plan import select_points
+from pebench.jobs.suites import get_suite
+from pebench.train import make_optimizer
 
 
 def config_of(point: str = ""):
     """The default config, or one scale suite point's (``pebench.jobs.suites.SCALE_POINTS``, by name: d256)."""
-    from pebench.errors import UsageError
-    from pebench.jobs.plan import select_points
-    from pebench.jobs.suites import get_suite
-
     cfg = load_config("tiny")
     try:
         return select_points(get_suite("scale"), point)[0].apply(cfg) if point else cfg
@@ -50,11 +52,6 @@ def training_step(
     """(cfg, model, step): one full training step (forward, backward, clip, AdamW) of the default config on a fixed
     batch, with pebench's allocator (unless PEBENCH_MALLOC=system) and optimizer. With ``seeds`` > 1 the step trains
     that many models of the scheme (one per seed) as one batched model (``batched_step``; model is None)."""
-    from dataclasses import replace
-
-    from pebench.device import tune_cpu_allocator
-    from pebench.train import make_optimizer
-
     tune_cpu_allocator()
     torch.set_num_threads(threads)
     cfg = config_of(point)
@@ -281,8 +278,6 @@ def main() -> None:
     peak = matmul_peak("cpu")
     cfg = config_of(args.point)
     flops = build_model(cfg).flops_per_token(cfg.model.context) * cfg.train.batch_size * cfg.model.context
-
-    from pebench.device import train_precision
 
     bf16 = train_precision(torch.device("cpu")) == "bf16"  # what pebench trains in on this CPU
     levers, default = lever_list(args.suite, cores, bf16)

@@ -123,9 +123,10 @@ def _checked_claim(c: dict, defaults: dict, where: str) -> dict:
         _check_seed_count(c, where)
     if rel in ("above", "below") and "value" not in c:
         raise UsageError(f"{where}: relation {rel} needs a value")
-    if rel == "overlap" and "b" not in c and "value" in c and rule != "intervals":
+    covers_value = rel == "overlap" and "b" not in c and "value" in c  # a's interval covers the value
+    if covers_value and rule != "intervals":
         raise UsageError(f"{where}: overlap with a value (a's interval covers it) needs rule intervals")
-    if rel not in ("above", "below", "undefined") and "b" not in c and not (rel == "overlap" and "value" in c):
+    if rel not in ("above", "below", "undefined") and "b" not in c and not covers_value:
         raise UsageError(f"{where}: relation {rel} compares a with b (or, for overlap, a value); b is missing")
     if rel == "flat" and not (isinstance(c.get("within"), (int, float)) and c["within"] >= 1):
         raise UsageError(f"{where}: relation flat needs within >= 1 (the largest ratio of the means)")
