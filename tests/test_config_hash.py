@@ -29,10 +29,14 @@ def _committed_runs() -> dict:
 
 
 def _base(name: str):
-    """A recorded config name as planned: a built-in config, ``NAME-sinks`` (``--sinks``) or ``NAME-POINT`` (a scale
-    suite's point)."""
+    """A recorded config name as planned: a built-in config, ``NAME-sinks`` (``--sinks``), ``NAME-POINT`` (a scale
+    suite's point) or ``NAME-STEM`` (``--overlay`` of a committed ``results/**/STEM.yaml``, such as
+    ``results/scale/d256-tuned.yaml``)."""
     from pebench.jobs.suites import SCALE_POINTS
 
+    for overlay in sorted(REPO.glob("results/**/*.yaml"), key=lambda o: -len(o.stem)):  # the longest name first
+        if overlay.name != "claims.yaml" and name.endswith(f"-{overlay.stem}"):
+            return load_config(name[: -len(overlay.stem) - 1], (overlay,))
     if name.endswith("-sinks"):
         base = _base(name[: -len("-sinks")])
         return replace(base, model=replace(base.model, attention_sinks=True), name=name)
