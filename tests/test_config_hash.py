@@ -13,6 +13,8 @@ from pebench.config import HASH_OMITTED, load_config
 from pebench.jobs.plan import Continuation, _finetune_plan, plan_runs
 
 REPO = Path(__file__).resolve().parent.parent
+# the committed overlays a record's config name can end with, the longest name first (d256-tuned before tuned)
+OVERLAYS = sorted((p for p in REPO.glob("results/**/*.yaml") if p.name != "claims.yaml"), key=lambda p: -len(p.stem))
 
 
 def _committed_runs() -> dict:
@@ -34,8 +36,8 @@ def _base(name: str):
     ``results/scale/d256-tuned.yaml``)."""
     from pebench.jobs.suites import SCALE_POINTS
 
-    for overlay in sorted(REPO.glob("results/**/*.yaml"), key=lambda o: -len(o.stem)):  # the longest name first
-        if overlay.name != "claims.yaml" and name.endswith(f"-{overlay.stem}"):
+    for overlay in OVERLAYS:
+        if name.endswith(f"-{overlay.stem}"):
             return load_config(name[: -len(overlay.stem) - 1], (overlay,))
     if name.endswith("-sinks"):
         base = _base(name[: -len("-sinks")])

@@ -3,13 +3,15 @@ tokens per parameter, the context points at its token budget, the budget points 
 named apart, each point evaluated from 1x to 16x its own context; the patterns suite's schemes."""
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from pebench.config import ConfigFlags
+from pebench.config import ConfigFlags, load_config
 from pebench.errors import UsageError
 from pebench.estimate import count_params
 from pebench.evaluate import EvalFlags, eval_lengths
+from pebench.findings.claims import markdown_tables
 from pebench.jobs.plan import suite_plan
 from pebench.jobs.suites import SCALE_POINTS
 
@@ -103,17 +105,13 @@ def test_points_select_part_of_the_scale_suite_and_a_wrong_name_is_one_line():
 def test_the_width_256_overlay_is_the_suite_point_at_its_own_grid_rates():
     """results/scale/d256-tuned.yaml trains the d256 point as the suite does but for the rates, which are the best
     column of that point's grid in results/scale/tune.md (a changed point, or a regridded rate, fails here)."""
-    from pathlib import Path
-
-    from pebench.config import load_config
-
     root = Path(__file__).resolve().parents[2]
     tuned = load_config("tiny", (root / "results/scale/d256-tuned.yaml",))
     point = next(c for n, c in _plan("scale").runs if n == "rope-tiny-d256-s0")
     assert tuned.name == "tiny-d256-tuned"
     assert replace(tuned.model, pe="rope", pe_source=point.model.pe_source) == point.model
     assert replace(tuned.train, lr_by_scheme={}, lr=point.train.lr) == replace(point.train, lr_by_scheme={})
-    grid = (root / "results/scale/tune.md").read_text().split("**tiny-d256**")[1]
-    best = {r.split("|")[1].strip(): float(r.split("|")[6]) for r in grid.splitlines()[4:] if r.startswith("| ")}
+    header, rows = markdown_tables((root / "results/scale/tune.md").read_text())[3]  # the claims' table 3: d256
+    best = {row[0]: float(row[header.index("best")]) for row in rows}
     assert set(best) == {"none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"}
     assert {s: tuned.train.lr_by_scheme[s] for s in best} == best
