@@ -61,6 +61,18 @@ def train_precision(device: torch.device, requested: str = "auto") -> str:
     return "bf16" if device.type == "cuda" or (device.type == "cpu" and native_bf16_cpu()) else "fp32"
 
 
+def emulated_bf16_note(device: torch.device, requested: str) -> list[str]:
+    """A note for bf16 training asked for where the CPU has no native bf16 matmuls: oneDNN then emulates it, many
+    times slower than fp32 (auto would train in fp32 here). Empty where that is not so."""
+    if device.type != "cpu" or requested != "bf16" or native_bf16_cpu():
+        return []
+    return [
+        "train.precision bf16 on a CPU without native bf16 matmuls (no "
+        + " or ".join(NATIVE_BF16_FLAGS)
+        + "): emulated, many times slower than fp32; auto trains in fp32 here"
+    ]
+
+
 def train_autocast(device: torch.device, precision: str):
     """Training's autocast for a resolved precision (``train_precision``): bf16 autocast, or none (fp32)."""
     if precision == "bf16":

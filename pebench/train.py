@@ -206,9 +206,22 @@ class StopRequest:
             signal.raise_signal(signal.Signals[self.signal])
 
 
-def _init_state(cfg: Config, dev: torch.device, ckpt_path: Path, resume: bool, init_from: Optional[Path]):
-    """Model and optimizer, fresh, resumed from ``ckpt_path`` (bitwise: RNG and step too) or initialised from
-    a parent run's weights. Returns (model, optimizer, first step)."""
+@dataclass
+class _Start:
+    """Where a training segment starts: the model and optimizer, the first step, and the training wall seconds
+    the run had spent before it (the checkpoint's ``wall_s``; 0 for a fresh run, None where a checkpoint from
+    before that record does not say). ``precision`` is set by ``_prepare``."""
+
+    model: DecoderLM
+    opt: torch.optim.Optimizer
+    step: int = 0
+    prior_s: Optional[float] = 0.0
+    precision: str = "fp32"
+
+
+def _init_state(cfg: Config, dev: torch.device, ckpt_path: Path, resume: bool, init_from: Optional[Path]) -> _Start:
+    """Model and optimizer, fresh, resumed from ``ckpt_path`` (bitwise: RNG and step too, and the training wall
+    time spent so far) or initialised from a parent run's weights."""
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg).to(dev)
     opt = make_optimizer(model, cfg.train, dev)
@@ -222,10 +235,11 @@ def _init_state(cfg: Config, dev: torch.device, ckpt_path: Path, resume: bool, i
         torch.set_rng_state(ckpt["rng"]["torch"])
         if dev.type == "cuda" and "cuda" in ckpt["rng"]:
             torch.cuda.set_rng_state(ckpt["rng"]["cuda"], dev)
-        return model, opt, int(ckpt["step"])
+        prior = ckpt.get("wall_s")
+        return _Start(model, opt, int(ckpt["step"]), None if prior is None else float(prior))
     if init_from is not None:
         load_shared_weights(model, load_checkpoint(init_from)["model"], init_from.parent.name)
-    return model, opt, 0
+    return _Start(model, opt)
 
 
 def _check_same_config(results: ResultsDir, name: str, cfg: Config, state: str = "finished") -> None:
@@ -330,10 +344,11 @@ def _prepare(
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     parent_ckpt = results.run_dir(init_from) / CHECKPOINT if init_from is not None else None
-    model, opt, start_step = _init_state(cfg, dev, folder / CHECKPOINT, resume, parent_ckpt)
+    start = _init_state(cfg, dev, folder / CHECKPOINT, resume, parent_ckpt)
+    model, start_step = start.model, start.step
     if resume:  # drop log lines past the checkpoint (all of them when there is none yet)
         _truncate_metrics(folder / "metrics.jsonl", start_step)
-    precision = _run_precision(results, name, dev, tc.precision, resume)
+    precision = start.precision = _run_precision(results, name, dev, tc.precision, resume)
     if rank == 0:
         run_meta = {
             "name": name,
@@ -352,7 +367,7 @@ def _prepare(
                 folder / "config.yaml", yaml.safe_dump({**cfg.to_dict(), "run": run_meta}, sort_keys=False)
             )
         results.set_status(name, state="running", step=start_step, steps=tc.steps)
-    return model, opt, start_step, precision
+    return start
 
 
 def _recorded_precision(results: ResultsDir, name: str, dev: torch.device) -> str:
@@ -390,6 +405,8 @@ class _Loop:
     train_tokens: np.ndarray = None
     saved: int = 0
     precision: str = "fp32"  # device.train_precision, resolved once per run
+    prior_s: Optional[float] = 0.0  # training wall seconds before this segment (None: a checkpoint that did not say)
+    t0: float = 0.0  # when this segment started
     window_t: float = 0.0
     last_tps: float = 0.0  # tokens/s of the last log window (the progress bar's speed between log lines)
     window_tokens: int = 0
@@ -401,6 +418,10 @@ class _Loop:
     @property
     def folder(self) -> Path:
         return self.results.run_dir(self.name)
+
+    def trained_s(self) -> Optional[float]:
+        """The run's training wall seconds to now, over every segment (None where an earlier one is unknown)."""
+        return None if self.prior_s is None else self.prior_s + time.time() - self.t0
 
     def step(self, step: int, fwd, net, stop: StopRequest) -> float:
         tc, T = self.cfg.train, self.cfg.model.context
@@ -474,6 +495,7 @@ class _Loop:
                 "step": step,
                 "config": self.cfg.to_dict(),
                 "rng": _rng_state(self.dev),
+                "wall_s": self.trained_s(),  # so that a resumed run's status counts every segment
             }
             atomic_save(self.folder / CHECKPOINT, lambda p: torch.save(ckpt, p))
         self.saved = step
@@ -491,9 +513,8 @@ class _Loop:
 
 def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_meta, progress, rank, world, pg):
     tc = cfg.train
-    model, opt, start_step, precision = _prepare(
-        cfg, results, name, dev, corpus, resume, init_from, parent_meta, rank, world
-    )
+    start = _prepare(cfg, results, name, dev, corpus, resume, init_from, parent_meta, rank, world)
+    model, start_step = start.model, start.step
     net = torch.nn.parallel.DistributedDataParallel(model, process_group=pg) if world > 1 else model
     fwd = torch.compile(net) if tc.compile else net
     loop = _Loop(
@@ -503,16 +524,17 @@ def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_met
         dev,
         corpus,
         model,
-        opt,
+        start.opt,
         rank,
         world,
         pg,
         progress,
         corpus.tokens("train"),
         saved=start_step,
-        precision=precision,
+        precision=start.precision,
+        prior_s=start.prior_s,
     )
-    t0 = loop.window_t = time.time()
+    loop.t0 = loop.window_t = time.time()
     loss_val = float("nan")
     model.train()
     with StopRequest() as stop:
@@ -521,7 +543,8 @@ def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_met
                 loss_val = loop.step(step, fwd, net, stop)
         except KeyboardInterrupt:
             loop.interrupted_at_once()
-        wall = time.time() - t0
+        segment = time.time() - loop.t0
+        total = loop.trained_s()
         if rank == 0:  # finished before a signal of the last step is handed on as the block ends
             results.set_status(
                 name,
@@ -529,7 +552,13 @@ def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_met
                 step=tc.steps,
                 steps=tc.steps,
                 final_loss=loss_val,
-                wall_s=round(wall, 2),
+                # the run's training time over every segment; where an earlier segment's is unknown (a checkpoint
+                # from before pebench recorded it), the time from ``resumed_from`` on
+                wall_s=round(segment if total is None else total, 2),
+                segment_s=round(segment, 2),  # this invocation's part (what its profile counts)
+                resumed_from=start_step,
+                wall_known=total is not None,
                 env=environment(str(dev)),
             )
+    wall = segment if total is None else total
     return TrainResult(name, folder=results.run_dir(name), steps=tc.steps, final_loss=loss_val, wall_s=wall)

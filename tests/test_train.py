@@ -210,3 +210,43 @@ def test_a_signal_the_loop_did_not_honour_is_handed_on_when_it_ends():
         assert got == [signal.SIGUSR2]
     finally:
         signal.signal(signal.SIGUSR2, before)
+
+
+def test_a_resumed_runs_wall_time_counts_every_segment(tmp_path, monkeypatch):
+    """The checkpoint carries the training seconds spent so far, so a run stopped and resumed records its whole
+    training time in its status (``wall_s``), this invocation's part apart (``segment_s``, what a profile counts)
+    and the step it resumed from. A fake clock moves 10 s per step."""
+    import types
+
+    from pebench import train as train_mod
+    from pebench.checkpoint import load_checkpoint
+    from pebench.config import config_from_dict
+    from support import micro
+
+    clock = [1000.0]
+    monkeypatch.setattr(train_mod, "time", types.SimpleNamespace(time=lambda: clock[0]))
+    cfg = config_from_dict(micro(train={"steps": 6, "checkpoint_every": 100}), name="micro")
+    rd = ResultsDir(tmp_path)
+
+    def tick(done, steps, loss, tps):
+        clock[0] += 10.0
+        if done == 2 and not (rd.run_dir("m") / train_mod.CHECKPOINT).exists():
+            os.kill(os.getpid(), signal.SIGTERM)  # honoured after the next step: stopped at step 3
+
+    with pytest.raises(train_mod.TrainingInterrupted):
+        train_mod.train(cfg, rd, "m", device="cpu", progress=tick)
+    ckpt = load_checkpoint(rd.run_dir("m") / train_mod.CHECKPOINT)
+    assert ckpt["step"] == 3 and ckpt["wall_s"] == pytest.approx(30.0)
+    r = train_mod.train(cfg, rd, "m", device="cpu", resume=True, progress=tick)
+    st = rd.status("m")
+    assert st["resumed_from"] == 3 and st["segment_s"] == pytest.approx(30.0)
+    assert st["wall_s"] == pytest.approx(60.0) and r.wall_s == pytest.approx(60.0) and st["wall_known"] is True
+    # a checkpoint from before pebench recorded it: the wall time is this segment's, and says so
+    ckpt = load_checkpoint(rd.run_dir("m") / train_mod.CHECKPOINT)
+    ckpt.pop("wall_s")
+    ckpt["step"] = 4
+    torch.save(ckpt, rd.run_dir("m") / train_mod.CHECKPOINT)
+    rd.set_status("m", state="interrupted", step=4, steps=6)
+    train_mod.train(cfg, rd, "m", device="cpu", resume=True, progress=tick)
+    st = rd.status("m")
+    assert st["resumed_from"] == 4 and st["wall_s"] == pytest.approx(20.0) and st["wall_known"] is False

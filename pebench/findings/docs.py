@@ -34,6 +34,7 @@ def _args(text: str) -> dict:
 
 
 _FRAMES: dict = {}  # one read of a result set's records per regeneration, shared by its sections
+_VERDICTS: dict = {}  # one check of a result set's claims per regeneration (many pages cite one set's claims)
 
 
 def _frame(root: Path, set_: str):
@@ -99,7 +100,10 @@ def _seeds(root: Path, args: dict) -> str:
 def _claims(root: Path, args: dict) -> str:
     from .claims import check_set, render_verdicts
 
-    verdicts = check_set(root / args["set"], _frame(root, args["set"]))
+    key = (root / args["set"]).resolve()
+    if key not in _VERDICTS:
+        _VERDICTS[key] = check_set(key, _frame(root, args["set"]))
+    verdicts = _VERDICTS[key]
     if "tag" in args:  # the claims of one page of a set
         verdicts = [v for v in verdicts if args["tag"] in (v.claim.get("tags") or [])]
     if "ids" in args:  # named claims, in the order named (a page that cites a few of a set's claims)
@@ -175,12 +179,15 @@ def regenerate(root: Path, check: bool = False) -> list[Path]:
     """Rewrite every generated section of the docs under ``root``; returns the files that changed (with
     ``check``, the files that would change, nothing written)."""
     changed = []
-    _FRAMES.clear()  # the records as they are now
-    for path in doc_files(root):
-        old = path.read_text()
-        new = render(old, root, str(path.relative_to(root)))
-        if new != old:
-            changed.append(path)
-            if not check:
-                atomic_write_text(path, new)
+    _FRAMES.clear(), _VERDICTS.clear()  # the records and claims as they are now
+    try:
+        for path in doc_files(root):
+            old = path.read_text()
+            new = render(old, root, str(path.relative_to(root)))
+            if new != old:
+                changed.append(path)
+                if not check:
+                    atomic_write_text(path, new)
+    finally:
+        _FRAMES.clear(), _VERDICTS.clear()  # nothing read here outlives this regeneration
     return changed

@@ -31,6 +31,15 @@ def resolve_flags(flags: ConfigFlags) -> tuple[Config, list[str]]:
     return cfg, notes
 
 
+def cpu_bf16_notes(workers: str, device: str, precisions: set) -> list[str]:
+    """``device.emulated_bf16_note`` for runs that train here (``local``, ``device``) or on CPU workers (cpu:N)."""
+    from ..device import emulated_bf16_note, resolve_device
+
+    if "bf16" not in precisions or not (workers.startswith("cpu") or workers == "local"):
+        return []
+    return emulated_bf16_note(resolve_device("cpu" if workers.startswith("cpu") else device), "bf16")
+
+
 def parse_seeds(seed: Optional[int], seeds: Optional[str], default: int) -> list[int]:
     if seeds is not None:
         return parse_list(seeds, "--seeds", int, lo=0)
@@ -307,6 +316,7 @@ def suite_plan(
         points = tuple(p.without("train.compile") for p in points)
     runs = [run for point in points for run in plan_runs(point.apply(base), schemes, seeds_)]
     check_evaluation(runs, req)
+    notes += cpu_bf16_notes(devices or "local", req.device, {c.train.precision for _, c in runs})
     return SuitePlan(Path(results or st.results), runs, req, notes, devices or "local", flags.config, overwrite)
 
 

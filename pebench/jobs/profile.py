@@ -1,6 +1,7 @@
 """Where a `pebench run` spent its time, against the physical floor: built from what the run wrote (each run's
 training wall time in its status, each record's evaluation wall time in its provenance), so it is the same for runs
-trained in this process and on parallel workers. The floor is the training FLOPs (``DecoderLM.flops_per_token``,
+trained in this process and on parallel workers; a run this invocation resumed counts its last segment only (the
+status's ``segment_s``, its steps' share of the FLOPs). The floor is the training FLOPs (``DecoderLM.flops_per_token``,
 6N + 12LTd) over the fp32 matmul peak measured in the same invocation. Runs that train in bf16 autocast on a CPU
 with native bf16 matmuls (``device.train_precision``) are also put against the bf16 matmul peak measured alongside:
 the fp32 floor is then no bound, the bf16 one is."""
@@ -98,8 +99,12 @@ def collect(
     for name, cfg in runs:
         st = rd.status(name)
         if st.get("state") == "finished" and _after(st.get("updated"), since) and "wall_s" in st:
+            # a run resumed here: only this invocation's segment (its seconds, its share of the steps' FLOPs)
             f = (flops or {}).get(name) or train_flops(cfg)
-            prof.phases.append(Phase("train", name, float(st["wall_s"]), f, _cpu_threads(st.get("env"))))
+            steps, start = int(st.get("steps") or 0), int(st.get("resumed_from") or 0)
+            share = (steps - start) / steps if steps and 0 <= start < steps else 1.0
+            seconds = float(st.get("segment_s", st["wall_s"]))
+            prof.phases.append(Phase("train", name, seconds, f * share, _cpu_threads(st.get("env"))))
     evals: dict = {}
     for rec in rd.iter_records(runs=[n for n, _ in runs]):
         if _after(rec.get("created"), since):
@@ -214,15 +219,18 @@ def peak_for_work(device: str, flops: float, dtype=None) -> float:
     """The matmul peak (bench.matmul_peak: the best of timed loops; fp32 on the CPU unless ``dtype``); for work too
     small to matter (under 1e12 FLOPs) a quick, rough one, so tiny runs do not pay seconds for it. On the CPU it is
     the whole machine's, measured with a thread per core whatever this process's own thread count: the floor is the
-    machine's, and workers started with one thread each (OMP_NUM_THREADS=1) must not halve it."""
+    machine's, and workers started with one thread each (OMP_NUM_THREADS=1) must not halve it. The bf16 peak of a
+    CPU without native bf16 matmuls is always the quick one."""
     import os
 
     import torch
 
     from ..bench import matmul_peak
-    from ..device import resolve_device
+    from ..device import native_bf16_cpu, resolve_device
 
     dev = str(resolve_device(device))
+    if dev == "cpu" and dtype == torch.bfloat16 and not native_bf16_cpu():
+        flops = 0.0  # emulated bf16 is no floor worth seconds (a 2048 matmul takes them): the quick measure
     own = torch.get_num_threads()
     if dev == "cpu":
         torch.set_num_threads(os.cpu_count() or own)

@@ -74,6 +74,7 @@ def train_runs(
         train_run(p.cfg, rd, p.name, reporter, device, init_from=continued.parent, parent_meta=p.meta, **kw)
         return
     base, notes = plan.resolve_flags(flags)
+    notes += plan.cpu_bf16_notes("local", device, {base.train.precision})
     pending = [f"note: {n}" for n in notes]  # told once, when the first run has passed its checks
 
     def ready() -> None:

@@ -144,6 +144,21 @@ def test_the_profile_counts_this_invocations_work_against_the_floor(tmp_path):
     assert f"The cores were busy {p.core_use:.0%} of the wall" in md
 
 
+def test_the_profile_counts_only_the_segment_a_resumed_run_trained_here(tmp_path):
+    """A run resumed in this invocation: its status's whole training time (``wall_s``) spans earlier invocations,
+    so the profile takes this segment's seconds and its steps' share of the FLOPs."""
+    rd = ResultsDir(tmp_path)
+    ((name, cfg),) = plan_runs(load_config("tiny"), ["rope"], [0])
+    since = datetime.now(timezone.utc).replace(microsecond=0)
+    rd.run_dir(name).mkdir(parents=True)
+    (rd.run_dir(name) / "status.json").write_text(
+        f'{{"state": "finished", "steps": 400, "wall_s": 100.0, "segment_s": 25.0, "resumed_from": 300, '
+        f'"updated": "{(since + timedelta(seconds=1)).isoformat()}", "env": {{"device": "cpu", "threads": 2}}}}'
+    )
+    (train,) = [x for x in collect(rd, [(name, cfg)], since, 50.0, 1e11, 1).phases if x.kind == "train"]
+    assert train.seconds == 25.0 and train.flops == pytest.approx(train_flops(cfg) / 4)
+
+
 def test_the_cpu_peak_is_the_whole_machines_whatever_this_process_threads(monkeypatch):
     """A sweep's parent may run with OMP_NUM_THREADS=1 (its workers take a core each): the floor must still be the
     machine's, so the peak is measured with a thread per core, and the process's own count comes back after."""
@@ -270,6 +285,30 @@ def test_training_precision_auto_is_bf16_on_cuda_and_native_bf16_cpus_only(monke
         assert device.train_precision(cpu) == want and device.train_precision(cuda) == "bf16"
         assert device.train_precision(cpu, "fp32") == "fp32" and device.train_precision(cpu, "bf16") == "bf16"
         assert device.train_precision(cuda, "fp32") == "fp32"
+
+
+def test_bf16_asked_for_on_a_cpu_that_emulates_it_is_noted_and_its_peak_measured_quickly(monkeypatch):
+    """Without native bf16 matmuls oneDNN emulates them (here many times slower than fp32): a run asked to train in
+    bf16 on such a CPU says so before it starts, and its bf16 floor takes the quick measure, not the seconds-long
+    one. Not on CUDA, GPU workers, native CPUs or fp32."""
+    import torch
+
+    from pebench import bench, device
+    from pebench.jobs import profile
+    from pebench.jobs.plan import cpu_bf16_notes
+
+    sizes = []
+    monkeypatch.setattr(bench, "matmul_peak", lambda dev, n=2048, dtype=None, **kw: sizes.append((n, dtype)) or 1e9)
+    for native in (False, True):
+        monkeypatch.setattr(device, "native_bf16_cpu", lambda native=native: native)
+        notes = cpu_bf16_notes("local", "cpu", {"bf16", "fp32"}) + cpu_bf16_notes("cpu:2", "auto", {"bf16"})
+        assert len(notes) == (0 if native else 2)
+        assert all("bf16 on a CPU without native bf16 matmuls" in n and "avx512_bf16" in n for n in notes)
+        assert cpu_bf16_notes("local", "cpu", {"fp32", "auto"}) == [] and cpu_bf16_notes("auto", "cpu", {"bf16"}) == []
+        assert device.emulated_bf16_note(torch.device("cuda"), "bf16") == []
+        profile.peak_for_work("cpu", 1e15, torch.bfloat16)
+        profile.peak_for_work("cpu", 1e15)
+    assert sizes == [(512, torch.bfloat16), (2048, None), (2048, torch.bfloat16), (2048, None)]
 
 
 def test_a_precision_outside_the_list_is_one_line_and_auto_keeps_the_config_hash():
