@@ -93,6 +93,23 @@ def test_a_point_names_its_config_and_leaves_the_rest():
     assert SCALE_POINTS[0].apply(base) is base
 
 
+def test_a_point_can_carry_its_own_rates_and_its_runs_train_at_them():
+    """A point's ``train.lr_by_scheme`` replaces the config's table (a scheme it leaves out takes ``train.lr``), and
+    its runs are named and hashed apart from the same point at the suite's rates (docs/scale-width.md)."""
+    from pebench.jobs.plan import plan_runs
+
+    base = _plan("default").runs[0][1]
+    point = replace(
+        SCALE_POINTS[3], name="d64-own", settings=(*SCALE_POINTS[3].settings, ("train.lr_by_scheme", {"rope": 1e-3}))
+    )
+    own, suite = point.apply(base), SCALE_POINTS[3].apply(base)
+    (rope, r_cfg), (alibi, a_cfg) = plan_runs(own, ["rope", "alibi"], [0])
+    assert rope == "rope-tiny-d64-own-s0" and r_cfg.train.lr == 1e-3 and a_cfg.train.lr == base.train.lr
+    assert base.train.lr_by_scheme["alibi"] != base.train.lr  # so the replaced table shows
+    (_, s_cfg), _ = plan_runs(suite, ["rope", "alibi"], [0])
+    assert s_cfg.train.lr == base.train.lr_by_scheme["rope"] and s_cfg.hash() != r_cfg.hash()
+
+
 def test_points_select_part_of_the_scale_suite_and_a_wrong_name_is_one_line():
     sp = suite_plan("scale", "rope", ConfigFlags(), "0", None, EvalFlags(), only="d64,ctx64,tiny")
     assert [n for n, _ in sp.runs] == ["rope-tiny-d64-s0", "rope-tiny-ctx64-s0", "rope-tiny-s0"]
