@@ -89,20 +89,23 @@ def check(
     sets: Optional[List[Path]] = typer.Argument(None, help="result sets or folders above them (default: results)"),
     quiet: bool = typer.Option(False, "--quiet", help="print failed claims only"),
 ):
-    """Decide every claim (claims.yaml beside each result set) from the committed evidence; exit 1 if any fails."""
+    """Decide every claim (claims.yaml beside each result set) from the committed evidence; exit 1 if any fails (a
+    claim registered before its runs is pending until their records are in, then decided)."""
     from ..findings.claims import check_set, claim_sets, render_verdicts
 
     found = claim_sets(sets or [Path("results")])
     if not found:
         raise PebenchError("no claims.yaml under " + ", ".join(str(s) for s in sets or ["results"]))
-    failed = total = 0
+    failed = total = pending = 0
     for root in found:
         verdicts = check_set(root)
-        total, failed = total + len(verdicts), failed + sum(not v.held for v in verdicts)
-        shown = [v for v in verdicts if not (quiet and v.held)]
+        total, pending = total + len(verdicts), pending + sum(v.pending for v in verdicts)
+        failed += sum(not (v.held or v.pending) for v in verdicts)
+        shown = [v for v in verdicts if not (quiet and (v.held or v.pending))]
         if shown:
             console.echo(f"# {root}\n" + render_verdicts(shown))
-    console.echo(f"{total - failed} of {total} claims held in {len(found)} result sets")
+    waiting = f"; {pending} pending (registered before their runs, decided when the records come)" if pending else ""
+    console.echo(f"{total - failed - pending} of {total} claims held in {len(found)} result sets{waiting}")
     if failed:
         raise typer.Exit(1)
 

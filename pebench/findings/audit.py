@@ -78,12 +78,13 @@ def audit(claims: list[dict], ev, verdicts: list) -> list:
         if key in seen:
             reasons.append(f"duplicates claim {seen[key]} (the same cells, relation and rule)")
         seen.setdefault(key, claim["id"])
-        reasons += _refusals(claim, v.cells) + _too_few_seeds(claim, v.cells)
-        if v.held and not reasons and (why := cannot_fail(claim, v.cells)):
-            reasons.append(why)
+        if not v.pending:  # a pending claim's cells have no numbers yet: its text and its cells' names are checked
+            reasons += _refusals(claim, v.cells) + _too_few_seeds(claim, v.cells)
+            if v.held and not reasons and (why := cannot_fail(claim, v.cells)):
+                reasons.append(why)
         reasons += lint_text(claim)
         if reasons:
-            v = replace(v, held=False, why="REFUSED: " + "; ".join(reasons) + "\n" + v.why)
+            v = replace(v, held=False, pending=False, why="REFUSED: " + "; ".join(reasons) + "\n" + v.why)
         out.append(v)
     return out
 

@@ -24,6 +24,10 @@ its values): the claim holds when the number of seeds where it holds is ``count`
 numbers allowed) out of ``of`` seeds, which the text must say ("2 of 3 seeds"). It states an outcome that differs
 between seeds, such as whether a phase change came, as what it is: a count.
 
+A prediction written before its runs adds ``awaits`` (the runs or command that decide it) and ``registered``
+(YYYY-MM-DD): while any of its cells has no records it is pending, neither held nor failed (its text is still
+linted); once they are in it is decided like any other claim, and its registration is shown with its numbers.
+
 A cell from records: ``label``, ``length`` (tokens or ``Nx``), ``metric``, ``split``, ``protocol``, ``seeds``,
 ``precision``, ``config`` (the runs' config name: one point of a scale suite, ``tiny-d64``, whose ``Nx`` is of its
 own training context). A rank agreement between two points: ``tau`` (``{labels: [...], configs: [A, B], length:
@@ -80,6 +84,7 @@ class Verdict:
     held: bool
     cells: list[Cell]
     why: str
+    pending: bool = False  # registered before its runs (``awaits``), and some of its cells have no records yet
 
     @property
     def id(self) -> str:
@@ -121,6 +126,7 @@ def _checked_claim(c: dict, defaults: dict, where: str) -> dict:
         raise UsageError(f"{where}: a one-seed claim must say 'one seed' in its text")
     if rule == "seeds":
         _check_seed_count(c, where)
+    _check_registration(c, where)
     if rel in ("above", "below") and "value" not in c:
         raise UsageError(f"{where}: relation {rel} needs a value")
     covers_value = rel == "overlap" and "b" not in c and "value" in c  # a's interval covers the value
@@ -146,6 +152,26 @@ def _checked_claim(c: dict, defaults: dict, where: str) -> dict:
         "b": b if b["where"] else {k: v for k, v in b.items() if k != "where"},
         "b_inherits": inherited,
     }
+
+
+def _check_registration(c: dict, where: str) -> None:
+    """A claim written before its runs names them (``awaits``: the command or runs that decide it) and the day it
+    was written (``registered``: YYYY-MM-DD); git keeps the proof of the order."""
+    import datetime
+
+    if "awaits" not in c and "registered" not in c:
+        return
+    day = c.get("registered")
+    if isinstance(day, str):
+        try:
+            day = datetime.date.fromisoformat(day)
+        except ValueError:
+            day = None
+    if not (isinstance(c.get("awaits"), str) and c["awaits"].strip() and isinstance(day, datetime.date)):
+        raise UsageError(
+            f"{where}: a claim registered before its runs needs awaits (the runs) and registered (YYYY-MM-DD)"
+        )
+    c["registered"] = day.isoformat()
 
 
 def _check_seed_count(c: dict, where: str) -> None:
@@ -410,7 +436,19 @@ def check_claim(ev: Evidence, claim: dict) -> Verdict:
             held &= ok
             cells += [a] + ([b] if b else [])
             why.append(f"{'ok' if ok else 'FAILS'}: {a.text()}" + (f" vs {b.text()}" if b else "") + f"; {reason}")
+    if claim.get("awaits") and (empty := [c.name for c in cells if _no_records(c)]):
+        return Verdict(
+            claim,
+            False,
+            cells,
+            f"pending: registered {claim['registered']}; no records yet for {empty[0]}; awaits {claim['awaits']}",
+            pending=True,
+        )
     return Verdict(claim, held, cells, "\n".join(why))
+
+
+def _no_records(c: Cell) -> bool:
+    return not c.values and c.mean is None and not c.undefined
 
 
 def paired_spec(b: dict, a: dict, inherited: list[str]) -> dict:
@@ -445,13 +483,27 @@ def claim_sets(paths: list[Path]) -> list[Path]:
 
 
 def render_verdicts(verdicts: list[Verdict], markdown: bool = False) -> str:
-    """Each claim with held/failed and its numbers (markdown bullets for the docs)."""
+    """Each claim with held/failed (or pending: registered, its runs not in yet) and its numbers (markdown bullets
+    for the docs)."""
     out = []
     for v in verdicts:
-        mark = "held" if v.held else "FAILED"
-        if markdown:
+        mark = "pending" if v.pending else "held" if v.held else "FAILED"
+        if markdown and v.pending:
+            out.append(
+                f"- **{mark}** ({v.claim['rule']}) {v.claim['text']} <sub>`{v.id}`: {v.why[len('pending: ') :]}</sub>"
+            )
+        elif markdown:
             nums = "; ".join(line.split(": ", 1)[1] for line in v.why.splitlines())
-            out.append(f"- **{mark}** ({v.claim['rule']}) {v.claim['text']} <sub>`{v.id}`: {nums}</sub>")
+            out.append(
+                f"- **{mark}** ({v.claim['rule']}) {v.claim['text']} <sub>`{v.id}`: {nums}{_registered(v)}</sub>"
+            )
         else:
-            out.append(f"[{mark}] {v.id}: {v.claim['text']}\n    " + v.why.replace("\n", "\n    "))
+            out.append(f"[{mark}] {v.id}: {v.claim['text']}\n    " + (v.why + _registered(v)).replace("\n", "\n    "))
     return "\n".join(out) + "\n"
+
+
+def _registered(v: Verdict) -> str:
+    """A decided claim that was written before its runs says so (its date)."""
+    return (
+        f"; registered {v.claim['registered']}, before its runs" if v.claim.get("registered") and not v.pending else ""
+    )

@@ -18,7 +18,8 @@ body{margin:2em auto;max-width:1400px;padding:0 1.5em;box-sizing:border-box}
 .wide{overflow-x:auto}table{border-collapse:collapse;margin:1em 0}caption{text-align:left;font-weight:600}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:right;white-space:nowrap}nav li{margin:2px 0}
 th:first-child,td:first-child{text-align:left}td.best{font-weight:bold;background:#e8f4e8}
-.held{color:#176317}.failed{color:#b00020;font-weight:bold}img{max-width:100%;border:1px solid #eee}
+.held{color:#176317}.pending{color:#8a6d00}.failed{color:#b00020;font-weight:bold}
+img{max-width:100%;border:1px solid #eee}
 code,pre{background:#f6f6f6}pre{padding:6px;white-space:pre-wrap}figure{margin:1em 0}"""
 
 
@@ -106,7 +107,7 @@ def _claims(root: Path, df: pd.DataFrame) -> list[str]:
         return ["<p>No claims file in this result set.</p>"]
     out = []
     for v in check_set(root, df):
-        cls, mark = ("held", "held") if v.held else ("failed", "FAILED")
+        cls, mark = ("pending", "pending") if v.pending else ("held", "held") if v.held else ("failed", "FAILED")
         out.append(
             f'<li><span class="{cls}">{mark}</span> ({html.escape(v.claim["rule"])}) '
             f"{html.escape(v.claim['text'])}<pre>{html.escape(v.id)}\n{html.escape(v.why)}</pre></li>"
