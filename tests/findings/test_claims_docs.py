@@ -481,6 +481,10 @@ def test_a_claim_registered_before_its_runs_is_pending_until_their_records_come(
     md = cl.render_verdicts([waits, came], markdown=True)
     assert "- **pending** (paired) waits <sub>`waits`: registered 2026-12-03; no records yet" in md
     assert "awaits pebench run --pe breaks --seeds 0,1,2</sub>" in md and "before its runs</sub>" in md
+    from pebench.findings.html import _claims as html_claims
+
+    page = html_claims(rset.root, records_frame(rset))[0]
+    assert '<span class="pending">pending</span> (paired) waits' in page and '<span class="held">held</span>' in page
     write_claims(rset.root, [claim("waits", "higher", "paired", later, {"length": "1x"}, **reg)])
     assert invoke("check", rset.root).exit_code == 0  # pending alone fails nothing
     write_claims(rset.root, [claim("waits", "higher", "paired", later, {"length": "1x"}, awaits="runs")])
