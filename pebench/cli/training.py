@@ -166,6 +166,12 @@ def tune(
     option: Optional[List[str]] = typer.Option(None, "--option", help="a scheme option to tune, NAME=V1,V2"),
     config: str = typer.Option("tiny", "--config", help="tiny | small | context | PATH.yaml"),
     overlays: Optional[List[Path]] = OverlayOpt,
+    point: Optional[str] = typer.Option(
+        None,
+        "--point",
+        help="one point of the scale suite (d64, d256, ctx64, ctx256, steps2000, steps4000): the grid at its shape "
+        "and schedule (--steps replaces its steps)",
+    ),
     steps: Optional[int] = StepsOpt,
     seed: Optional[int] = SeedOpt,
     data: Optional[str] = DataOpt,
@@ -176,8 +182,8 @@ def tune(
     import math
 
     from ..config import ConfigFlags
-    from ..jobs.plan import resolve_flags, resolve_pe
-    from ..jobs.tune import parse_option_grid
+    from ..jobs.plan import at_point, resolve_flags, resolve_pe
+    from ..jobs.tune import parse_option_grid, use_overlay
     from ..jobs.tune import tune as run_tune
     from ..parsing import fields_from, parse_list
     from ..results import ResultsDir
@@ -185,6 +191,8 @@ def tune(
     lrs = parse_list(lr, "--lr", float, lo=1e-12)
     grid = parse_option_grid(option or [])
     base, notes = resolve_flags(fields_from(ConfigFlags, locals()))
+    if point is not None:
+        base = at_point(base, point, steps is not None)
     notes_of(notes)
 
     def line(scheme, x, opts, loss):
@@ -194,9 +202,9 @@ def tune(
         )
 
     schemes = resolve_pe("" if layers and pe == "classic" else pe, base)  # --layers alone: its list only
-    res = run_tune(base, schemes, lrs, ResultsDir(results), device, on_result=line, options=grid)
+    res = run_tune(base, schemes, lrs, ResultsDir(results), device, on_result=line, options=grid, point=point)
     console.echo(res.table.read_text())
-    console.echo(f"wrote {res.overlay} (use: pebench run --overlay {res.overlay}) and {res.table}")
+    console.echo(f"wrote {res.overlay} (use: {use_overlay(res.overlay, point)}) and {res.table}")
 
 
 @app.command("list")

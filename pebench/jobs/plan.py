@@ -320,18 +320,29 @@ def suite_plan(
     return SuitePlan(Path(results or st.results), runs, req, notes, devices or "local", flags.config, overwrite)
 
 
-def select_points(st, only: Optional[str]) -> tuple:
+def select_points(st, only: Optional[str], flag: str = "--points") -> tuple:
     """The suite's points, or those ``--points`` names (a point by its name; the config itself by the config's)."""
     points = st.points or (Point("", ""),)
     if only is None:
         return points
     if not st.points:
-        raise UsageError(f"--points: suite {st.name} has no scale points (scale has)")
+        raise UsageError(f"{flag}: suite {st.name} has no scale points (scale has)")
     names = {p.name or st.config: p for p in points}
-    wanted = parse_list(only, "--points")
+    wanted = parse_list(only, flag)
     if bad := [w for w in wanted if w not in names]:
-        raise UsageError(f"--points: no point {bad[0]!r} in suite {st.name}; valid: {', '.join(names)}")
+        raise UsageError(f"{flag}: no point {bad[0]!r} in suite {st.name}; valid: {', '.join(names)}")
     return tuple(names[w] for w in wanted)
+
+
+def at_point(base: Config, name: str, steps_given: bool) -> Config:
+    """``base`` at one point of the scale suite (``pebench tune --point``: a grid at the point's shape and schedule);
+    steps given on the command line replace the point's, as in a smoke run of the suite."""
+    from .suites import get_suite
+
+    if "," in name:
+        raise UsageError(f"--point takes one point of the scale suite, got {name!r}")
+    (point,) = select_points(get_suite("scale"), name, "--point")
+    return (point.without("train.steps") if steps_given else point).apply(base)
 
 
 def check_evaluation(runs: list[tuple[str, Config]], req: EvalRequest) -> None:

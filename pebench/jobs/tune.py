@@ -145,9 +145,11 @@ def tune(
     device: str = "auto",
     on_result: Callable[[str, float, tuple, Optional[float]], None] = lambda s, lr, o, loss: None,
     options: Optional[dict[str, list]] = None,
+    point: Optional[str] = None,
 ) -> TuneResult:
     """Train every (scheme, learning rate, options) cell of the grid (resuming, skipping what is done), score each
-    at 1x on validation, and write the overlay and a table into ``results/tune/``."""
+    at 1x on validation, and write the overlay and a table into ``results/tune/``. ``point``: the scale suite's
+    point ``base`` is at (its overlay is then used with that point)."""
     check_option_grid(schemes, options or {})
     settings = {s: option_settings(s, options or {}, base.model.pe_options.get(s)) for s in schemes}
     tr = ResultsDir(results.root / "tune")
@@ -164,14 +166,20 @@ def tune(
         f"# Written by `pebench tune` from config {base.name!r} ({base.train.steps} steps, seed "
         f"{base.train.seed}): per scheme, the learning rate of {', '.join(f'{x:g}' for x in lrs)}"
         + (f" and the options ({describe_grid(options)})" if options else "")
-        + " with the lowest 1x validation loss.\n# Use: pebench run --overlay "
-        + str(overlay)
+        + " with the lowest 1x validation loss.\n# Use: "
+        + use_overlay(overlay, point)
         + "\n"
     )
     atomic_write_text(overlay, header + yaml.safe_dump(overlay_dict(best), sort_keys=True))
     table = tr.root / "tune.md"
     atomic_write_text(table, grid_markdown(losses, best, lrs))
     return TuneResult(losses, best, overlay, table)
+
+
+def use_overlay(overlay: Path, point: Optional[str] = None) -> str:
+    """The command that trains with a grid's overlay: at the scale suite's point where the grid was at one."""
+    where = f"--suite scale --points {point} " if point else ""
+    return f"pebench run {where}--overlay {overlay}"
 
 
 def describe_grid(options: dict) -> str:

@@ -162,6 +162,29 @@ def test_tune_writes_an_overlay_that_train_reads_back(tmp_path, micro):
     assert cfg["train"]["lr"] == best["alibi"] and cfg["name"] == "micro-tuned"
 
 
+def test_tune_at_a_scale_point_trains_its_shape_and_says_how_to_use_it(tmp_path, micro):
+    """``--point``: the grid at one scale-suite point's shape (its steps unless --steps replaces them), its runs named
+    by the point, and its overlay's use line runs that point; a wrong or a second point is one line."""
+    from pebench.config import load_config
+    from pebench.jobs.plan import at_point
+
+    res = tmp_path / "res"
+    args = ["tune", "--pe", "rope", "--lr", "3e-3", "--config", str(micro), "--results", str(res)]
+    r = runner.invoke(app, [*args, "--point", "d64", "--steps", "2"])
+    assert r.exit_code == 0, r.output
+    (run,) = (res / "tune" / "runs").iterdir()
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    assert run.name == "rope-micro-d64-lr0.003-s0" and cfg["name"] == "micro-d64"
+    assert (cfg["model"]["d_model"], cfg["model"]["d_mlp"], cfg["train"]["steps"]) == (64, 256, 2)
+    use = f"pebench run --suite scale --points d64 --overlay {res / 'tune' / 'tuned.yaml'}"
+    assert use in (res / "tune" / "tuned.yaml").read_text() and use in r.output
+    tiny = load_config("tiny")
+    assert at_point(tiny, "d256", False).train.steps == 1957 and at_point(tiny, "d256", True).train.steps == 500
+    for bad, msg in (("nope", "--point: no point 'nope' in suite scale; valid:"), ("d64,d256", "takes one point")):
+        r = runner.invoke(app, [*args, "--point", bad])
+        assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output
+
+
 def test_bad_tuning_input_gets_one_line(tmp_path, micro):
     for args, msg in (
         (["--lr", "0.01,abc"], "--lr must be numbers"),
