@@ -104,7 +104,8 @@ def collect(
             steps, start = int(st.get("steps") or 0), int(st.get("resumed_from") or 0)
             share = (steps - start) / steps if steps and 0 <= start < steps else 1.0
             seconds = float(st.get("segment_s", st["wall_s"]))
-            prof.phases.append(Phase("train", name, seconds, f * share, _cpu_threads(st.get("env"))))
+            shown = f"{name} (resumed at step {start})" if share < 1 else name
+            prof.phases.append(Phase("train", shown, seconds, f * share, _cpu_threads(st.get("env"))))
     evals: dict = {}
     for rec in rd.iter_records(runs=[n for n, _ in runs]):
         if _after(rec.get("created"), since):

@@ -157,6 +157,7 @@ def test_the_profile_counts_only_the_segment_a_resumed_run_trained_here(tmp_path
     )
     (train,) = [x for x in collect(rd, [(name, cfg)], since, 50.0, 1e11, 1).phases if x.kind == "train"]
     assert train.seconds == 25.0 and train.flops == pytest.approx(train_flops(cfg) / 4)
+    assert train.name == f"{name} (resumed at step 300)"
 
 
 def test_the_cpu_peak_is_the_whole_machines_whatever_this_process_threads(monkeypatch):
