@@ -191,8 +191,7 @@ def tune(
     lrs = parse_list(lr, "--lr", float, lo=1e-12)
     grid = parse_option_grid(option or [])
     base, notes = resolve_flags(fields_from(ConfigFlags, locals()))
-    if point is not None:
-        base = at_point(base, point, steps is not None)
+    base = at_point(base, point, steps is not None) if point else base
     notes_of(notes)
 
     def line(scheme, x, opts, loss):
