@@ -61,6 +61,12 @@ def train_precision(device: torch.device, requested: str = "auto") -> str:
     return "bf16" if device.type == "cuda" or (device.type == "cpu" and native_bf16_cpu()) else "fp32"
 
 
+def cpu_trains_bf16(device: torch.device, precisions) -> bool:
+    """Whether ``device`` is a CPU and any of these ``train.precision`` values trains there in bf16 autocast (then a
+    run's bf16 floor is measured too, and bf16 asked for where it is emulated is noted)."""
+    return device.type == "cpu" and any(train_precision(device, p) == "bf16" for p in precisions)
+
+
 def emulated_bf16_note(device: torch.device, requested: str) -> list[str]:
     """A note for bf16 training asked for where the CPU has no native bf16 matmuls: oneDNN then emulates it, many
     times slower than fp32 (auto would train in fp32 here). Empty where that is not so."""

@@ -33,11 +33,12 @@ def resolve_flags(flags: ConfigFlags) -> tuple[Config, list[str]]:
 
 def cpu_bf16_notes(workers: str, device: str, precisions: set) -> list[str]:
     """``device.emulated_bf16_note`` for runs that train here (``local``, ``device``) or on CPU workers (cpu:N)."""
-    from ..device import emulated_bf16_note, resolve_device
+    from ..device import cpu_trains_bf16, emulated_bf16_note, resolve_device
 
-    if "bf16" not in precisions or not (workers.startswith("cpu") or workers == "local"):
+    if not (workers.startswith("cpu") or workers == "local"):
         return []
-    return emulated_bf16_note(resolve_device("cpu" if workers.startswith("cpu") else device), "bf16")
+    dev = resolve_device("cpu" if workers.startswith("cpu") else device)
+    return emulated_bf16_note(dev, "bf16") if cpu_trains_bf16(dev, precisions) else []
 
 
 def parse_seeds(seed: Optional[int], seeds: Optional[str], default: int) -> list[int]:
@@ -310,7 +311,7 @@ def suite_plan(
     schemes, seeds_ = resolve_pe(pe or ("" if flags.layers else st.pe), base), parse_seeds(None, seeds, base.train.seed)
     points = select_points(st, only)
     if st.points and flags.steps:  # a smoke run of the whole suite: every point at the given steps
-        points = tuple(p.without("train.steps") for p in points)
+        points = tuple(at_steps(p, True) for p in points)
         notes.append(f"--steps {flags.steps} replaces every point's steps: the budget axis is one budget")
     if st.points and flags.compile is not None:  # --compile/--no-compile: every point, whatever the point says
         points = tuple(p.without("train.compile") for p in points)
@@ -337,12 +338,15 @@ def select_points(st, only: Optional[str], flag: str = "--points") -> tuple:
 def at_point(base: Config, name: str, steps_given: bool) -> Config:
     """``base`` at one point of the scale suite (``pebench tune --point``: a grid at the point's shape and schedule);
     steps given on the command line replace the point's, as in a smoke run of the suite."""
-    from .suites import get_suite
-
     if "," in name:
         raise UsageError(f"--point takes one point of the scale suite, got {name!r}")
     (point,) = select_points(get_suite("scale"), name, "--point")
-    return (point.without("train.steps") if steps_given else point).apply(base)
+    return at_steps(point, steps_given).apply(base)
+
+
+def at_steps(point: Point, steps_given: bool) -> Point:
+    """A point whose steps the command line gives (``--steps``): the point without its own."""
+    return point.without("train.steps") if steps_given else point
 
 
 def check_evaluation(runs: list[tuple[str, Config]], req: EvalRequest) -> None:

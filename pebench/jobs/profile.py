@@ -243,14 +243,6 @@ def peak_for_work(device: str, flops: float, dtype=None) -> float:
         torch.set_num_threads(own)
 
 
-def trains_bf16_on_cpu(device: str, runs: list) -> bool:
-    """Whether any planned run trains in bf16 autocast on the CPU (then its bf16 floor is measured too)."""
-    from ..device import resolve_device, train_precision
-
-    dev = resolve_device(device)
-    return dev.type == "cpu" and any(train_precision(dev, c.train.precision) == "bf16" for _, c in runs)
-
-
 class Clock:
     """Wall time of a command by lap, the moment it started (records and statuses stamped after it are this
     invocation's) and the matmul peak measured before its jobs (the higher of before and after is the
@@ -268,10 +260,12 @@ class Clock:
         """Before the jobs (the planned training FLOPs decide how carefully)."""
         import torch
 
+        from ..device import cpu_trains_bf16, resolve_device
+
         t = time.perf_counter()
         self.flops = {name: train_flops(c) for name, c in runs}
         self.peak_before = peak_for_work(device, sum(self.flops.values()))
-        self.bf16 = trains_bf16_on_cpu(device, runs)
+        self.bf16 = cpu_trains_bf16(resolve_device(device), [c.train.precision for _, c in runs])
         if self.bf16:
             self.bf16_before = peak_for_work(device, sum(self.flops.values()), torch.bfloat16)
         dt = time.perf_counter() - t
