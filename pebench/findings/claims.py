@@ -421,21 +421,18 @@ def table_value(name: str, text: str) -> Cell:
 
 def check_claim(ev: Evidence, claim: dict) -> Verdict:
     """Every expansion of a claim must hold; the verdict keeps each compared cell and the deciding numbers."""
-    cells, why, held = [], [], True
     a_specs = expand(claim["a"])
     zipped = expand(claim["b"]) if claim.get("zip") else None
     if zipped is not None and len(zipped) != len(a_specs):
         raise UsageError(f"claim {claim['id']}: zip needs as many b cells as a cells ({len(zipped)} vs {len(a_specs)})")
+    pairs = []
     for i, a_spec in enumerate(a_specs):
         b_spec = None
         if claim.get("b") is not None:
             b_spec = paired_spec(claim["b"], a_spec, claim["b_inherits"])
         for b_one in [zipped[i]] if zipped else expand(b_spec) if b_spec else [None]:
-            a, b = ev.cell(a_spec), ev.cell(b_one) if b_one else None
-            ok, reason = decide(claim, a, b)
-            held &= ok
-            cells += [a] + ([b] if b else [])
-            why.append(f"{'ok' if ok else 'FAILS'}: {a.text()}" + (f" vs {b.text()}" if b else "") + f"; {reason}")
+            pairs.append((ev.cell(a_spec), ev.cell(b_one) if b_one else None))
+    cells = [c for a, b in pairs for c in ([a] + ([b] if b else []))]
     if claim.get("awaits") and (empty := [c.name for c in cells if _no_records(c)]):
         return Verdict(
             claim,
@@ -444,6 +441,11 @@ def check_claim(ev: Evidence, claim: dict) -> Verdict:
             f"pending: registered {claim['registered']}; no records yet for {empty[0]}; awaits {claim['awaits']}",
             pending=True,
         )
+    why, held = [], True
+    for a, b in pairs:
+        ok, reason = decide(claim, a, b)
+        held &= ok
+        why.append(f"{'ok' if ok else 'FAILS'}: {a.text()}" + (f" vs {b.text()}" if b else "") + f"; {reason}")
     return Verdict(claim, held, cells, "\n".join(why))
 
 

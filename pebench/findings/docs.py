@@ -17,8 +17,9 @@ not import.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Optional
 
 from ..errors import UsageError
 from ..fsutil import atomic_write_text
@@ -33,18 +34,32 @@ def _args(text: str) -> dict:
     return dict(part.split("=", 1) for part in text.split())
 
 
-_FRAMES: dict = {}  # one read of a result set's records per regeneration, shared by its sections
-_VERDICTS: dict = {}  # one check of a result set's claims per regeneration (many pages cite one set's claims)
+@dataclass
+class _Set:
+    """A result set as read once per regeneration and shared by every section that cites it: its records (read by
+    the first section that needs them) and its claims' verdicts (many pages cite one set's claims)."""
+
+    path: Path
+    frame: Any = None
+    verdicts: Optional[list] = None
+
+
+_SETS: dict = {}  # resolved path -> _Set, emptied before and after each regeneration
+
+
+def _set(root: Path, set_: str) -> _Set:
+    key = (root / set_).resolve()
+    return _SETS.setdefault(key, _Set(key))
 
 
 def _frame(root: Path, set_: str):
     from ..results import ResultsDir
     from .report import records_frame
 
-    key = (root / set_).resolve()
-    if key not in _FRAMES:
-        _FRAMES[key] = records_frame(ResultsDir(key))
-    return _FRAMES[key]
+    rs = _set(root, set_)
+    if rs.frame is None:
+        rs.frame = records_frame(ResultsDir(rs.path))
+    return rs.frame
 
 
 @GENERATORS.register("table")
@@ -100,10 +115,10 @@ def _seeds(root: Path, args: dict) -> str:
 def _claims(root: Path, args: dict) -> str:
     from .claims import check_set, render_verdicts
 
-    key = (root / args["set"]).resolve()
-    if key not in _VERDICTS:
-        _VERDICTS[key] = check_set(key, _frame(root, args["set"]))
-    verdicts = _VERDICTS[key]
+    rs = _set(root, args["set"])
+    if rs.verdicts is None:
+        rs.verdicts = check_set(rs.path, _frame(root, args["set"]))
+    verdicts = rs.verdicts
     if "tag" in args:  # the claims of one page of a set
         verdicts = [v for v in verdicts if args["tag"] in (v.claim.get("tags") or [])]
     if "ids" in args:  # named claims, in the order named (a page that cites a few of a set's claims)
@@ -179,7 +194,7 @@ def regenerate(root: Path, check: bool = False) -> list[Path]:
     """Rewrite every generated section of the docs under ``root``; returns the files that changed (with
     ``check``, the files that would change, nothing written)."""
     changed = []
-    _FRAMES.clear(), _VERDICTS.clear()  # the records and claims as they are now
+    _SETS.clear()  # the records and claims as they are now
     try:
         for path in doc_files(root):
             old = path.read_text()
@@ -189,5 +204,5 @@ def regenerate(root: Path, check: bool = False) -> list[Path]:
                 if not check:
                     atomic_write_text(path, new)
     finally:
-        _FRAMES.clear(), _VERDICTS.clear()  # nothing read here outlives this regeneration
+        _SETS.clear()  # nothing read here outlives this regeneration
     return changed
