@@ -18,7 +18,7 @@ def test_measure_train_and_eval_in_process():
     assert matmul_peak("cpu", n=256, runs=1, seconds=0.01) > 0
 
 
-def test_bench_cli_writes_table_and_csv(tmp_path):
+def micro_config(tmp_path):
     cfg = tmp_path / "micro.yaml"
     cfg.write_text(
         yaml.safe_dump(
@@ -29,29 +29,18 @@ def test_bench_cli_writes_table_and_csv(tmp_path):
             }
         )
     )
-    r = runner.invoke(
-        app,
-        [
-            "bench",
-            "--config",
-            str(cfg),
-            "--pe",
-            "learned,alibi",
-            "--lengths",
-            "1x,4x",
-            "--repeats",
-            "1",
-            "--no-compile",
-            "--no-baseline",
-            "--results",
-            str(tmp_path / "r"),
-        ],
-    )
+    return cfg
+
+
+def test_bench_cli_writes_table_and_csv(tmp_path):
+    """The command end to end, each measurement and both peaks in a worker process of its own (as on any CPU)."""
+    cfg = micro_config(tmp_path)
+    args = ["--pe", "alibi", "--lengths", "4x", "--repeats", "1", "--no-compile", "--no-reference", "--no-baseline"]
+    r = runner.invoke(app, ["bench", "--config", str(cfg), *args, "--results", str(tmp_path / "r")])
     assert r.exit_code == 0, r.output
     df = pd.read_csv(tmp_path / "r" / "bench.csv")
-    # learned cannot represent 4x: no eval row there; alibi has fast and reference at both lengths
-    assert set(df[df.scheme == "learned"]["length"]) == {16}
-    assert len(df[(df.scheme == "alibi") & (df.phase == "eval")]) == 4
+    assert list(zip(df.phase, df.path, df.length)) == [("train", "fast", 16), ("eval", "fast", 64)]
+    assert (df.tokens_per_s > 0).all() and (df.peak_mem_mb > 0).all()
     md = (tmp_path / "r" / "bench.md").read_text()
     assert "| alibi | train | fast | 16 |" in md and "MFU" in md
     assert "best of 7 runs of >= 0.3 s" in md and "before and" in md
@@ -61,8 +50,40 @@ def test_bench_cli_writes_table_and_csv(tmp_path):
     from pebench.config import load_config
 
     base = load_config(str(cfg))
-    flops = sum(train_flops(replace(base, model=replace(base.model, pe=s))) for s in ("learned", "alibi"))
-    assert f"Training floor of `pebench run --pe learned,alibi` on this config: {flops:.2e} FLOPs" in md
+    flops = train_flops(replace(base, model=replace(base.model, pe="alibi")))
+    assert f"Training floor of `pebench run --pe alibi` on this config: {flops:.2e} FLOPs" in md
+
+
+def test_every_path_is_measured_at_every_length_a_scheme_can_represent(tmp_path, monkeypatch):
+    """The plan of measurements (in this process, to keep it quick): training on each path at the context,
+    evaluation on the fast path and the reference at each length, none past the learned table's last position."""
+    from pebench import bench
+    from pebench.config import load_config
+
+    monkeypatch.setattr(bench, "_isolated", lambda fn, device, **kw: getattr(bench, fn)(device=device, **kw))
+    tiny_peak = {"n": 128, "runs": 1, "seconds": 0.01}
+    rows, peak = bench.run_bench(
+        load_config(str(micro_config(tmp_path))),
+        ["learned", "alibi"],
+        [16, 64],
+        "cpu",
+        1,
+        False,
+        True,
+        None,
+        False,
+        tiny_peak,
+    )
+    got = {(m.scheme, m.phase, m.path, m.length) for m in rows}
+    assert len(got) == len(rows) == 10
+    for s in ("learned", "alibi"):
+        assert {(s, "train", p, 16) for p in ("fast", "reference")} <= got
+    # learned cannot represent 4x: no eval row there; alibi has fast and reference at both lengths
+    assert {(p, L) for s, ph, p, L in got if s == "learned" and ph == "eval"} == {("fast", 16), ("reference", 16)}
+    assert {(p, L) for s, ph, p, L in got if s == "alibi" and ph == "eval"} == {
+        (p, L) for p in ("fast", "reference") for L in (16, 64)
+    }
+    assert peak.before > 0 and all(m.mfu is not None for m in rows if m.phase == "train")
 
 
 def test_summary_ratios_are_side_by_side_and_the_table_is_contiguous():
