@@ -127,7 +127,9 @@ def test_the_process_group_is_torn_down_with_no_ddp_left_holding_it(monkeypatch)
     interpreter's exit, the group (and gloo's threads) was finalized there, which aborted 2-rank CPU launches at exit
     ("terminate called without an active exception": 11 of 24 on the machine that found it, 0 of 12 on a later one).
     The race depends on the machine; its cause does not, and is what this checks: when ``distributed()`` destroys the
-    group, the model it wrapped is already gone (automatic collection off, so only the context's own can free it)."""
+    group, the model it wrapped is already gone (automatic collection off, so only the context's own can free it).
+    Whether DDP forms its cycle depends on what the process ran before (after the CLI and findings tests it did not,
+    and the model died with its last reference), so the test holds the model in a cycle of its own."""
     import gc
     import socket
     import weakref
@@ -152,10 +154,15 @@ def test_the_process_group_is_torn_down_with_no_ddp_left_holding_it(monkeypatch)
 
     monkeypatch.setattr(dist, "destroy_process_group", destroy_and_note)
 
+    class Holder:  # a cycle (holder -> itself), so the model outlives its last plain reference
+        pass
+
     def step():
         model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 8))
         for _ in range(2):
             model(torch.randn(4, 8)).sum().backward()
+        holder = Holder()
+        holder.me, holder.model = holder, model
         return weakref.ref(model)
 
     was_enabled = gc.isenabled()
@@ -164,7 +171,7 @@ def test_the_process_group_is_torn_down_with_no_ddp_left_holding_it(monkeypatch)
         with d.distributed("cpu") as info:
             assert info.world == 1 and info.group is not None
             net = step()
-            assert net() is not None  # the cycle: only a collection frees it
+            assert net() is not None  # in the cycle: only a collection frees it
     finally:
         if was_enabled:
             gc.enable()
