@@ -3,7 +3,9 @@ against the axis, one line per scheme with its band over draws (log-scale axes; 
 and, for each axis with at least three points measured, each scheme's log-log fit of its 16x/1x ratio (one pair
 per draw) against the axis's own variable (training tokens per parameter, parameters, training context), with the
 slope's 95% interval and the fit extrapolated to the GPU configs' value of that variable, the other axes held at
-the default point (labelled as an extrapolation). Writes the PNGs (the axes with two points or more) and
+the default point (labelled as an extrapolation); and the width's fit again with width 256's draws of the schemes
+its grid moves to another rate taken from their rerun there (config `tiny-d256-tuned`), once that has every one of
+them. Writes the PNGs (the axes with two points or more) and
 `trends.md` into the set.
 
 Usage: python scripts/scale_trends.py results/scale"""
@@ -25,9 +27,12 @@ df = records_frame(ResultsDir(ROOT))
 df = df[(df["task"] == "ppl") & (df["split"] == "test") & (df["protocol"] == "nonoverlap")]
 
 
-def measured(config: str) -> bool:
+RATE_CHANGED = ("learned", "shaw", "t5", "rope", "alibi")  # the schemes width 256's grid moves to 3e-3 (tune.md)
+
+
+def measured(config: str, frame=df) -> bool:
     """A point is measured once the suite's schemes ran there (a point run for one scheme alone is not)."""
-    return df.loc[df["config"] == config, "scheme"].nunique() >= len(SCHEMES) - 1
+    return frame.loc[frame["config"] == config, "scheme"].nunique() >= len(SCHEMES) - 1
 
 
 x_of = {
@@ -61,32 +66,54 @@ lines = [
     "interval). An axis with fewer than three points measured has no fit.",
     "",
 ]
-for axis in ("budget", "width", "context"):
+
+
+def fit_section(frame, axis: str, head: str, col: str) -> list[str]:
+    """One axis's fit table: each scheme's slope over the points measured in ``frame`` and its extrapolations."""
     pts = {p.apply(base).name: p.apply(base) for p in SCALE_POINTS if p.axis in ("", axis)}
-    xs_of = {name: FIT_X[axis](c) for name, c in pts.items() if measured(name)}
-    head = f"**{axis}** (x: {FIT_LABEL[axis]}; points measured: " + ", ".join(
-        f"{n} ({x:,.4g})" for n, x in sorted(xs_of.items(), key=lambda t: t[1])
-    )
-    lines += [head + ")", ""]
+    xs_of = {name: FIT_X[axis](c) for name, c in pts.items() if measured(name, frame)}
+    out = [
+        head
+        + "; points measured: "
+        + ", ".join(f"{n} ({x:,.4g})" for n, x in sorted(xs_of.items(), key=lambda t: t[1]))
+        + ")",
+        "",
+    ]
     if len(set(xs_of.values())) < 3:  # a line through two points says nothing about the shape of a trend
-        lines += [f"Fewer than three points measured on the {axis} axis: no fit yet.", ""]
-        continue
-    lines += [
-        f"| scheme | slope of log(16x/1x) on log({FIT_LABEL[axis]}) | pairs | "
+        return out + [f"Fewer than three points measured on the {axis} axis: no fit yet.", ""]
+    out += [
+        f"| scheme | {col} | pairs | "
         + " | ".join(f"{t} at x = {FIT_X[axis](c):,.4g} (extrapolated)" for t, c in targets.items())
         + " |",
         "|---|---|---|" + "---|" * len(targets),
     ]
     for s_ in SCHEMES:
-        f = tr.fit_axis(df, xs_of, s_)
+        f = tr.fit_axis(frame, xs_of, s_)
         if f is None:
             continue  # a scheme without a 16x value (learned)
         preds = [f.predict(FIT_X[axis](c)) for c in targets.values()]
-        lines.append(
+        out.append(
             f"| {s_} | {f.b:+.3f} ± {f.b_half:.3f} | {f.n} | "
             + " | ".join(f"{y:.2f} [{lo:.2f}, {hi:.2f}]" for y, lo, hi in preds)
             + " |"
         )
-    lines.append("")
+    return out + [""]
+
+
+for axis in ("budget", "width", "context"):
+    col = f"slope of log(16x/1x) on log({FIT_LABEL[axis]})"
+    lines += fit_section(df, axis, f"**{axis}** (x: {FIT_LABEL[axis]}", col)
+own = tr.with_rerun(df, "tiny-d256", "tiny-d256-tuned", RATE_CHANGED)
+lines += (
+    fit_section(
+        own,
+        "width",
+        "**width, 256 at its grid's rates** (x: parameters; width 256's draws of the schemes its grid moves to 3e-3 "
+        "from the rerun `tiny-d256-tuned`, the rest as above",
+        "slope of log(16x/1x) on log(parameters), width 256 at its grid's rates",
+    )
+    if own is not None
+    else ["**width, 256 at its grid's rates**: its rerun has not every scheme yet; no fit.", ""]
+)
 (ROOT / "trends.md").write_text("\n".join(lines))
 print((ROOT / "trends.md").read_text())

@@ -131,6 +131,17 @@ def ratio_by_draw(
     return {d: top[d] / bottom[d] for d in top if d in bottom}
 
 
+def with_rerun(df: pd.DataFrame, point: str, rerun: str, schemes: tuple) -> Optional[pd.DataFrame]:
+    """The records with ``point``'s draws of each scheme in ``schemes`` replaced by that scheme's draws at the
+    config ``rerun`` (the same point trained again, at other rates), named ``point``; the rerun's own rows leave.
+    None until the rerun has every one of ``schemes``: a point is fitted with all its reruns or none of them."""
+    again = df[(df["config"] == rerun) & df["scheme"].isin(schemes)]
+    if set(again["scheme"]) != set(schemes):
+        return None
+    keep = ~((df["config"] == point) & df["scheme"].isin(schemes)) & (df["config"] != rerun)
+    return pd.concat([df[keep], again.assign(config=point)], ignore_index=True)
+
+
 def fit_axis(
     df: pd.DataFrame, points: dict, label: str, num: float = 16, den: float = 1, metric: str = "ppl"
 ) -> Optional[Fit]:

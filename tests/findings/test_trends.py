@@ -1,7 +1,7 @@
 """Trends along scale axes (findings/trends.py): Kendall's tau against hand-counted values, a log-log fit that
 recovers a known power law and widens its interval away from the data, values per point at each point's own
 context, rank agreement draw by draw, the claims engine's tau cell (a claim that holds, and fails when a point's
-ranking reverses), and the axis plot."""
+ranking reverses), a point's rerun at other rates taking its schemes' places, and the axis plot."""
 
 import math
 
@@ -34,6 +34,28 @@ def test_a_log_log_fit_recovers_a_power_law_and_widens_away_from_the_data():
     assert inside[1] < inside[0] < inside[2] and (far[2] / far[1]) > (inside[2] / inside[1])  # wider outside
     with pytest.raises(ValueError):
         tr.fit_loglog([1, 1, 1], [1, 2, 3])
+
+
+def test_a_rerun_replaces_its_schemes_draws_at_the_point_only_once_it_has_all_of_them(tmp_path):
+    """Point p trained schemes a, b, c; its rerun p-again (other rates) has a and b. The rerun's draws of a and b
+    take the place of p's, named p, c keeps p's own, the other points and the rerun's rows are untouched or gone;
+    asked for a scheme the rerun lacks, there is no frame (a point is fitted with all its reruns or none)."""
+    rd = ResultsDir(tmp_path / "rerun")
+    rows = [(c, sch, v) for c, v0 in (("p", 5.0), ("q", 9.0)) for sch, v in zip("abc", (v0, v0 + 1, v0 + 2))]
+    rows = [(c, sch, v + seed / 10, seed) for c, sch, v in rows for seed in range(2)]
+    rows += [("p-again", "a", 3.0, 0), ("p-again", "a", 3.1, 1), ("p-again", "b", 4.0, 0)]
+    for config, scheme, ppl, seed in rows:
+        r = record(scheme, seed, 128, ppl, ctx=128)
+        r["run"], r["provenance"] = f"{scheme}-{config}-s{seed}", {**r["provenance"], "config_name": config}
+        rd.write_record(r)
+    df = records_frame(rd)
+    assert tr.with_rerun(df, "p", "p-again", ("a", "b", "c")) is None  # c was not rerun
+    got = tr.with_rerun(df, "p", "p-again", ("a", "b"))
+    assert "p-again" not in set(got["config"]) and len(got) == len(df) - 4  # p's a, b out (4); the rerun's 3 as p
+    assert sorted(tr.draw_values(got, "p", "a", 1).values()) == pytest.approx([3.0, 3.1])
+    assert list(tr.draw_values(got, "p", "b", 1).values()) == pytest.approx([4.0])  # the rerun's one draw
+    assert sorted(tr.draw_values(got, "p", "c", 1).values()) == pytest.approx([7.0, 7.1])  # not rerun: p's own
+    assert tr.draw_values(got, "q", "a", 1) == tr.draw_values(df, "q", "a", 1)
 
 
 def test_an_axis_fit_uses_one_pair_per_draw_and_needs_three_points(tmp_path):
