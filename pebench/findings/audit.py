@@ -159,9 +159,11 @@ def _mapped(c: Cell, f, flips: bool = False) -> Cell:
     )
 
 
-def _far(a: Cell, b: Optional[Cell]) -> float:
-    """A shift far larger than any value's distance or interval's width on these cells."""
+def _far(a: Cell, b: Optional[Cell], value: Optional[float] = None) -> float:
+    """A shift far larger than any value's distance or interval's width on these cells, and than their distance
+    from the claim's threshold (``value``), so that a value moved by it crosses the threshold too."""
     nums = [x for c in (a, b) if c is not None for x in (*c.values.values(), c.mean, c.lo, c.hi) if x is not None]
+    nums += [float(value)] if value is not None else []
     return 20 * (max(nums) - min(nums)) + 1e-6 * (1 + max(abs(x) for x in nums)) + 1.0
 
 
@@ -170,7 +172,7 @@ def _counterfactuals(claim: dict, a: Cell, b: Optional[Cell]) -> list[tuple[Cell
     scaled past the allowed ratio; a mirrored across the threshold; a moved clear above b); for a count of seeds
     (rule ``seeds``), the two extremes (the relation holding in every seed, and in none): a count that allows both
     holds for any data."""
-    rel, g = claim["relation"], _far(a, b)
+    rel, g = claim["relation"], _far(a, b, claim.get("value") if claim["relation"] in ("above", "below") else None)
     up, down = _mapped(a, lambda x: x + g), _mapped(a, lambda x: x - g)
     if claim["rule"] == "seeds":
         if rel in ("lower", "below"):

@@ -91,6 +91,44 @@ def test_a_sound_claim_holds_and_each_kind_of_claim_that_cannot_fail_is_refused_
     assert "every seed and none" in refused["counts-anything"]
 
 
+def test_a_count_of_seeds_against_a_distant_threshold_can_fail_and_is_decided(schemes):
+    """ALiBi at 1x is 4.2-4.4: "above 100 on 0 of 3 seeds" is far from its threshold, yet data above 100 would make
+    it fail, so it is decided, not refused (the audit's moved data crosses the threshold however far it lies);
+    "above 100 on 3 of 3" fails on the data."""
+    a1 = {"label": "alibi", "length": "1x", "precision": "fp32"}
+    _write(
+        schemes,
+        [
+            claim(
+                "none-above",
+                "ALiBi at 1x is above 100 on 0 of 3 seeds.",
+                "above",
+                "seeds",
+                a1,
+                value=100,
+                of=3,
+                count=0,
+            ),
+            claim(
+                "all-above", "ALiBi at 1x is above 100 on 3 of 3 seeds.", "above", "seeds", a1, value=100, of=3, count=3
+            ),
+            claim(
+                "none-below",
+                "ALiBi at 1x is below 0.01 on 0 of 3 seeds.",
+                "below",
+                "seeds",
+                a1,
+                value=0.01,
+                of=3,
+                count=0,
+            ),
+        ],
+    )
+    v = _verdicts(schemes)
+    assert v["none-above"].held and v["none-below"].held, (v["none-above"].why, v["none-below"].why)
+    assert not v["all-above"].held and not v["all-above"].why.startswith("REFUSED"), v["all-above"].why
+
+
 def test_the_check_command_fails_by_id_and_reason(schemes):
     from support import invoke
 
