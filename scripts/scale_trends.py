@@ -5,13 +5,14 @@ per draw) against the axis's own variable (training tokens per parameter, parame
 slope's 95% interval and the fit extrapolated to the GPU configs' value of that variable, the other axes held at
 the default point (labelled as an extrapolation); and the width's fit again with width 256's draws of the schemes
 its grid moves to another rate taken from their rerun there (config `tiny-d256-tuned`), once that has every one of
-them. Writes the PNGs (the axes with two points or more) and
-`trends.md` into the set.
+them. Writes the PNGs (the axes with two points or more) and `trends.md` into the set.
 
 Usage: python scripts/scale_trends.py results/scale"""
 
 import sys
 from pathlib import Path
+
+import yaml
 
 from pebench import estimate as es
 from pebench.config import load_config
@@ -27,7 +28,8 @@ df = records_frame(ResultsDir(ROOT))
 df = df[(df["task"] == "ppl") & (df["split"] == "test") & (df["protocol"] == "nonoverlap")]
 
 
-RATE_CHANGED = ("learned", "shaw", "t5", "rope", "alibi")  # the schemes width 256's grid moves to 3e-3 (tune.md)
+# the schemes width 256's grid moves to another rate: those its overlay sets a rate for (the overlay names the rerun)
+RATE_CHANGED = tuple(yaml.safe_load((ROOT / "d256-tuned.yaml").read_text())["train"]["lr_by_scheme"])
 
 
 def measured(config: str, frame=df) -> bool:

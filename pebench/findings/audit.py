@@ -172,7 +172,7 @@ def _counterfactuals(claim: dict, a: Cell, b: Optional[Cell]) -> list[tuple[Cell
     scaled past the allowed ratio; a mirrored across the threshold; a moved clear above b); for a count of seeds
     (rule ``seeds``), the two extremes (the relation holding in every seed, and in none): a count that allows both
     holds for any data."""
-    rel, g = claim["relation"], _far(a, b, claim.get("value") if claim["relation"] in ("above", "below") else None)
+    rel, g = claim["relation"], _far(a, b, claim.get("value"))
     up, down = _mapped(a, lambda x: x + g), _mapped(a, lambda x: x - g)
     if claim["rule"] == "seeds":
         if rel in ("lower", "below"):
