@@ -8,15 +8,15 @@ sections and the page's opening paragraph are kept as they are.
 Usage: python scripts/scale_tune.py --point steps4000 --how "`pebench tune --point steps4000`" DIR... [--out FILE]"""
 
 import argparse
-import math
 import re
 from pathlib import Path
 
 from pebench.config import load_config
-from pebench.findings.claims import markdown_tables
+from pebench.findings.claims import markdown_tables, table_value
 from pebench.fsutil import atomic_write_text
 from pebench.groups import SCHEME_ORDER
 from pebench.jobs.plan import at_point
+from pebench.jobs.tune import pick_best
 
 ap = argparse.ArgumentParser()
 ap.add_argument("grids", nargs="+", type=Path, help="results folders a `pebench tune --point` wrote (DIR/tune/tune.md)")
@@ -29,6 +29,8 @@ base = load_config("tiny")
 name = at_point(base, args.point, False).name
 cells: dict[str, dict[float, str]] = {}
 for grid in args.grids:
+    if not (grid / "tune" / "tune.md").is_file():
+        raise SystemExit(f"error: {grid}/tune/tune.md not found: give results folders that `pebench tune` wrote")
     for header, rows in markdown_tables((grid / "tune" / "tune.md").read_text()):
         for row in rows:
             scheme = row[0]
@@ -42,10 +44,6 @@ for grid in args.grids:
                     )
 
 
-def value(cell: str) -> float:
-    return float(cell) if re.fullmatch(r"\d+(\.\d+)?", cell) else math.inf  # "diverged" never wins
-
-
 lrs = sorted({lr for by_lr in cells.values() for lr in by_lr})
 lines = [
     f"**{name}** ({args.how})",
@@ -53,13 +51,17 @@ lines = [
     "| scheme | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " | best | rate in tiny.yaml |",
     "|---|" + "---|" * (len(lrs) + 2),
 ]
+# the best cell as `pebench tune` picks it (a diverged run never wins; a tie goes to the smaller rate)
+# (perplexity orders the cells as their loss does)
+bests = pick_best({(s, lr, ()): table_value(s, c).mean for s, by_lr in cells.items() for lr, c in by_lr.items()})
 for scheme in sorted(cells, key=SCHEME_ORDER.index):
-    by_lr = cells[scheme]
-    best = min(by_lr, key=lambda lr: (value(by_lr[lr]), lr))  # a tie goes to the smaller rate, as `pebench tune`
+    by_lr, best = cells[scheme], bests.get(scheme, (None,))[0]  # None: every run of the scheme diverged
     shown = [f"**{by_lr[lr]}**" if lr == best else by_lr.get(lr, "") for lr in lrs]
     rate = base.train.lr_by_scheme[scheme]
     lines.append(
-        f"| {scheme} | " + " | ".join(shown) + f" | {best:g} | {rate:g}{' (differs)' if rate != best else ''} |"
+        f"| {scheme} | "
+        + " | ".join(shown)
+        + f" | {'-' if best is None else f'{best:g}'} | {rate:g}{' (differs)' if rate != best else ''} |"
     )
 section = "\n".join(lines) + "\n"
 
