@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
@@ -387,11 +388,25 @@ def _evaluate_task(
             if key is not None:
                 shared[key] = (copy.deepcopy(value), head["label"])
         task.check_record(rec)
+        _require_finite(rec, f"{head['run']}: {task.name} at {int(L)} tokens")
         results.write_record(rec)
         out.append(rec)
         if on_record:
             on_record(rec)
     return out
+
+
+def _require_finite(rec: dict, what: str) -> None:
+    """A measured record whose metric is NaN or infinite is an error of the evaluation, never a record (a metric a
+    record cannot have is None, not NaN)."""
+    if rec.get("status") != "ok":
+        return
+    for name, v in (rec.get("metrics") or {}).items():
+        if isinstance(v, float) and not math.isfinite(v):
+            raise PebenchError(
+                f"{what} gave {name} = {v}, not a finite number (damaged weights, or an overflow in the evaluation's "
+                "precision); no record was written"
+            )
 
 
 def _check_outside(o, tasks: list, scalings: list, lengths: list[int]) -> None:
@@ -427,7 +442,7 @@ def evaluate_outside(
     req.protocol.validate()
     tasks, options = req.resolved_tasks()
     _check_outside(o, tasks, scalings, lengths)
-    corpus = prepare_corpus(data, results.cache, None)
+    corpus = prepare_corpus(data, results.cache, "text")  # a local or hf: corpus is read from its text column
     ids, nbytes = tokenize_split(o.tokenizer, corpus.tokens(req.split), req.max_tokens or 32768)
     for task in tasks:
         task.check(options[task.name], lengths, o.context, len(ids), req.protocol)

@@ -127,8 +127,14 @@ class OutsidePE:
         return dict(self.state)
 
 
+LOSS_CHUNK = 1024  # positions whose logits exist at once when an outside model's losses are scored in chunks
+
+
 class HFLM(torch.nn.Module):
-    """A causal LM as pebench's tasks call a model: token ids [B, T] -> logits [B, T, V] (float32)."""
+    """A causal LM as pebench's tasks call a model: token ids [B, T] -> logits [B, T, V] (float32). Where the head
+    is a plain projection of the decoder's last hidden state (``chunkable``), ``token_losses`` and ``logits_tail``
+    run the decoder once and the head over ``LOSS_CHUNK`` positions at a time, so a window's memory does not grow
+    with T x vocabulary (a 49,152-token vocabulary at 32,768 positions is 6.4 GB of float32 logits)."""
 
     def __init__(self, model, pe: OutsidePE):
         super().__init__()
@@ -136,6 +142,44 @@ class HFLM(torch.nn.Module):
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.inner(input_ids=idx, use_cache=False).logits.float()
+
+    @property
+    def chunkable(self) -> bool:
+        """The logits are the output embedding of the decoder's last hidden state and nothing more (no soft cap, no
+        scale), so computing them in chunks gives the model's own numbers."""
+        cfg = self.inner.config
+        plain = not any(getattr(cfg, k, None) for k in ("final_logit_softcapping", "logits_scaling", "logit_scale"))
+        return (
+            plain
+            and callable(getattr(self.inner, "get_decoder", None))
+            and self.inner.get_output_embeddings() is not None
+        )
+
+    def _hidden(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.inner.get_decoder()(input_ids=idx, use_cache=False).last_hidden_state
+
+    def logits_tail(self, idx: torch.Tensor, start: int) -> torch.Tensor:
+        """The logits at positions ``start`` .. T-1 only (float32)."""
+        if not self.chunkable:
+            return self.forward(idx)[:, start:]
+        return self.inner.get_output_embeddings()(self._hidden(idx)[:, start:]).float()
+
+    def token_losses(self, idx: torch.Tensor, start: int) -> Optional[torch.Tensor]:
+        """Cross-entropy of the targets ``start + 1`` .. T-1 [B, T - 1 - start] (float32), the head applied to
+        ``LOSS_CHUNK`` positions at a time; None where the head is not a plain projection (score whole logits)."""
+        if not self.chunkable:
+            return None
+        h, head = self._hidden(idx), self.inner.get_output_embeddings()
+        out, T = [], idx.shape[1]
+        for i in range(start, T - 1, LOSS_CHUNK):
+            j = min(i + LOSS_CHUNK, T - 1)
+            logits = head(h[:, i:j]).float()
+            nll = torch.nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), idx[:, i + 1 : j + 1].reshape(-1), reduction="none"
+            )
+            out.append(nll.view(idx.shape[0], -1))
+            del logits
+        return torch.cat(out, 1)
 
 
 @dataclass
@@ -153,6 +197,47 @@ def _is_local(spec: str) -> bool:
     return Path(spec).exists()
 
 
+def is_gguf(spec: str) -> bool:
+    """A GGUF file (llama.cpp's format): loaded through transformers' GGUF support and dequantized."""
+    return str(spec).lower().endswith(".gguf")
+
+
+def require_gguf(spec: str) -> None:
+    """The GGUF extra is installed (transformers reads the file with the ``gguf`` package; ``accelerate`` loads it)."""
+    for module in ("gguf", "accelerate"):
+        try:
+            __import__(module)
+        except ImportError:
+            raise PebenchError(
+                f"--hf {spec}: a GGUF file needs the {module} package: pip install 'pebench[gguf]'"
+            ) from None
+    if not Path(spec).is_file():
+        raise UsageError(f"--hf {spec}: no such GGUF file")
+
+
+def gguf_provenance(path: Path) -> dict:
+    """What a record says of a GGUF file: its SHA-256, its tensors' quantization types (with counts) and that it
+    was dequantized to the dtype the model runs in."""
+    import collections
+
+    from gguf import GGUFReader
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    kinds = collections.Counter(t.tensor_type.name for t in GGUFReader(str(path)).tensors)
+    return {"gguf_sha256": h.hexdigest(), "gguf_types": dict(sorted(kinds.items())), "dequantized": True}
+
+
+def _gguf_args(spec: str) -> tuple[str, dict]:
+    """(the folder transformers reads, the keyword that names the file in it) for a GGUF spec; else (spec, {})."""
+    if not is_gguf(spec):
+        return spec, {}
+    require_gguf(spec)
+    return str(Path(spec).resolve().parent), {"gguf_file": Path(spec).name}
+
+
 def open_model(
     spec: str,
     dtype: str = "float32",
@@ -166,20 +251,22 @@ def open_model(
         raise UsageError(f"--dtype {dtype!r}; one of {', '.join(DTYPES)}")
     local = _is_local(spec)
     offline = local or os.environ.get("HF_HUB_OFFLINE") == "1"
-    if local and not (Path(spec) / "config.json").is_file():
+    source, gguf_kw = _gguf_args(spec)
+    if local and not gguf_kw and not (Path(spec) / "config.json").is_file():
         raise UsageError(
             f"--hf {spec}: not a model folder (no config.json); give a folder saved by save_pretrained or a Hub id"
         )
     if not local and os.environ.get("HF_HUB_OFFLINE") == "1":
         raise UsageError(f"--hf {spec}: no such folder, and with HF_HUB_OFFLINE=1 a Hub id cannot be downloaded")
-    kw = {"revision": revision, "local_files_only": offline}
+    kw = {"revision": revision, "local_files_only": offline, **gguf_kw}
     try:
-        config = tf.AutoConfig.from_pretrained(spec, **kw)
-        model = tf.AutoModelForCausalLM.from_pretrained(spec, config=config, dtype=DTYPES[dtype], **kw)
-        tok = tf.AutoTokenizer.from_pretrained(spec, **kw)
-    except (OSError, ValueError, KeyError) as e:
+        config = tf.AutoConfig.from_pretrained(source, **kw)
+        model = tf.AutoModelForCausalLM.from_pretrained(source, config=config, dtype=DTYPES[dtype], **kw)
+        tok = tf.AutoTokenizer.from_pretrained(source, **kw)
+    except (OSError, ValueError, KeyError, NotImplementedError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UsageError(f"--hf {spec}: cannot load a causal LM and its tokenizer ({first})") from None
+        what = "a GGUF file transformers can dequantize" if gguf_kw else "a causal LM and its tokenizer"
+        raise UsageError(f"--hf {spec}: cannot load {what} ({first})") from None
     model.eval().to(device)
     stated = original_context(config)
     if not stated and (context is None or str(context).endswith("x")):
@@ -198,6 +285,7 @@ def open_model(
         "tokenizer": type(tok).__name__,
         "vocab_size": len(tok),
         "config": summary(config),
+        **(gguf_provenance(Path(spec)) if gguf_kw else {}),
     }
     return Outside(name, HFLM(model, OutsidePE(absolute_limit(config))), tok, config, ctx, rope, prov)
 
@@ -244,6 +332,8 @@ def revision_of(spec: str, config, local: bool) -> str:
     """The Hub commit, or for a local folder a hash of its weight files (sha256, first 16 hex)."""
     if not local:
         return getattr(config, "_commit_hash", None) or "unknown"
+    if is_gguf(spec):
+        return "sha256:" + gguf_provenance(Path(spec))["gguf_sha256"][:16]
     h = hashlib.sha256()
     for p in sorted(Path(spec).glob("*.safetensors")) + sorted(Path(spec).glob("*.bin")):
         h.update(p.name.encode())
@@ -424,6 +514,9 @@ def load_hf_config(spec: str):
     tf = require_transformers()
     path = Path(spec)
     try:
+        if is_gguf(spec):
+            source, kw = _gguf_args(spec)
+            return tf.AutoConfig.from_pretrained(source, local_files_only=True, **kw)
         if path.is_file():
             import json
 

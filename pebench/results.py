@@ -142,6 +142,16 @@ class ResultsDir:
             raise UsageError(f"no results folder {self.root}; check --results (pebench list shows what a folder holds)")
         return self
 
+    def ensure_not_committed(self) -> "ResultsDir":
+        """Refuse to train into a committed result set (a folder with a claims file): its evidence is packed and
+        its runs are not kept there; train elsewhere and pack the records in."""
+        if (self.root / CLAIMS_FILE).is_file():
+            raise UsageError(
+                f"{self.root} is a committed result set (it holds {CLAIMS_FILE}): train into another --results "
+                f"folder, then `pebench pack {self.root} --results {self.root} --results THAT` to add its records"
+            )
+        return self.ensure_writable()
+
     def ensure_writable(self) -> "ResultsDir":
         """Fail fast where nothing could be written: the folder, or where it does not exist yet its nearest
         existing parent, probed without creating anything (a command that then fails on bad input leaves no

@@ -134,12 +134,20 @@ def _window_losses(model: torch.nn.Module, chunk: torch.Tensor, first: np.ndarra
     scores (``lo``: logits at lo .. L-1 predict targets lo + 1 .. L-1), which targets are scored, as an array and as
     a mask, and ``lo``."""
     length = chunk.shape[1]
-    with autocast_for(device):
-        logits = tail_logits(model, chunk, int(first.min()) - 1)
-    lo = length - logits.shape[1]
-    tok_loss = F.cross_entropy(
-        logits[:, :-1].float().reshape(-1, logits.shape[-1]), chunk[:, lo + 1 :].reshape(-1), reduction="none"
-    ).view(len(first), -1)
+    start = int(first.min()) - 1
+    tok_loss = None
+    if hasattr(model, "token_losses"):  # a model that scores its targets in chunks (an outside model: bounded memory)
+        with autocast_for(device):
+            tok_loss = model.token_losses(chunk, start)
+    if tok_loss is not None:
+        lo = start
+    else:
+        with autocast_for(device):
+            logits = tail_logits(model, chunk, start)
+        lo = length - logits.shape[1]
+        tok_loss = F.cross_entropy(
+            logits[:, :-1].float().reshape(-1, logits.shape[-1]), chunk[:, lo + 1 :].reshape(-1), reduction="none"
+        ).view(len(first), -1)
     scored = pos[None, lo:] >= first[:, None]
     mask = torch.from_numpy(scored).to(device)
     return (tok_loss * mask).double(), scored, mask, lo

@@ -132,7 +132,7 @@ def train(
     is_main = rank == 0
     lock = RunLock(folder / ".lock") if is_main else None
     if is_main:
-        results.ensure_writable()
+        results.ensure_not_committed()
     # Read (or build) the corpus first: a bad corpus spec must not leave an empty run folder behind.
     corpus = prepare_corpus(tc.data, results.cache, tc.text_field)
     if is_main:

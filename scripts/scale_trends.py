@@ -1,11 +1,10 @@
 """The scale set's trend plots and fits (issue #40): for each axis, perplexity at 1x and at 16x and the 16x/1x ratio
 against the axis, one line per scheme with its band over draws (log-scale axes; the colours of every other plot);
-and, for each axis with at least three points measured, each scheme's log-log fit of its 16x/1x ratio (one pair
-per draw) against the axis's own variable (training tokens per parameter, parameters, training context), with the
-slope's 95% interval and the fit extrapolated to the GPU configs' value of that variable, the other axes held at
-the default point (labelled as an extrapolation); and the width's fit again with width 256's draws of the schemes
-its grid moves to another rate taken from their rerun there (config `tiny-d256-tuned`), once that has every one of
-them. Writes the PNGs (the axes with two points or more) and `trends.md` into the set.
+and, for each axis, each scheme's 16x/1x ratio at each point with the lack-of-fit test of a log-log line through
+the points (the point as the unit: ``pebench.findings.trends.fit_table``), the slope and its extrapolation to the
+GPU configs stated only on at least four points whose line the test keeps; and the width again with width 256's
+draws of the schemes its grid moves to another rate taken from their rerun there (config `tiny-d256-tuned`), once
+that has every one of them. Writes the PNGs (the axes with two points or more) and `trends.md` into the set.
 
 Usage: python scripts/scale_trends.py results/scale"""
 
@@ -62,10 +61,13 @@ for axis in ("budget", "width", "context"):
 TARGETS = ("small", "gpt2-small")  # the configs a GPU user starts from (docs/scale.md)
 targets = {t: load_config(t) for t in TARGETS}
 lines = [
-    "Each scheme's fit of log(16x/1x perplexity) on log(the axis's variable), one pair per draw at each point "
-    "measured; the slope with its 95% interval; the last columns extrapolate the fit to the GPU configs' value of "
-    "that variable, **an extrapolation** along one axis with the others held at the default point (the mean's 95% "
-    "interval). An axis with fewer than three points measured has no fit.",
+    "Each scheme's 16x/1x perplexity ratio at each point of an axis (the geometric mean over the point's draws), "
+    "and the lack-of-fit p of a straight line in log(16x/1x) on log(the axis's variable) through the points (the "
+    "point as the unit; the draws within a point are its pure error). A slope is stated, with its 95% interval on "
+    "points - 2 degrees of freedom, only on at least four points whose line the test does not reject; only then "
+    "are the last columns filled, **an extrapolation** to the GPU configs' value of that variable along one axis "
+    "with the others held at the default point. Every axis here has three points: the table shows their shape, "
+    "an observation, and states no slope.",
     "",
 ]
 
@@ -81,24 +83,8 @@ def fit_section(frame, axis: str, head: str, col: str) -> list[str]:
         + ")",
         "",
     ]
-    if len(set(xs_of.values())) < 3:  # a line through two points says nothing about the shape of a trend
-        return out + [f"Fewer than three points measured on the {axis} axis: no fit yet.", ""]
-    out += [
-        f"| scheme | {col} | pairs | "
-        + " | ".join(f"{t} at x = {FIT_X[axis](c):,.4g} (extrapolated)" for t, c in targets.items())
-        + " |",
-        "|---|---|---|" + "---|" * len(targets),
-    ]
-    for s_ in SCHEMES:
-        f = tr.fit_axis(frame, xs_of, s_)
-        if f is None:
-            continue  # a scheme without a 16x value (learned)
-        preds = [f.predict(FIT_X[axis](c)) for c in targets.values()]
-        out.append(
-            f"| {s_} | {f.b:+.3f} ± {f.b_half:.3f} | {f.n} | "
-            + " | ".join(f"{y:.2f} [{lo:.2f}, {hi:.2f}]" for y, lo, hi in preds)
-            + " |"
-        )
+    targets_x = {t: FIT_X[axis](c) for t, c in targets.items()}
+    out += tr.fit_table(frame, xs_of, SCHEMES, targets_x, col)
     return out + [""]
 
 

@@ -168,3 +168,65 @@ def tiny_gpt2(folder: Path, context: int = 64) -> Path:
     )
     tok.save_pretrained(folder)
     return Path(folder)
+
+
+def tiny_llama_gguf(hf_folder: Path, out: Path) -> Path:
+    """The tiny Llama saved at ``hf_folder`` (with its byte-level BPE) written as a GGUF file, as llama.cpp's
+    converter writes one: its hyperparameters and tokenizer as metadata, q and k permuted to llama.cpp's rotary
+    layout, every tensor in float32 (the ``gguf`` package; no network)."""
+    import json
+
+    import gguf
+    import numpy as np
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(hf_folder)
+    tok = AutoTokenizer.from_pretrained(hf_folder)
+    cfg = model.config
+    w = gguf.GGUFWriter(str(out), "llama")
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
+    w.add_vocab_size(cfg.vocab_size)
+    spec = json.loads(tok.backend_tokenizer.to_str())["model"]
+    vocab = sorted(spec["vocab"].items(), key=lambda kv: kv[1])
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([t for t, _ in vocab])
+    w.add_token_types([3 if t == tok.eos_token else 1 for t, _ in vocab])
+    w.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in spec["merges"]])
+    w.add_eos_token_id(tok.eos_token_id)
+    w.add_bos_token_id(tok.eos_token_id)
+
+    def permute(t, heads):
+        return t.reshape(heads, 2, t.shape[0] // heads // 2, *t.shape[1:]).swapaxes(1, 2).reshape(t.shape)
+
+    names = {"self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up"}
+    names |= {"mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
+    for name, p in model.state_dict().items():
+        a = p.detach().float().numpy()
+        if name == "model.embed_tokens.weight":
+            w.add_tensor("token_embd.weight", a)
+        elif name == "model.norm.weight":
+            w.add_tensor("output_norm.weight", a)
+        elif name == "lm_head.weight":
+            w.add_tensor("output.weight", a)
+        else:
+            i, rest = name.split(".")[2], ".".join(name.split(".")[3:-1])
+            if rest == "self_attn.q_proj":
+                w.add_tensor(f"blk.{i}.attn_q.weight", permute(a, cfg.num_attention_heads))
+            elif rest == "self_attn.k_proj":
+                w.add_tensor(f"blk.{i}.attn_k.weight", permute(a, cfg.num_key_value_heads))
+            elif rest == "self_attn.v_proj":
+                w.add_tensor(f"blk.{i}.attn_v.weight", a)
+            else:
+                w.add_tensor(f"blk.{i}.{names[rest]}.weight", np.ascontiguousarray(a))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return Path(out)

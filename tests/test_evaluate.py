@@ -222,3 +222,30 @@ def test_a_share_of_the_lengths_measures_what_the_whole_evaluation_measures(tmp_
         assert shares[key]["provenance"].get("measured_as") == rec["provenance"].get("measured_as"), key
     with pytest.raises(UsageError, match=r"lengths \[48\] are not among the evaluation's lengths \[16, 32, 64\]"):
         evaluate_run(rd, "r", replace(req, only_lengths=[48]))
+
+
+def test_a_non_finite_metric_is_an_error_of_the_evaluation_and_writes_no_record(tmp_path):
+    """Weights damaged to NaN give a NaN perplexity: `eval` names the run, the task, the length and the value,
+    exits non-zero, and leaves no record (a NaN is never recorded as a measurement)."""
+    from dataclasses import replace
+
+    import torch
+
+    from pebench.config import config_from_dict
+    from pebench.results import ResultsDir
+    from pebench.train import train
+    from support import invoke, micro
+
+    cfg = config_from_dict(micro(), name="micro")
+    cfg = replace(cfg, model=replace(cfg.model, pe="alibi"))
+    rd = ResultsDir(tmp_path / "res")
+    train(cfg, rd, "r", device="cpu")
+    path = rd.run_dir("r") / "checkpoint.pt"
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    for v in ckpt["model"].values():
+        if v.is_floating_point():
+            v.fill_(float("nan"))
+    torch.save(ckpt, path)
+    r = invoke("eval", "--run", "r", "--lengths", "16", "--task", "ppl", "--max-tokens", "200", "--results", rd.root)
+    assert r.exit_code != 0 and "r: ppl at 16 tokens gave ppl = nan, not a finite number" in r.output, r.output
+    assert "Traceback" not in r.output and not list((rd.root / "records").rglob("*.json"))

@@ -17,7 +17,7 @@ from pebench.jobs.plan import outside_eval  # noqa: E402
 from pebench.results import ResultsDir  # noqa: E402
 from pebench.scoring import Protocol, windows  # noqa: E402
 from pebench.tasks import resolve_tasks  # noqa: E402
-from support import bpe_tokenizer, invoke, tiny_gpt2, tiny_llama, write_micro  # noqa: E402  # noqa: E402
+from support import bpe_tokenizer, invoke, tiny_gpt2, tiny_llama, tiny_llama_gguf, write_micro  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -215,3 +215,91 @@ def test_export_round_trip_gives_the_runs_own_loss_and_one_table(tmp_path):
     assert again.exit_code == 2 and "not empty" in again.output
     rep = invoke("report", "--results", res, "--metric", "bpb", "--format", "md")
     assert rep.exit_code == 0 and "| rope-micro-s0 (hf) |" in rep.output and "| alibi |" in rep.output
+
+
+def test_an_outside_models_losses_scored_in_chunks_equal_its_whole_logits(llama_bpe, monkeypatch):
+    """The head over a few positions at a time (chunks of 7 here, so a 64-token window is ten chunks, the last one
+    short) gives the cross-entropy of the model's own logits, from any start; logits_tail is the logits' tail; a
+    head with a soft cap is not chunked (its losses come from the whole logits)."""
+    monkeypatch.setattr(hf, "LOSS_CHUNK", 7)
+    o = hf.open_model(str(llama_bpe))
+    x = torch.randint(0, len(o.tokenizer), (2, 64))
+    with torch.no_grad():
+        whole = o.model(x)
+        for start in (0, 20, 62):
+            want = torch.nn.functional.cross_entropy(
+                whole[:, start:-1].reshape(-1, whole.shape[-1]), x[:, start + 1 :].reshape(-1), reduction="none"
+            ).view(2, -1)
+            got = o.model.token_losses(x, start)
+            assert got.shape == want.shape and torch.allclose(got, want, atol=1e-5)
+        assert torch.allclose(o.model.logits_tail(x, 48), whole[:, 48:], atol=1e-5)
+        o.model.inner.config.final_logit_softcapping = 30.0
+        assert not o.model.chunkable and o.model.token_losses(x, 0) is None
+
+
+def test_a_gguf_file_loads_as_the_model_it_was_written_from(llama_bpe, tmp_path):
+    """The tiny Llama written as GGUF (q and k in llama.cpp's layout, its BPE as metadata) and read back through
+    transformers: the same tokens and the same logits as the Hugging Face model it came from; the evaluation's
+    record names the file's SHA-256, its tensors' types and that it was dequantized."""
+    import hashlib
+
+    path = tiny_llama_gguf(llama_bpe, tmp_path / "tiny.gguf")
+    o, ref = hf.open_model(str(path)), hf.open_model(str(llama_bpe))
+    text = "the state of the union"
+    assert o.tokenizer(text).input_ids == ref.tokenizer(text).input_ids
+    x = torch.randint(0, len(ref.tokenizer), (1, 64))
+    with torch.no_grad():
+        assert torch.allclose(o.model(x), ref.model(x), atol=1e-5)
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert o.provenance["gguf_sha256"] == sha and o.provenance["dequantized"] is True
+    assert o.provenance["gguf_types"] == {"F32": 2 + 9 * 2 + 1} and o.provenance["revision"] == "sha256:" + sha[:16]
+    rd = ResultsDir(tmp_path / "res")
+    outside_eval(rd, str(path), "1x", None, EvalRequest(tasks=resolve_tasks("ppl"), max_tokens=2000))
+    (rec,) = records(rd.root)
+    assert rec["label"] == "tiny.gguf (hf)" and rec["provenance"]["gguf_sha256"] == sha
+
+
+def test_a_gguf_file_transformers_cannot_read_is_one_line(tmp_path):
+    import gguf
+
+    w = gguf.GGUFWriter(str(tmp_path / "odd.gguf"), "notanarch")
+    w.add_block_count(1)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    r = invoke("eval", "--hf", str(tmp_path / "odd.gguf"), "--results", str(tmp_path / "r"))
+    assert r.exit_code != 0 and "cannot load a GGUF file transformers can dequantize" in r.output, r.output
+    assert "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
+    r = invoke("eval", "--hf", str(tmp_path / "missing.gguf"), "--results", str(tmp_path / "r"))
+    assert r.exit_code != 0 and "no such GGUF file" in r.output, r.output
+
+
+def test_an_outside_model_evaluates_on_a_local_corpus_and_refuses_runs_beside_it(llama_bpe, tmp_path):
+    """`eval --hf MODEL --data local:PATH` reads the file's text column (it failed with an internal error); `--hf`
+    with `--run` is one line, not a silently ignored --run."""
+    import json
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(
+        "".join(json.dumps({"text": f"document {i}: " + "the union is strong. " * 40}) + "\n" for i in range(60))
+    )
+    res = tmp_path / "res"
+    r = invoke(
+        "eval",
+        "--hf",
+        str(llama_bpe),
+        "--data",
+        f"local:{corpus}",
+        "--lengths",
+        "1x",
+        "--max-tokens",
+        "600",
+        "--results",
+        res,
+    )
+    assert r.exit_code == 0, r.output
+    (rec,) = records(res)
+    assert rec["status"] == "ok" and rec["provenance"]["corpus"].startswith("local:")
+    r = invoke("eval", "--hf", str(llama_bpe), "--run", "x", "--results", res)
+    assert r.exit_code != 0 and "give one of them" in r.output and "Traceback" not in r.output

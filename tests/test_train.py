@@ -250,3 +250,18 @@ def test_a_resumed_runs_wall_time_counts_every_segment(tmp_path, monkeypatch):
     train_mod.train(cfg, rd, "m", device="cpu", resume=True, progress=tick)
     st = rd.status("m")
     assert st["resumed_from"] == 4 and st["wall_s"] == pytest.approx(20.0) and st["wall_known"] is False
+
+
+def test_training_into_a_committed_result_set_is_refused_before_anything_is_written(tmp_path):
+    """A folder with a claims file is a committed set: `train` (and `run`) refuse it in one line and create no
+    runs/ or cache/ inside it."""
+    from support import invoke, write_micro
+
+    committed = tmp_path / "set"
+    committed.mkdir()
+    (committed / "claims.yaml").write_text("claims: []\n")
+    cfg = write_micro(tmp_path)
+    for cmd in (["train", "--pe", "rope"], ["run", "--pe", "rope"]):
+        r = invoke(*cmd, "--config", cfg, "--steps", "2", "--results", committed)
+        assert r.exit_code != 0 and "is a committed result set" in r.output and "Traceback" not in r.output, r.output
+    assert sorted(p.name for p in committed.iterdir()) == ["claims.yaml"]

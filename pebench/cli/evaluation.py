@@ -69,6 +69,8 @@ def eval_cmd(
     own = {"rope_scaling": "all" if rope_scaling is None else rope_scaling}  # the default of `run` too
     outside = {"lengths": None, "rope_scaling": None} if hf else own  # --hf parses its own (Kx lengths, NAME:k=v)
     req, rd = eval_request(fields_from(EvalFlags, locals(), **outside)), ResultsDir(results)
+    if hf and run:
+        raise UsageError("--hf evaluates an outside model, --run the runs of a results folder: give one of them")
     if hf:
         rd.ensure_writable()
         outside_eval(rd, hf, lengths, rope_scaling, req, context, dtype, revision, data, console.reporter())

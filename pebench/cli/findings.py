@@ -87,27 +87,55 @@ def _compare_sets(dirs: list, metric: str, protocol, schemes, split: str) -> Non
 @handle_errors
 def check(
     sets: Optional[List[Path]] = typer.Argument(None, help="result sets or folders above them (default: results)"),
-    quiet: bool = typer.Option(False, "--quiet", help="print failed claims only"),
+    quiet: bool = typer.Option(
+        False, "--quiet", help="print the scoreboards and the refused or contradicted claims only"
+    ),
 ):
-    """Decide every claim (claims.yaml beside each result set) from the committed evidence; exit 1 if any fails (a
-    claim registered before its runs is pending until their records are in, then decided)."""
-    from ..findings.claims import check_set, claim_sets, render_verdicts
+    """Decide every claim (claims.yaml beside each result set) and print each set's scoreboard: predictions
+    (registered before their records, proved from git) confirmed, failed or pending; observations apart. Exit 1 on
+    a refused claim (a prediction edited since its registration or decided on older records, a claim reading an
+    untrained run, one that cannot fail) or an observation its data no longer shows; a failed prediction is a
+    finding, not an error."""
+    from ..findings.claims import check_sets
 
-    found = claim_sets(sets or [Path("results")])
-    if not found:
-        raise PebenchError("no claims.yaml under " + ", ".join(str(s) for s in sets or ["results"]))
-    failed = total = pending = 0
-    for root in found:
-        verdicts = check_set(root)
-        total, pending = total + len(verdicts), pending + sum(v.pending for v in verdicts)
-        failed += sum(not (v.held or v.pending) for v in verdicts)
-        shown = [v for v in verdicts if not (quiet and (v.held or v.pending))]
-        if shown:
-            console.echo(f"# {root}\n" + render_verdicts(shown))
-    waiting = f"; {pending} pending (registered before their runs, decided when the records come)" if pending else ""
-    console.echo(f"{total - failed - pending} of {total} claims held in {len(found)} result sets{waiting}")
-    if failed:
+    if check_sets(sets or [Path("results")], quiet, console.echo, console.warn):
         raise typer.Exit(1)
+
+
+@app.command()
+@handle_errors
+def power(
+    set_: Path = typer.Argument(..., metavar="SET", help="the result set whose claims.yaml holds the prediction"),
+    claim: str = typer.Option(..., "--claim", help="the prediction's id"),
+    seeds: str = typer.Option(..., "--seeds", help="the draws in hand to estimate the effect from, e.g. 0,1,2,3,4"),
+    precision: str = typer.Option(
+        "all", "--precision", help="the in-hand draws' training precision: all | fp32 | bf16"
+    ),
+    level: float = typer.Option(0.05, "--level", help="the test's level (divide by the family's size to be safe)"),
+    floor: int = typer.Option(2, "--floor", help="the fewest draws to ask for"),
+    cap: int = typer.Option(20, "--cap", help="the most draws to ask for (the answer says when the cap binds)"),
+):
+    """How many fresh draws give 80% power to confirm a prediction if its effect is what the draws in hand show:
+    run it when registering, and copy its line into the prediction's ``power`` field."""
+    from ..findings.claims import power_of
+    from ..parsing import parse_list
+
+    if precision not in ("all", "fp32", "bf16"):
+        raise UsageError(f"--precision must be all, fp32 or bf16, got {precision!r}")
+    if not 0 < level < 1:
+        raise UsageError(f"--level must be between 0 and 1, got {level}")
+    if not 2 <= floor <= cap:
+        raise UsageError(f"--floor and --cap need 2 <= floor <= cap, got {floor} and {cap}")
+    got = power_of(
+        set_,
+        claim,
+        parse_list(seeds, "--seeds", int, lo=0),
+        None if precision == "all" else precision,
+        level,
+        floor,
+        cap,
+    )
+    console.echo(got.text())
 
 
 @app.command()
@@ -136,13 +164,23 @@ def pack(
     results: List[Path] = typer.Option(
         [Path("results")], "--results", help="results folder (repeatable: one set from several folders)"
     ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace DEST's packed records instead of refusing"),
 ):
     """Keep the evidence: every record of the results folder(s) in one compact records.jsonl.gz (no checkpoints);
-    several --results put every draw of an experiment (reruns, more seeds, the other precision) in one set."""
+    several --results put every draw of an experiment (reruns, more seeds, the other precision) in one set. A DEST
+    that already holds packed records is merged only when it is one of the --results; else it is refused (its
+    records would be lost) unless --overwrite says so."""
     from ..parsing import parse_list
     from ..results import PACKED_RECORDS, ResultsDir, pack_records
 
-    n = pack_records([ResultsDir(r) for r in results], Path(dest) / PACKED_RECORDS, parse_list(pe, "--runs"))
+    target = Path(dest) / PACKED_RECORDS
+    merged = any(Path(r).resolve() == Path(dest).resolve() for r in results)
+    if target.is_file() and not merged and not overwrite:
+        raise UsageError(
+            f"{target} already holds packed records; add --results {dest} to merge them with the new ones, or "
+            "--overwrite to replace them"
+        )
+    n = pack_records([ResultsDir(r) for r in results], target, parse_list(pe, "--runs"))
     size = (Path(dest) / PACKED_RECORDS).stat().st_size
     console.echo(f"packed {n} records into {Path(dest) / PACKED_RECORDS} ({size / 1e3:.0f} kB)")
 

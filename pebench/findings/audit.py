@@ -7,6 +7,7 @@
 - compares a measurement with itself: the same cell on both sides, or a side whose records were copied from the
   other's (``provenance.measured_as``);
 - repeats another claim of the set (the same cells, relation and rule);
+- reads, beyond the training context, a run that did not train (``claims.untrained_runs``);
 - says ``overlap`` where an interval covers the whole range of its metric ([0, 1] for a proportion): uninformative;
 - reads an MFU above 100% (a peak of the wrong precision);
 - is a headline claim decided over fewer than five seeds in a training precision its cells hold;
@@ -71,6 +72,7 @@ def audit(claims: list[dict], ev, verdicts: list) -> list:
                 claim.get("value"),
                 claim.get("count"),
                 claim.get("of"),
+                claim.get("effect"),
             ],
             sort_keys=True,
             default=str,
@@ -79,12 +81,12 @@ def audit(claims: list[dict], ev, verdicts: list) -> list:
             reasons.append(f"duplicates claim {seen[key]} (the same cells, relation and rule)")
         seen.setdefault(key, claim["id"])
         if not v.pending:  # a pending claim's cells have no numbers yet: its text and its cells' names are checked
-            reasons += _refusals(claim, v.cells) + _too_few_seeds(claim, v.cells)
+            reasons += _refusals(claim, v.cells) + _too_few_seeds(claim, v.cells) + _untrained(v.cells)
             if v.held and not reasons and (why := cannot_fail(claim, v.cells)):
                 reasons.append(why)
         reasons += lint_text(claim)
         if reasons:
-            v = replace(v, held=False, pending=False, why="REFUSED: " + "; ".join(reasons) + "\n" + v.why)
+            v = replace(v, held=False, pending=False, refused=True, why="REFUSED: " + "; ".join(reasons) + "\n" + v.why)
         out.append(v)
     return out
 
@@ -109,6 +111,15 @@ def _refusals(claim: dict, cells: list[Cell]) -> list[str]:
                     shown = c.mean / 100 if percent else c.mean
                     out.append(f"{c.name} = {shown:.0%}: an MFU above 100% is measured against the wrong peak")
     return sorted(set(out), key=out.index)
+
+
+def _untrained(cells: list[Cell]) -> list[str]:
+    """A claim that reads, beyond the training context, a draw whose run did not train."""
+    for c in cells:
+        if c.untrained and (c.length_multiple or 1) > 1:
+            why = next(iter(c.untrained.values()))
+            return [f"it reads {c.name} beyond the training context, and a run there did not train ({why})"]
+    return []
 
 
 MIN_SEEDS = 5  # a headline claim rests on at least this many seeds in each precision it draws on

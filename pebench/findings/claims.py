@@ -27,6 +27,22 @@ between seeds, such as whether a phase change came, as what it is: a count.
 A prediction written before its runs adds ``awaits`` (the runs or command that decide it) and ``registered``
 (YYYY-MM-DD): while any of its cells has no records it is pending, neither held nor failed (its text is still
 linted); once they are in it is decided like any other claim, and its registration is shown with its numbers.
+Such a claim predates the git proof below: it is an observation like the rest, its date kept as what it said.
+
+Two kinds of claim. An **observation** (the default, ``kind: observation``) was written after its data was seen: it
+is decided as above, shown as what it is ("observed", with the count of draws that show it), and never counted
+as a confirmed finding; one that its data no longer shows is *contradicted*, and ``check`` fails. A
+**prediction** (``kind: prediction``) is committed before any record that decides it exists: ``check`` finds the
+commit that registered it in git (``registration``), refuses it if its YAML changed since or if a record it reads
+was measured at a commit that does not descend from that one, and decides it by a test (``power``: ``paired``,
+``welch``, ``equivalence``, ``one-sample``, ``point``) against its smallest effect that matters (``effect``) on its
+``draws`` fresh draws (pending until all are in). A set's predictions are one family: their p-values are adjusted by
+Benjamini-Hochberg, and a prediction is confirmed when its adjusted p is below 0.05, failed otherwise; a failed
+prediction stays on its page as failed (``check`` passes: a failure is a finding). A prediction also records what
+the power function said when it was registered (``power``: the text ``pebench power`` prints).
+
+A claim that reads a run that did not train (``untrained``: its 1x perplexity above its point's NoPE) beyond its
+training context is refused: a model that did not learn makes no extrapolation claim.
 
 A cell from records: ``label``, ``length`` (tokens or ``Nx``), ``metric``, ``split``, ``protocol``, ``seeds``,
 ``precision``, ``config`` (the runs' config name: one point of a scale suite, ``tiny-d64``, whose ``Nx`` is of its
@@ -46,16 +62,17 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import yaml
 
-from ..errors import UsageError
+from ..errors import PebenchError, UsageError
 from ..results import CLAIMS_FILE
-from .rules import Cell, decide, expand
+from .rules import Cell, decide, draw_name, expand
 
 RELATIONS = ("lower", "higher", "flat", "overlap", "above", "below", "undefined")
 RULES = ("intervals", "paired", "one-seed", "ratio", "point", "seeds")
+KINDS = ("observation", "prediction")
 _CELL_KEYS = {
     "label",
     "length",
@@ -84,11 +101,35 @@ class Verdict:
     held: bool
     cells: list[Cell]
     why: str
-    pending: bool = False  # registered before its runs (``awaits``), and some of its cells have no records yet
+    pending: bool = False  # a prediction (or a claim with ``awaits``) some of whose draws are not in yet
+    refused: bool = False  # it cannot be a finding as written (the audit's reasons, or its order not proved)
+    p: Optional[float] = None  # a prediction's p-value (the largest over its comparisons)
+    p_adj: Optional[float] = None  # adjusted over its set's predictions (Benjamini-Hochberg)
+    observed: str = ""  # an observation's count: "lower in 3 of 3 draws"
 
     @property
     def id(self) -> str:
         return self.claim["id"]
+
+    @property
+    def kind(self) -> str:
+        return self.claim.get("kind", "observation")
+
+    @property
+    def state(self) -> str:
+        """refused | pending | confirmed | failed (a prediction) | observed | contradicted (an observation)."""
+        if self.refused:
+            return "refused"
+        if self.pending:
+            return "pending"
+        if self.kind == "prediction":
+            return "confirmed" if self.held else "failed"
+        return "observed" if self.held else "contradicted"
+
+    @property
+    def bad(self) -> bool:
+        """What makes ``check`` fail: a refused claim, or an observation its data no longer shows."""
+        return self.state in ("refused", "contradicted")
 
 
 # ---- loading -------------------------------------------------------------------------------------------------
@@ -114,6 +155,11 @@ def _checked_claim(c: dict, defaults: dict, where: str) -> dict:
         raise UsageError(f"{where}: needs an id and a text")
     where = f"{where} ({c['id']})"
     rel, rule = c.get("relation"), c.get("rule")
+    kind = c.get("kind", "observation")
+    if kind not in KINDS:
+        raise UsageError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    if kind == "prediction":
+        return _checked_prediction(c, defaults, where)
     if (aliases := c.get("aliases")) is not None and not (
         isinstance(aliases, dict) and all(isinstance(v, list) for v in aliases.values())
     ):
@@ -139,6 +185,11 @@ def _checked_claim(c: dict, defaults: dict, where: str) -> dict:
     for side in ("a", "b"):
         if side in c and (unknown := set(c[side]) - _CELL_KEYS):
             raise UsageError(f"{where}: unknown cell fields {sorted(unknown)}; allowed: {sorted(_CELL_KEYS)}")
+    return _with_sides(c, defaults)
+
+
+def _with_sides(c: dict, defaults: dict) -> dict:
+    """The claim with the file's defaults in a, and b completed from a (what it inherits named)."""
     a = {**defaults, **c["a"]}
     if "b" not in c:
         return {**c, "a": a, "b": None, "b_inherits": []}
@@ -152,6 +203,47 @@ def _checked_claim(c: dict, defaults: dict, where: str) -> dict:
         "b": b if b["where"] else {k: v for k, v in b.items() if k != "where"},
         "b_inherits": inherited,
     }
+
+
+_PREDICTION_RELATIONS = {
+    "paired": ("lower", "higher"),
+    "welch": ("lower", "higher"),
+    "equivalence": ("flat",),
+    "one-sample": ("above", "below"),
+    "point": ("undefined",),
+}
+
+
+def _checked_prediction(c: dict, defaults: dict, where: str) -> dict:
+    """A prediction: a test (its rule) fit for its relation, the fresh draws it is decided on, its effect."""
+    from .power import PREDICTION_RULES, effect_of
+
+    rel, rule = c.get("relation"), c.get("rule")
+    if rule not in PREDICTION_RULES:
+        raise UsageError(f"{where}: a prediction's rule {rule!r} is not one of {', '.join(PREDICTION_RULES)}")
+    if rel not in _PREDICTION_RELATIONS[rule]:
+        raise UsageError(
+            f"{where}: rule {rule} decides relation {' or '.join(_PREDICTION_RELATIONS[rule])}, not {rel!r}"
+        )
+    if "awaits" in c or "registered" in c:
+        raise UsageError(f"{where}: a prediction is registered by its commit (git proves it); drop awaits/registered")
+    draws = c.get("draws")
+    if not (isinstance(draws, int) and not isinstance(draws, bool) and draws >= (1 if rule == "point" else 2)):
+        raise UsageError(f"{where}: a prediction needs draws, the number of fresh draws it is decided on (>= 2)")
+    try:
+        effect_of(c)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"{where}: effect must be a number or a percentage such as '5%' ({e})") from e
+    if rel == "flat" and not (isinstance(c.get("within"), (int, float)) and c["within"] > 1):
+        raise UsageError(f"{where}: an equivalence needs within > 1 (the largest ratio that is still flat)")
+    if rel in ("above", "below") and "value" not in c:
+        raise UsageError(f"{where}: relation {rel} needs a value")
+    if rule in ("paired", "welch", "equivalence") and "b" not in c:
+        raise UsageError(f"{where}: rule {rule} compares a with b; b is missing")
+    for side in ("a", "b"):
+        if side in c and (unknown := set(c[side]) - _CELL_KEYS):
+            raise UsageError(f"{where}: unknown cell fields {sorted(unknown)}; allowed: {sorted(_CELL_KEYS)}")
+    return _with_sides(c, defaults)
 
 
 def _check_registration(c: dict, where: str) -> None:
@@ -204,6 +296,7 @@ class Evidence:
         self.root = Path(root)
         self._df = df  # the set's records frame, where the caller has read it already
         self._tables: dict = {}
+        self._untrained: Optional[dict] = None
 
     @property
     def df(self):
@@ -213,6 +306,15 @@ class Evidence:
 
             self._df = records_frame(ResultsDir(self.root))
         return self._df
+
+    @property
+    def untrained(self) -> dict[str, str]:
+        """The runs that did not train: run name -> why (its 1x perplexity above the NoPE runs' mean at its point,
+        on the same split). NoPE learns only from the causal mask, so a scheme that ends above it learned less
+        than no position at all; a claim that reads such a run beyond its context is refused."""
+        if self._untrained is None:
+            self._untrained = untrained_runs(self.df)
+        return self._untrained
 
     def cell(self, spec: dict) -> Cell:
         """The spec's cell; with ``over`` (fields that differ), the ratio of this cell to that one (per seed
@@ -253,6 +355,13 @@ class Evidence:
         values, trials, copies = _draws(sel[sel["status"] == "ok"], metric, m.proportion)
         cell = Cell.from_values(_cell_name(spec, metric), values, next(iter(trials.values()), None))
         cell.undefined, cell.trials, cell.copy_of, cell.metric = undefined, trials, copies, metric
+        cell.commits = _commits(sel)
+        if ctx:
+            cell.length_multiple = parse_length(spec["length"], ctx) / ctx
+        bad = self.untrained
+        for (seed, precision), g in sel.groupby(["seed", "precision"]):
+            if why := next((bad[r] for r in g["run"] if r in bad), None):
+                cell.untrained[(int(seed), str(precision))] = why
         return cell
 
     def _tau_cell(self, spec: dict) -> Cell:
@@ -350,6 +459,36 @@ def _draws(sel, metric: str, proportion: bool) -> tuple[dict, dict, set]:
     return values, trials, copies
 
 
+def _commits(sel) -> dict:
+    """Per draw, the commits its records were measured at (None where a record names none)."""
+    if "git_commit" not in sel:
+        return {}
+    out: dict = {}
+    for (seed, precision), g in sel.groupby(["seed", "precision"]):
+        out[(int(seed), str(precision))] = {c if isinstance(c, str) else None for c in g["git_commit"]}
+    return out
+
+
+def untrained_runs(df) -> dict[str, str]:
+    """Runs whose 1x perplexity (non-overlapping windows) is above the mean of the NoPE runs at the same point
+    (config) and split: run -> why. Sets without NoPE at a point mark nothing there."""
+    if df is None or df.empty or "ppl" not in df:
+        return {}
+    one = df[(df["task"] == "ppl") & (df["protocol"] == "nonoverlap") & (df["length"] == df["train_context"])]
+    one = one[one["status"] == "ok"]
+    out: dict[str, str] = {}
+    for (_point, split), g in one.groupby([one["config"].fillna(""), "split"]):
+        nope = g[g["label"] == "none"]["ppl"].dropna()
+        if nope.empty:
+            continue
+        floor = float(nope.mean())
+        for run, r in g[g["scheme"] != "none"].groupby("run"):
+            ppl = float(r["ppl"].mean())
+            if ppl > floor and run not in out:
+                out[run] = f"{run}: 1x perplexity {ppl:.3g} above NoPE's {floor:.3g} at its point ({split})"
+    return out
+
+
 def prompts_of(details: dict) -> int:
     """How many prompts a record's proportion was measured on: its cells' trials summed (one cell per depth or
     distance), else its trials."""
@@ -368,7 +507,11 @@ def csv_table(text: str) -> list[tuple[list[str], list[list[str]]]]:
 def ratio_cell(num: Cell, den: Cell) -> Cell:
     name = f"({num.name}) / ({den.name})"
     if num.values and den.values:
-        return Cell.from_values(name, {s: num.values[s] / den.values[s] for s in num.values if s in den.values})
+        out = Cell.from_values(name, {s: num.values[s] / den.values[s] for s in num.values if s in den.values})
+        out.commits = {d: num.commits.get(d, set()) | den.commits.get(d, set()) for d in out.values}
+        out.untrained = {**den.untrained, **num.untrained}
+        out.length_multiple = max((x for x in (num.length_multiple, den.length_multiple) if x), default=None)
+        return out
     if num.mean is None or not den.mean:
         return Cell(name)
     return Cell(name, {}, num.mean / den.mean, None, None, min(num.n, den.n))
@@ -421,6 +564,10 @@ def table_value(name: str, text: str) -> Cell:
 
 def check_claim(ev: Evidence, claim: dict) -> Verdict:
     """Every expansion of a claim must hold; the verdict keeps each compared cell and the deciding numbers."""
+    if claim.get("kind") == "prediction" and "file" not in claim["a"] and ev.df.empty:
+        return Verdict(
+            claim, False, [], f"pending: 0 of {claim['draws']} fresh draws in (no records yet)", pending=True
+        )
     a_specs = expand(claim["a"])
     zipped = expand(claim["b"]) if claim.get("zip") else None
     if zipped is not None and len(zipped) != len(a_specs):
@@ -433,6 +580,8 @@ def check_claim(ev: Evidence, claim: dict) -> Verdict:
         for b_one in [zipped[i]] if zipped else expand(b_spec) if b_spec else [None]:
             pairs.append((ev.cell(a_spec), ev.cell(b_one) if b_one else None))
     cells = [c for a, b in pairs for c in ([a] + ([b] if b else []))]
+    if claim.get("kind") == "prediction":
+        return _predict(claim, pairs, cells)
     if claim.get("awaits") and (empty := [c.name for c in cells if _no_records(c)]):
         return Verdict(
             claim,
@@ -446,7 +595,73 @@ def check_claim(ev: Evidence, claim: dict) -> Verdict:
         ok, reason = decide(claim, a, b)
         held &= ok
         why.append(f"{'ok' if ok else 'FAILS'}: {a.text()}" + (f" vs {b.text()}" if b else "") + f"; {reason}")
-    return Verdict(claim, held, cells, "\n".join(why))
+    return Verdict(claim, held, cells, "\n".join(why), observed=observed_count(claim, pairs))
+
+
+def _predict(claim: dict, pairs: list, cells: list[Cell]) -> Verdict:
+    """A prediction's test on each comparison (pending until its fresh draws are in); held is settled later, on
+    the set's adjusted p-values (``check_set``)."""
+    from .power import test
+
+    want = int(claim["draws"])
+    if short := [c for c in cells if len(c.values) < want and not (claim["relation"] == "undefined" and c.undefined)]:
+        c = short[0]
+        return Verdict(
+            claim, False, cells, f"pending: {len(c.values)} of {want} fresh draws in for {c.name}", pending=True
+        )
+    if claim["rule"] == "point":
+        why, held = [], True
+        for a, b in pairs:
+            ok, reason = decide(claim, a, b)
+            held &= ok
+            why.append(f"{'ok' if ok else 'FAILS'}: {a.text()}; {reason}")
+        return Verdict(claim, held, cells, "\n".join(why))
+    tests, why = [], []
+    for a, b in pairs:
+        try:
+            t = test(claim, a, b)
+        except ValueError as e:
+            raise UsageError(f"claim {claim['id']}: {e}") from e
+        tests.append(t)
+        why.append(f"{a.text()}" + (f" vs {b.text()}" if b else "") + f"; {t.text()}")
+    p = max(t.p for t in tests)
+    return Verdict(claim, False, cells, "\n".join(why), p=p)
+
+
+def observed_count(claim: dict, pairs: list) -> str:
+    """How many draws show an observation's relation, each draw on its own (the smallest count over its
+    comparisons): 'lower in 3 of 3 draws'. Empty where the cells hold no draws (a table's value)."""
+    rel = claim["relation"]
+    if rel == "undefined" or (rel == "overlap" and claim.get("b") is None):
+        return ""
+    if rel == "overlap":  # "not told apart": the direction the draws lean, and that the level does not show it
+        counts = []
+        for a, b in pairs:
+            draws = sorted(set(a.values) & set(b.values))
+            if not draws:
+                return ""
+            counts.append((sum(a.values[d] < b.values[d] for d in draws), len(draws)))
+        k, n = max(counts, key=lambda c: abs(c[0] / c[1] - 0.5))
+        return f"a lower in {k} of {n} draws, not shown at 95%"
+    worst = None
+    for a, b in pairs:
+        draws = sorted(set(a.values) & set(b.values)) if b is not None else sorted(a.values)
+        if not draws or (b is not None and not b.values):
+            return ""
+        k = 0
+        for d in draws:
+            x, y = a.values[d], (b.values[d] if b is not None else float(claim.get("value", 0)))
+            k += {
+                "lower": x < y,
+                "below": x < y,
+                "higher": x > y,
+                "above": x > y,
+                "flat": x > 0 and y > 0 and max(x / y, y / x) <= float(claim.get("within", 1)),
+            }[rel]
+        if worst is None or k / len(draws) < worst[0] / worst[1]:
+            worst = (k, len(draws))
+    word = {"lower": "lower", "below": "below", "higher": "higher", "above": "above", "flat": "flat"}[rel]
+    return f"{word} in {worst[0]} of {worst[1]} draws" if worst else ""
 
 
 def _no_records(c: Cell) -> bool:
@@ -463,13 +678,144 @@ def paired_spec(b: dict, a: dict, inherited: list[str]) -> dict:
 
 
 def check_set(root: Path, df=None) -> list[Verdict]:
-    """Every claim of one result set, decided (from ``df``, its records frame, where already read)."""
+    """Every claim of one result set, decided (from ``df``, its records frame, where already read): the audit's
+    refusals, each prediction's order proved from git, and the predictions' p-values adjusted as one family."""
     from .audit import audit
 
     path = Path(root) / CLAIMS_FILE
     ev = Evidence(root, df)
     claims = load_claims(path)
-    return audit(claims, ev, [check_claim(ev, c) for c in claims])
+    verdicts = audit(claims, ev, [check_claim(ev, c) for c in claims])
+    return adjust(prove_order(path, verdicts))
+
+
+def prove_order(path: Path, verdicts: list[Verdict]) -> list[Verdict]:
+    """Each prediction refused unless git proves it was registered before every record it is decided on and is
+    unchanged since; a pending one that is not committed yet says so."""
+    from dataclasses import replace
+
+    from .registration import descends, registrations, repo_root
+
+    preds = [v for v in verdicts if v.kind == "prediction"]
+    if not preds:
+        return verdicts
+    regs = registrations(path, [v.id for v in preds])
+    out = []
+    for v in verdicts:
+        if v.kind != "prediction":
+            out.append(v)
+            continue
+        if regs is None:
+            if v.pending:
+                out.append(replace(v, why=v.why + f"; its order cannot be proved: {path} is not in a git repository"))
+            else:
+                out.append(_refuse(v, f"its order cannot be proved: {path} is not in a git repository"))
+            continue
+        reg = regs[v.id]
+        if reg.changed:
+            out.append(_refuse(v, f"{'; '.join(reg.changed)} ({reg.short}); a changed prediction needs a new id"))
+            continue
+        v = replace(v, claim={**v.claim, "_registration": reg})
+        if v.pending:
+            note = "" if reg.commit else "; not registered yet: commit it before its runs start"
+            out.append(replace(v, why=v.why + note))
+            continue
+        if reg.commit is None:
+            out.append(_refuse(v, "decided on records, but it is not committed: it cannot predate them"))
+            continue
+        root = str(repo_root(str(path.resolve().parent)))
+        late = None
+        for c in v.cells:
+            for draw, commits in sorted(c.commits.items(), key=str):
+                for commit in sorted(commits, key=str):
+                    if commit is None or not descends(root, reg.commit, commit):
+                        late = late or (c.name, draw, commit)
+        if late:
+            name, draw, commit = late
+            when = "names no commit" if late[2] is None else f"was measured at {str(commit)[:7]}"
+            out.append(
+                _refuse(v, f"a record of {name} ({draw_name(draw)}) {when}, not after its registration {reg.short}")
+            )
+            continue
+        out.append(v)
+    return out
+
+
+def _refuse(v: Verdict, reason: str) -> Verdict:
+    from dataclasses import replace
+
+    return replace(v, held=False, pending=False, refused=True, why=f"REFUSED: {reason}\n{v.why}")
+
+
+def adjust(verdicts: list[Verdict]) -> list[Verdict]:
+    """The set's decided predictions as one family: Benjamini-Hochberg adjusted p-values, confirmed below
+    ``ALPHA``."""
+    from dataclasses import replace
+
+    from ..stats import bh_adjust
+    from .power import ALPHA
+
+    idx = [i for i, v in enumerate(verdicts) if v.kind == "prediction" and v.p is not None and v.state != "refused"]
+    idx = [i for i in idx if not verdicts[i].pending]
+    adjusted = bh_adjust([verdicts[i].p for i in idx])
+    out = list(verdicts)
+    for i, q in zip(idx, adjusted):
+        v = out[i]
+        out[i] = replace(
+            v,
+            p_adj=q,
+            held=q < ALPHA,
+            why=v.why + f"\nBenjamini-Hochberg adjusted p={q:.2g} over {len(idx)} "
+            f"predictions ({'<' if q < ALPHA else '>='} {ALPHA})",
+        )
+    return out
+
+
+def scoreboard(verdicts: list[Verdict]) -> str:
+    """One line: the set's predictions registered, confirmed, failed, pending (refused), and its observations."""
+    preds = [v for v in verdicts if v.kind == "prediction"]
+    obs = [v for v in verdicts if v.kind != "prediction"]
+    count = {s: sum(v.state == s for v in preds) for s in ("confirmed", "failed", "pending", "refused")}
+    line = (
+        f"predictions: {len(preds)} registered, {count['confirmed']} confirmed, {count['failed']} failed, "
+        f"{count['pending']} pending"
+        + (f", {count['refused']} refused" if count["refused"] else "")
+        + f"; observations (written after their data, never counted as findings): {len(obs)}"
+    )
+    bad = [v for v in obs if v.bad]
+    return line + (f", {len(bad)} contradicted or refused" if bad else "")
+
+
+def check_sets(paths: list[Path], quiet: bool, echo, warn) -> int:
+    """``pebench check``: every set's scoreboard and claims through ``echo`` (``quiet``: the refused and
+    contradicted ones only), every damaged record named through ``warn`` and counted; returns how many claims are
+    refused or contradicted plus how many records are damaged (0: all is well)."""
+    from ..results import ResultsDir
+    from .report import records_frame
+
+    found = claim_sets(paths)
+    if not found:
+        raise PebenchError("no claims.yaml under " + ", ".join(str(s) for s in paths))
+    every, damaged = [], 0
+    for root in found:
+        skipped: list = []
+        df = records_frame(ResultsDir(root), skipped)  # damaged evidence is named and counted, as report does
+        for path, reason in skipped:
+            warn(f"warning: skipped record {path}: {reason}")
+        damaged += len(skipped)
+        verdicts = check_set(root, df)
+        every += verdicts
+        shown = [v for v in verdicts if not (quiet and not v.bad)]
+        note = f"; damaged evidence: {len(skipped)} record(s) skipped" if skipped else ""
+        echo(f"# {root}: {scoreboard(verdicts)}{note}" + ("\n" + render_verdicts(shown) if shown else ""))
+    bad = sum(v.bad for v in every)
+    echo(f"all {len(found)} result sets: {scoreboard(every)}")
+    if bad or damaged:
+        echo(
+            f"{bad} claim(s) refused or contradicted by their data"
+            + (f"; {damaged} damaged record(s): a committed set's evidence must be whole" if damaged else "")
+        )
+    return bad + damaged
 
 
 def claim_sets(paths: list[Path]) -> list[Path]:
@@ -484,28 +830,81 @@ def claim_sets(paths: list[Path]) -> list[Path]:
     return sorted(found)
 
 
+MARKS = {
+    "confirmed": "confirmed",
+    "failed": "FAILED",
+    "pending": "pending",
+    "refused": "REFUSED",
+    "observed": "observed",
+    "contradicted": "CONTRADICTED",
+}
+
+
 def render_verdicts(verdicts: list[Verdict], markdown: bool = False) -> str:
-    """Each claim with held/failed (or pending: registered, its runs not in yet) and its numbers (markdown bullets
-    for the docs)."""
+    """Each claim with its state (a prediction: confirmed, failed, pending; an observation: observed, with its
+    count of draws; either: refused) and its numbers (markdown bullets for the docs)."""
     out = []
     for v in verdicts:
-        mark = "pending" if v.pending else "held" if v.held else "FAILED"
-        if markdown and v.pending:
-            out.append(
-                f"- **{mark}** ({v.claim['rule']}) {v.claim['text']} <sub>`{v.id}`: {v.why[len('pending: ') :]}</sub>"
-            )
-        elif markdown:
-            nums = "; ".join(line.split(": ", 1)[1] for line in v.why.splitlines())
-            out.append(
-                f"- **{mark}** ({v.claim['rule']}) {v.claim['text']} <sub>`{v.id}`: {nums}{_registered(v)}</sub>"
-            )
+        mark = MARKS[v.state]
+        kind = f"prediction, {v.claim['rule']}" if v.kind == "prediction" else v.claim["rule"]
+        if v.observed:
+            kind += f"; {v.observed}"
+        lines = [re.sub(r"^(ok|FAILS|pending): ", "", line) for line in v.why.splitlines()]
+        if markdown:
+            nums = "; ".join(lines)
+            out.append(f"- **{mark}** ({kind}) {v.claim['text']} <sub>`{v.id}`: {nums}{_registered(v)}</sub>")
         else:
-            out.append(f"[{mark}] {v.id}: {v.claim['text']}\n    " + (v.why + _registered(v)).replace("\n", "\n    "))
+            out.append(f"[{mark}] {v.id} ({kind}): {v.claim['text']}\n    " + "\n    ".join(lines) + _registered(v))
     return "\n".join(out) + "\n"
 
 
 def _registered(v: Verdict) -> str:
-    """A decided claim that was written before its runs says so (its date)."""
+    """Where a prediction was registered (its commit and day), or the day a legacy claim said it was written."""
+    reg = v.claim.get("_registration")
+    if reg is not None and reg.commit:
+        return f"; registered {reg.short} ({reg.date}), before its records" if not v.pending else ""
     return (
-        f"; registered {v.claim['registered']}, before its runs" if v.claim.get("registered") and not v.pending else ""
+        f"; said to be written {v.claim['registered']}, before its runs (not proved from git)"
+        if v.claim.get("registered") and not v.pending
+        else ""
     )
+
+
+def power_of(root, claim_id: str, seeds: list[int], precision: Optional[str], level: float, floor: int, cap: int):
+    """The power function for one prediction of a result set, from the draws in hand: its cells read at ``seeds``
+    (and ``precision``; None: every precision) instead of its fresh ones, each comparison's draw count, and the
+    largest (the comparison that needs the most draws decides)."""
+    from .power import power
+
+    claims = {c["id"]: c for c in load_claims(Path(root) / CLAIMS_FILE)}
+    if claim_id not in claims:
+        raise UsageError(f"{root} has no claim {claim_id!r}; its predictions: {', '.join(_predictions(claims))}")
+    claim = claims[claim_id]
+    if claim.get("kind") != "prediction" or claim["rule"] == "point":
+        raise UsageError(f"{claim_id} is not a prediction decided by a test (kind prediction, rule not point)")
+    ev = Evidence(Path(root))
+
+    def in_hand(spec: dict) -> dict:
+        out = {**spec, "seeds": list(seeds)}
+        if precision is None:
+            out.pop("precision", None)
+        else:
+            out["precision"] = precision
+        return out
+
+    results = []
+    for a_spec in expand(claim["a"]):
+        a = ev.cell(in_hand(a_spec))
+        bs = [None]
+        if claim.get("b") is not None:
+            bs = expand(paired_spec(claim["b"], a_spec, claim["b_inherits"]))
+        for b_spec in bs:
+            b = ev.cell(in_hand(b_spec)) if b_spec is not None else None
+            if len(a.values) < 2 or (b is not None and len(b.values) < 2):
+                raise UsageError(f"{claim_id}: fewer than 2 draws in hand for {a.name}; name --seeds that have records")
+            results.append(power(claim, a, b, level, cap=cap, floor=floor))
+    return max(results, key=lambda p: (p.draws, -p.power))
+
+
+def _predictions(claims: dict) -> list[str]:
+    return [i for i, c in claims.items() if c.get("kind") == "prediction"] or ["none"]

@@ -7,7 +7,9 @@ is written from committed records (or a committed table file), never typed.
 
 Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds, precision, config: a report table), ``context``
 (set, split: the context-use table), ``seeds`` (set, metrics, length, split, labels: one length seed by seed),
-``claims`` (set, tag or ids: every claim, those tagged, or those named, with held/failed and its numbers),
+``claims`` (set, tag or ids, kind: every claim, those tagged, or those named, with its state and its numbers;
+``kind=prediction`` or ``kind=observation`` keeps that kind alone), ``scoreboard`` (sets: each set's predictions
+registered, confirmed, failed and pending, and its observations),
 ``include`` (file: a committed table written by pebench), ``profile`` (set: the phases of the run's time, from its
 profile.md), ``budgets`` (sets: one row per result set from its profile.json); ``cli`` (the command reference) and
 ``estimate`` (config or suite: its cost on paper), registered by ``pebench.cli.reference``, which the findings do
@@ -111,14 +113,29 @@ def _seeds(root: Path, args: dict) -> str:
     )
 
 
+def _verdicts(root: Path, set_: str) -> list:
+    from .claims import check_set
+
+    rs = _set(root, set_)
+    if rs.verdicts is None:
+        rs.verdicts = check_set(rs.path, _frame(root, set_))
+    return rs.verdicts
+
+
+@GENERATORS.register("scoreboard")
+def _scoreboard(root: Path, args: dict) -> str:
+    from .claims import scoreboard
+
+    return "".join(f"- **Scoreboard** `{s}`: {scoreboard(_verdicts(root, s))}.\n" for s in args["sets"].split(","))
+
+
 @GENERATORS.register("claims")
 def _claims(root: Path, args: dict) -> str:
-    from .claims import check_set, render_verdicts
+    from .claims import render_verdicts
 
-    rs = _set(root, args["set"])
-    if rs.verdicts is None:
-        rs.verdicts = check_set(rs.path, _frame(root, args["set"]))
-    verdicts = rs.verdicts
+    verdicts = _verdicts(root, args["set"])
+    if "kind" in args:
+        verdicts = [v for v in verdicts if v.kind == args["kind"]]
     if "tag" in args:  # the claims of one page of a set
         verdicts = [v for v in verdicts if args["tag"] in (v.claim.get("tags") or [])]
     if "ids" in args:  # named claims, in the order named (a page that cites a few of a set's claims)

@@ -55,6 +55,7 @@ def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.Dat
                 "measured_as": (rec.get("provenance") or {}).get("measured_as"),
                 "config": (rec.get("provenance") or {}).get("config_name"),  # a scale suite's point: tiny-d64
                 "chance": rec.get("chance") or {},
+                "git_commit": (rec.get("provenance") or {}).get("git_commit"),
             }
         )
     return pd.DataFrame(rows)

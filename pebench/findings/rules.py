@@ -30,6 +30,9 @@ class Cell:
     trials: dict[Draw, tuple[float, float]] = field(default_factory=dict)
     copy_of: set = field(default_factory=set)  # labels this cell's records were copied from (measured_as)
     metric: str = ""
+    commits: dict[Draw, set] = field(default_factory=dict)  # draw -> the commits its records were measured at
+    untrained: dict[Draw, str] = field(default_factory=dict)  # draw -> why its run counts as untrained
+    length_multiple: Optional[float] = None  # the cell's length over its training context (records only)
 
     @classmethod
     def from_values(cls, name: str, values: dict, trial: Optional[tuple] = None) -> "Cell":

@@ -1,7 +1,11 @@
 """Trends along a scale suite's axes, from records (never models): each scheme's metric at each point with its 95%
-interval over draws, whether two points rank the schemes alike (Kendall's tau per draw, with its interval over the
-draws), and a log-log fit of a quantity against training compute with the interval of its slope and of a
-prediction, for extrapolating a trend to a config beyond the axis (labelled as an extrapolation wherever shown).
+interval over draws, whether two points rank the schemes alike (Kendall's tau per draw, scipy's, with its interval
+over the draws), and a log-log fit of a quantity along an axis with **the point as the unit**: the line goes
+through the points' means (draws at one point are replicates, not more points on a line), a lack-of-fit F test
+(the points' scatter about the line against the draws' scatter within each point) says whether a line describes
+them at all, and a slope is stated only on at least ``MIN_POINTS`` points whose line the test does not reject; only
+such a line is extrapolated to a config beyond the axis (labelled as an extrapolation wherever shown). Otherwise
+the table shows the points and the shape they make, as an observation.
 
 A point is a config name (``tiny``, ``tiny-d64``: the records' ``config`` column); lengths are multiples of each
 point's own training context, so "16x" is 1,024 tokens at context 64 and 4,096 at context 256.
@@ -14,8 +18,13 @@ from dataclasses import dataclass
 from typing import Optional
 
 import pandas as pd
+from scipy import stats as _st
 
+from ..stats import kendall_tau as _kendall
 from ..stats import mean_ci, t95
+
+MIN_POINTS = 4  # a slope is stated on at least this many points of an axis
+LOF_ALPHA = 0.05  # a line whose lack-of-fit p is below this does not describe the points
 
 
 @dataclass(frozen=True)
@@ -54,25 +63,8 @@ def point_values(df: pd.DataFrame, configs: list[str], labels: list[str], multip
 
 
 def kendall_tau(x: list[float], y: list[float]) -> float:
-    """Kendall's tau-b of two equally long lists (ties counted as neither concordant nor discordant)."""
-    if len(x) != len(y) or len(x) < 2:
-        raise ValueError("kendall_tau needs two lists of the same length, at least 2")
-    conc = disc = tx = ty = 0
-    for i in range(len(x)):
-        for j in range(i + 1, len(x)):
-            dx, dy = x[i] - x[j], y[i] - y[j]
-            if dx == 0 and dy == 0:
-                continue
-            if dx == 0:
-                tx += 1
-            elif dy == 0:
-                ty += 1
-            elif (dx > 0) == (dy > 0):
-                conc += 1
-            else:
-                disc += 1
-    denom = math.sqrt((conc + disc + tx) * (conc + disc + ty))
-    return (conc - disc) / denom if denom else 0.0
+    """Kendall's tau-b of two equally long lists (scipy's; ties counted as neither concordant nor discordant)."""
+    return _kendall(x, y)[0]
 
 
 def rank_agreement(
@@ -114,13 +106,12 @@ def fit_loglog(xs: list[float], ys: list[float]) -> Fit:
     if len(xs) != len(ys) or len(xs) < 3 or len(set(xs)) < 2 or min(xs) <= 0 or min(ys) <= 0:
         raise ValueError("fit_loglog needs >= 3 positive pairs at >= 2 distinct x")
     lx, ly = [math.log(v) for v in xs], [math.log(v) for v in ys]
-    n, mx, my = len(lx), sum(lx) / len(lx), sum(ly) / len(ly)
+    r = _st.linregress(lx, ly)  # slope, intercept and the slope's standard error
+    n, mx = len(lx), sum(lx) / len(lx)
     sxx = sum((v - mx) ** 2 for v in lx)
-    b = sum((u - mx) * (v - my) for u, v in zip(lx, ly)) / sxx
-    a = my - b * mx
-    resid = [v - (a + b * u) for u, v in zip(lx, ly)]
-    s = math.sqrt(sum(r * r for r in resid) / (n - 2)) if n > 2 else 0.0
-    return Fit(a, b, t95(n - 2) * s / math.sqrt(sxx), n, mx, sxx, s)
+    se = 0.0 if math.isnan(r.stderr) else float(r.stderr)
+    s = se * math.sqrt(sxx)  # the residual standard deviation
+    return Fit(float(r.intercept), float(r.slope), t95(n - 2) * se, n, mx, sxx, s)
 
 
 def ratio_by_draw(
@@ -142,17 +133,104 @@ def with_rerun(df: pd.DataFrame, point: str, rerun: str, schemes: tuple) -> Opti
     return pd.concat([df[keep], again.assign(config=point)], ignore_index=True)
 
 
+@dataclass(frozen=True)
+class AxisFit:
+    """A scheme's log ratio along an axis with the point as the unit: each point's x, mean of log y over its draws
+    and draw count; the line through the point means (None under two distinct points); the lack-of-fit p (None
+    where it cannot be tested: fewer than three points, or no point with two draws)."""
+
+    xs: tuple
+    means: tuple  # mean of log y at each point
+    ns: tuple
+    fit: Optional[Fit]
+    lof_p: Optional[float]
+
+    @property
+    def points(self) -> int:
+        return len(self.xs)
+
+    @property
+    def stated(self) -> bool:
+        """Whether a slope may be stated: at least MIN_POINTS points and a line the lack-of-fit test keeps."""
+        return self.fit is not None and self.points >= MIN_POINTS and (self.lof_p is None or self.lof_p >= LOF_ALPHA)
+
+    def shape(self) -> str:
+        """The points as they are (the geometric mean of y at each), for a reader where no slope is stated."""
+        return " -> ".join(f"{math.exp(m):.3g}" for m in self.means)
+
+
 def fit_axis(
     df: pd.DataFrame, points: dict, label: str, num: float = 16, den: float = 1, metric: str = "ppl"
-) -> Optional[Fit]:
-    """The log-log fit of a scheme's ``num``x/``den``x ratio against an axis given as {config: x}, one pair per
-    draw at each point; None where the scheme has a value at fewer than three distinct x (a line through two
-    points says nothing about the shape of a trend)."""
-    xs, ys = [], []
-    for config, x in points.items():
-        for v in ratio_by_draw(df, config, label, num, den, metric).values():
-            xs.append(x), ys.append(v)
-    return fit_loglog(xs, ys) if len(set(xs)) >= 3 else None
+) -> Optional[AxisFit]:
+    """A scheme's ``num``x/``den``x ratio along an axis given as {config: x}: the log-log line through the points'
+    means of log ratio (the point as the unit: its interval on points - 2 degrees of freedom) and the lack-of-fit
+    test of that line against the draws' scatter within the points; None where the scheme has no value."""
+    xs, groups = [], []
+    for config, x in sorted(points.items(), key=lambda t: t[1]):
+        vals = [math.log(v) for v in ratio_by_draw(df, config, label, num, den, metric).values() if v > 0]
+        if vals:
+            xs.append(x), groups.append(vals)
+    if not xs:
+        return None
+    means = tuple(sum(g) / len(g) for g in groups)
+    fit = None
+    if len(set(xs)) >= 3:
+        fit = fit_loglog(xs, [math.exp(m) for m in means])
+    return AxisFit(tuple(xs), means, tuple(len(g) for g in groups), fit, lack_of_fit(xs, groups))
+
+
+def lack_of_fit(xs: list[float], groups: list[list[float]]) -> Optional[float]:
+    """The lack-of-fit F test of a straight line in log x through replicated points: the residual sum of squares of
+    the least-squares line over every draw split into pure error (each draw about its point's mean, N - m degrees
+    of freedom) and lack of fit (the rest, m - 2); p = P(F > observed). None under three points or without
+    replicates."""
+    m, n = len(xs), sum(len(g) for g in groups)
+    if m < 3 or n - m < 1:
+        return None
+    lx = [math.log(x) for x, g in zip(xs, groups) for _ in g]
+    ly = [v for g in groups for v in g]
+    mx, my = sum(lx) / n, sum(ly) / n
+    sxx = sum((u - mx) ** 2 for u in lx)
+    b = sum((u - mx) * (v - my) for u, v in zip(lx, ly)) / sxx
+    a = my - b * mx
+    sse = sum((v - (a + b * u)) ** 2 for u, v in zip(lx, ly))
+    pure = sum((v - sum(g) / len(g)) ** 2 for g in groups for v in g)
+    lof = max(0.0, sse - pure)
+    if pure <= 0:
+        return 0.0 if lof > 0 else 1.0
+    f = (lof / (m - 2)) / (pure / (n - m))
+    return float(_st.f.sf(f, m - 2, n - m))
+
+
+def fit_table(frame: pd.DataFrame, xs_of: dict, schemes: list[str], targets: dict, col: str) -> list[str]:
+    """One axis's table: per scheme, the 16x/1x ratio at each point (geometric mean over its draws), the
+    lack-of-fit p of a log-log line through them, and the slope with its 95% interval and the extrapolations to
+    ``targets`` ({name: x}) only where the slope may be stated (``AxisFit.stated``); else why not."""
+    out = [
+        f"| scheme | 16x/1x at each point ({', '.join(c for c, _ in sorted(xs_of.items(), key=lambda t: t[1]))}) "
+        f"| draws | lack-of-fit p | {col} | "
+        + " | ".join(f"{t} at x = {x:,.4g} (extrapolated)" for t, x in targets.items())
+        + " |",
+        "|---|---|---|---|---|" + "---|" * len(targets),
+    ]
+    for s_ in schemes:
+        f = fit_axis(frame, xs_of, s_)
+        if f is None:
+            continue  # a scheme without a 16x value (learned)
+        lof = "n/a" if f.lof_p is None else f"{f.lof_p:.2g}"
+        if f.stated:
+            slope = f"{f.fit.b:+.3f} ± {f.fit.b_half:.3f}"
+            preds = [f.fit.predict(x) for x in targets.values()]
+            ext = [f"{y:.2f} [{lo:.2f}, {hi:.2f}]" for y, lo, hi in preds]
+        else:
+            why = (
+                f"not stated: {f.points} points ({MIN_POINTS} needed)"
+                if f.points < MIN_POINTS
+                else "not stated: the line is rejected (lack of fit)"
+            )
+            slope, ext = why, ["-"] * len(targets)
+        out.append(f"| {s_} | {f.shape()} | {'/'.join(map(str, f.ns))} | {lof} | {slope} | " + " | ".join(ext) + " |")
+    return out
 
 
 def plot_axis(

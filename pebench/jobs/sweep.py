@@ -82,12 +82,19 @@ def _config(spec: dict) -> Config:
 
 def evaluate_runs(rd: ResultsDir, runs: list[str], req: EvalRequest, explicit: bool, reporter: Reporter) -> int:
     """Evaluate each run (its scheme's variants only, unless they were asked for ``explicit``ly); a run that
-    fails is reported through ``reporter.error`` and the others go on. Returns the number of failures."""
+    fails is reported through ``reporter.error`` and the others go on. Scalings named for a mix of runs apply to
+    the RoPE runs, and the others are evaluated as trained, with a note; named for runs none of which can take
+    them, each is an error. Returns the number of failures."""
     failures = 0
+    own = {run: variants_for(rd.run_config(run)[0], list(req.variants), explicit) for run in runs}
+    some_take_them = any(sc for sc in own.values())
     for run in runs:
         cfg, _ = rd.run_config(run)
-        sc = variants_for(cfg, list(req.variants), explicit)
-        if sc is None:
+        sc = own[run]
+        if sc is None and some_take_them:
+            reporter.warn(f"note: run {run!r} uses {cfg.model.pe!r}, which has no RoPE scaling: evaluated as trained")
+            sc = []
+        elif sc is None:
             reporter.error(f"run {run!r} uses {cfg.model.pe!r}: --rope-scaling applies to the RoPE family only")
             failures += 1
             continue

@@ -148,7 +148,7 @@ def test_the_check_command_fails_by_id_and_reason(schemes):
     )
     r = invoke("check", schemes)
     assert r.exit_code == 1, r.output
-    assert "[FAILED] same-cell" in r.output and "REFUSED: its sides are the same" in r.output
+    assert "[REFUSED] same-cell" in r.output and "REFUSED: its sides are the same" in r.output
 
 
 def test_draws_pool_both_precisions_and_a_claim_on_one_precision_fails_where_it_fails(schemes):

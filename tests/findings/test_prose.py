@@ -63,4 +63,6 @@ def test_the_prose_check_finds_a_typed_number_and_spares_generated_ones():
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_a_page_reads_in_minutes(page):
+    if page.name == "cli.md":
+        pytest.skip("the CLI reference is a lookup table generated from the commands, one row per option")
     assert len(page.read_text().splitlines()) <= 250

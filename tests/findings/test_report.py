@@ -61,7 +61,7 @@ def results(tmp_path):
 def test_confidence_interval_by_hand():
     m, ci = rp.mean_ci([10.0, 12.0, 11.0])
     sd = math.sqrt(((10 - 11) ** 2 + (12 - 11) ** 2 + 0) / 2)
-    assert m == 11.0 and ci == pytest.approx(4.303 * sd / math.sqrt(3))
+    assert m == 11.0 and ci == pytest.approx(4.302653 * sd / math.sqrt(3))
     assert rp.mean_ci([5.0]) == (5.0, 0.0)
 
 

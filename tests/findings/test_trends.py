@@ -16,6 +16,7 @@ from pebench.results import ResultsDir
 
 
 def test_kendall_tau_counts_concordant_and_discordant_pairs():
+    """scipy's tau-b, against hand counts."""
     assert tr.kendall_tau([1, 2, 3, 4], [10, 20, 30, 40]) == 1.0
     assert tr.kendall_tau([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
     assert tr.kendall_tau([1, 2, 3], [1, 3, 2]) == pytest.approx(1 / 3)  # one swap of three pairs: (2 - 1) / 3
@@ -58,28 +59,64 @@ def test_a_rerun_replaces_its_schemes_draws_at_the_point_only_once_it_has_all_of
     assert tr.draw_values(got, "q", "a", 1) == tr.draw_values(df, "q", "a", 1)
 
 
-def test_an_axis_fit_uses_one_pair_per_draw_and_needs_three_points(tmp_path):
-    """16x/1x ratios of 1.5, 2, 3 (+- a seed's offset) at x = 1, 2, 4: the fit's slope is the least-squares
-    slope over the nine pairs; two points give no fit; the fit moves when a point's ratio does."""
+def _axis_set(tmp_path, ratios: dict, spread: float = 1 / 20):
+    """A scheme 'a' whose 16x/1x ratio is ``ratios[config]`` times (1 + (seed - 1) * spread), seeds 0-2."""
     rd = ResultsDir(tmp_path / "axis")
-    ratios = {"p1": 1.5, "p2": 2.0, "p4": 3.0}
     for config, ratio in ratios.items():
         for seed in range(3):
-            for L, v in ((128, 4.0), (2048, 4.0 * ratio * (1 + (seed - 1) / 20))):
+            for L, v in ((128, 4.0), (2048, 4.0 * ratio * (1 + (seed - 1) * spread))):
                 r = record("a", seed, L, v, ctx=128)
                 r["run"] = f"a-{config}-s{seed}"
                 r["provenance"] = {**r["provenance"], "config_name": config}
                 rd.write_record(r)
-    df = records_frame(rd)
+    return records_frame(rd)
+
+
+def test_an_axis_fit_takes_the_point_as_its_unit_and_states_no_slope_on_three_points(tmp_path):
+    """16x/1x ratios of 1.5, 2, 3 (+- a seed's offset) at x = 1, 2, 4: the line goes through the three points'
+    means (its interval on 1 degree of freedom, not on the nine draws' 7), and three points state no slope."""
+    ratios = {"p1": 1.5, "p2": 2.0, "p4": 3.0}
+    df = _axis_set(tmp_path, ratios)
     xs = {"p1": 1.0, "p2": 2.0, "p4": 4.0}
     f = tr.fit_axis(df, xs, "a")
-    pairs = [(x, ratios[c] * (1 + (s - 1) / 20)) for c, x in xs.items() for s in range(3)]
-    direct = tr.fit_loglog([x for x, _ in pairs], [y for _, y in pairs])
-    assert f.n == 9 and f.b == pytest.approx(direct.b) and f.b_half == pytest.approx(direct.b_half)
-    assert f.b == pytest.approx(0.5)  # log(3 / 1.5) / log(4): the middle point sits at the mean log x
-    assert f.b_half > 0.01  # the middle point lies off the line, so the slope has an interval
-    assert tr.fit_axis(df, {"p1": 1.0, "p2": 2.0}, "a") is None
+    means = [sum(math.log(r * (1 + (s - 1) / 20)) for s in range(3)) / 3 for r in ratios.values()]
+    on_means = tr.fit_loglog(list(xs.values()), [math.exp(m) for m in means])
+    assert f.points == 3 and f.ns == (3, 3, 3) and f.fit.n == 3  # three units, not nine
+    assert f.fit.b == pytest.approx(on_means.b) and f.fit.b_half == pytest.approx(on_means.b_half)
+    nine = tr.fit_loglog(
+        [x for x in xs.values() for _ in range(3)], [r * (1 + (s - 1) / 20) for r in ratios.values() for s in range(3)]
+    )
+    assert f.fit.b_half > 3 * nine.b_half  # t(1) = 12.7 on three means, against t(7) on nine draws
+    assert not f.stated and "3 points" in tr.fit_table(df, xs, ["a"], {}, "slope")[2]
     assert tr.fit_axis(df, xs, "absent") is None
+
+
+def test_the_lack_of_fit_test_keeps_a_line_and_rejects_a_jump(tmp_path):
+    """Four points on a power law (ratio = x^0.25, within-point scatter 5%) keep their line (lack-of-fit p large)
+    and state a slope near 0.25 with its extrapolation; a jump then a level-off (1.5, 4.7, 4.7, 4.7 - the shape
+    of RoPE's budget axis) is rejected, and the table says so instead of a slope. The F statistic is checked by
+    hand on the jump."""
+    xs = {"p1": 1.0, "p2": 2.0, "p4": 4.0, "p8": 8.0}
+    line = _axis_set(tmp_path / "line", {c: x**0.25 for c, x in xs.items()})
+    f = tr.fit_axis(line, xs, "a")
+    assert f.points == 4 and f.lof_p > 0.5 and f.stated and f.fit.b == pytest.approx(0.25, abs=0.01)
+    row = tr.fit_table(line, xs, ["a"], {"far": 64.0}, "slope")[2]
+    assert "+0.250 ±" in row and row.rstrip(" |").split("| ")[-1].startswith("2.83")  # 64^0.25 = 2.83
+    jump_ratios = {"p1": 1.5, "p2": 4.7, "p4": 4.7, "p8": 4.7}
+    jump = _axis_set(tmp_path / "jump", jump_ratios, spread=1 / 50)
+    g = tr.fit_axis(jump, xs, "a")
+    assert g.lof_p < 1e-6 and not g.stated
+    assert "rejected (lack of fit)" in tr.fit_table(jump, xs, ["a"], {"far": 64.0}, "slope")[2]
+    # by hand: least squares over the 12 draws; pure error about each point's mean (8 dof), the rest on 2 dof
+    import numpy as np
+    from scipy import stats
+
+    lx = np.log([x for x in xs.values() for _ in range(3)])
+    ly = np.log([r * (1 + (s - 1) / 50) for r in jump_ratios.values() for s in range(3)])
+    resid = ly - np.polyval(np.polyfit(lx, ly, 1), lx)
+    pure = sum(((ly[i : i + 3] - ly[i : i + 3].mean()) ** 2).sum() for i in range(0, 12, 3))
+    F = ((resid**2).sum() - pure) / 2 / (pure / 8)
+    assert g.lof_p == pytest.approx(stats.f.sf(F, 2, 8), rel=1e-6)
 
 
 def _scale_set(tmp_path, reverse_at_64=False):

@@ -42,24 +42,17 @@ def test_two_variants_write_two_rows(rope_run):
     assert r.exit_code == 0 and "rope+yarn" in r.output
 
 
-def test_scaling_on_a_non_rope_run_is_an_error_for_that_run(rope_run):
-    r = invoke(
-        "eval",
-        "--run",
-        "alibi-micro-s0",
-        "--run",
-        "rope-micro-s0",
-        "--rope-scaling",
-        "linear",
-        "--lengths",
-        "16",
-        "--results",
-        rope_run,
-    )
-    assert r.exit_code == 1
+def test_scaling_applies_to_the_rope_runs_and_the_others_are_evaluated_as_trained(rope_run):
+    """The README's workflow: `eval --rope-scaling ...` over RoPE and ALiBi runs scales the RoPE run and evaluates
+    ALiBi as trained, with a note (exit 0); named for an ALiBi run alone, the scaling is an error for that run."""
+    args = ["--rope-scaling", "linear", "--lengths", "16", "--results", rope_run]
+    r = invoke("eval", "--run", "alibi-micro-s0", "--run", "rope-micro-s0", *args)
+    assert r.exit_code == 0, r.output
+    assert "note: run 'alibi-micro-s0' uses 'alibi', which has no RoPE scaling: evaluated as trained" in r.output
+    assert "rope+linear" in r.output and not [x for x in r.output.splitlines() if x.startswith("error:")]
+    r = invoke("eval", "--run", "alibi-micro-s0", *args)
     errors = [x for x in r.output.splitlines() if x.startswith("error:")]
-    assert len(errors) == 1 and "alibi-micro-s0" in errors[0] and "RoPE family only" in errors[0]
-    assert "rope+linear" in r.output  # the rope run was still evaluated
+    assert r.exit_code == 1 and len(errors) == 1 and "RoPE family only" in errors[0]
 
 
 def test_fixed_rope_factor(rope_run):

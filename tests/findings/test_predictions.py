@@ -1,0 +1,255 @@
+"""Predictions and observations (findings/claims.py, registration.py, power.py): a prediction is decided only on
+records measured at a commit that descends from the one that registered it, is refused when edited since or when
+decided on older records, is pending until its fresh draws are in, and is confirmed or failed by its test against
+the smallest effect that matters with Benjamini-Hochberg adjusted p-values; a claim reading an untrained run
+beyond its context is refused; `pebench check` prints the scoreboard and exits non-zero only on refusals and
+contradicted observations. Each on a scratch git repository."""
+
+import math
+import subprocess
+
+import numpy as np
+import pytest
+import yaml
+from scipy import stats
+from test_claims_docs import record
+
+from pebench import stats as st
+from pebench.findings import claims as cl
+from pebench.findings.claims import power_of
+from pebench.results import ResultsDir
+from support import invoke
+
+
+def git(repo, *args) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A git repository with a first commit (before any prediction) and an empty result set."""
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "config", "user.email", "t@t")
+    git(tmp_path, "config", "user.name", "t")
+    (tmp_path / "README").write_text("x\n")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "first")
+    (tmp_path / "set").mkdir()
+    return tmp_path
+
+
+def commit(repo, msg="c") -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", msg, "--allow-empty")
+    return git(repo, "rev-parse", "HEAD")
+
+
+# RoPE 1x near 4, 16x near 9 (+- a seed's wobble); ALiBi flat near 4.2; NoPE 1x 7.5; 'stall' 1x 12 (above NoPE)
+def write_records(repo, at_commit: str, seeds=range(5, 10)):
+    rd = ResultsDir(repo / "set")
+    for seed in seeds:
+        w = (seed - 7) / 50
+        for label, L, v in (
+            ("rope", 128, 4.0 + w),
+            ("rope", 2048, 9.0 * (1 + w)),
+            ("alibi", 128, 4.2 + w),
+            ("alibi", 2048, 4.25 + w),
+            ("none", 128, 7.5 + w),
+            ("none", 2048, 8.0 + w),
+            ("stall", 128, 12.0 + w),
+            ("stall", 2048, 12.1 + w),
+        ):
+            r = record(label, seed, L, v)
+            r["provenance"] = {**r["provenance"], "git_commit": at_commit}
+            rd.write_record(r)
+
+
+def prediction(id_, text, a, b, rel, rule, **kw):
+    return {"id": id_, "kind": "prediction", "text": text, "a": a, "b": b, "relation": rel, "rule": rule, **kw}
+
+
+FRESH = [5, 6, 7, 8, 9]
+DEGRADES = prediction(
+    "rope-degrades",
+    "RoPE at 16x is at least 50% above its 1x (paired by draw).",
+    {"label": "rope", "length": "16x", "seeds": FRESH},
+    {"length": "1x"},
+    "higher",
+    "paired",
+    effect="50%",
+    draws=5,
+)
+FLAT = prediction(
+    "alibi-flat",
+    "ALiBi at 16x is within 5% of its 1x (equivalence).",
+    {"label": "alibi", "length": "16x", "seeds": FRESH},
+    {"length": "1x"},
+    "flat",
+    "equivalence",
+    within=1.05,
+    draws=5,
+)
+TOO_BIG = {
+    **DEGRADES,
+    "id": "rope-triples",
+    "text": "RoPE at 16x is at least 200% above its 1x (paired by draw).",
+    "effect": "200%",
+}
+
+
+def write_claims(repo, claims):
+    (repo / "set" / cl.CLAIMS_FILE).write_text(yaml.safe_dump({"defaults": {"split": "validation"}, "claims": claims}))
+
+
+def by_id(repo) -> dict:
+    return {v.id: v for v in cl.check_set(repo / "set")}
+
+
+def test_a_prediction_registered_before_its_records_is_confirmed_or_failed_by_its_test(repo):
+    write_claims(repo, [DEGRADES, FLAT, TOO_BIG])
+    reg = commit(repo, "register")
+    v = by_id(repo)
+    assert all(x.state == "pending" and "0 of 5 fresh draws" in x.why for x in v.values())
+    write_records(repo, commit(repo, "after"))
+    v = by_id(repo)
+    assert v["rope-degrades"].state == "confirmed" and v["alibi-flat"].state == "confirmed"
+    assert v["rope-triples"].state == "failed"  # ratio 2.25 is above 1.5 but not above 3: the effect is too small
+    assert v["rope-degrades"].claim["_registration"].commit == reg
+    # the p-value by hand: one-sided t test of the per-draw log ratio against log(1.5); then BH over the three
+    ratios = [math.log(9.0 * (1 + (s - 7) / 50) / (4.0 + (s - 7) / 50)) for s in FRESH]
+    p = stats.ttest_1samp(ratios, math.log(1.5), alternative="greater").pvalue
+    assert v["rope-degrades"].p == pytest.approx(p)
+    ps = [v[k].p for k in ("rope-degrades", "alibi-flat", "rope-triples")]
+    assert [v[k].p_adj for k in ("rope-degrades", "alibi-flat", "rope-triples")] == pytest.approx(
+        list(stats.false_discovery_control(ps))
+    )
+    res = invoke("check", repo / "set")
+    assert res.exit_code == 0, res.output  # a failed prediction is a finding, not an error
+    assert "predictions: 3 registered, 2 confirmed, 1 failed, 0 pending" in res.output
+    assert "[confirmed] rope-degrades" in res.output and "[FAILED] rope-triples" in res.output
+    assert f"registered {reg[:7]}" in res.output
+
+
+def test_a_prediction_decided_on_records_older_than_its_registration_is_refused(repo):
+    before = git(repo, "rev-parse", "HEAD")
+    write_claims(repo, [DEGRADES])
+    commit(repo, "register")
+    write_records(repo, before)  # measured at the first commit, before the prediction existed
+    (v,) = cl.check_set(repo / "set")
+    assert v.state == "refused" and f"was measured at {before[:7]}, not after its registration" in v.why
+    unknown = repo / "other"
+    write_records(repo, "f" * 40)  # a commit git does not know cannot prove the order either
+    (v,) = cl.check_set(repo / "set")
+    assert v.state == "refused"
+    res = invoke("check", repo / "set")
+    assert res.exit_code == 1 and "[REFUSED] rope-degrades" in res.output and not unknown.exists()
+
+
+def test_a_prediction_edited_after_its_registration_is_refused_and_a_new_one_is_pending(repo):
+    write_claims(repo, [DEGRADES])
+    commit(repo, "register")
+    write_records(repo, commit(repo, "after"))
+    edited = {**DEGRADES, "effect": "20%"}  # lowered after seeing the data
+    later = {**TOO_BIG, "id": "rope-triples-new"}  # a new prediction, not committed
+    write_claims(repo, [edited, later])
+    v = by_id(repo)
+    assert v["rope-degrades"].state == "refused" and "changed since its registration: effect" in v["rope-degrades"].why
+    # records exist for the new one, but it is not committed: it cannot predate them
+    assert v["rope-triples-new"].state == "refused" and "not committed" in v["rope-triples-new"].why
+    res = invoke("check", repo / "set")
+    assert res.exit_code == 1 and "changed since its registration" in res.output
+    commit(repo, "edit")  # committing the edit does not help: its first registration still differs
+    assert by_id(repo)["rope-degrades"].state == "refused"
+
+
+def test_an_uncommitted_prediction_without_records_is_pending_and_says_to_commit_it(repo):
+    write_claims(repo, [{**DEGRADES, "a": {**DEGRADES["a"], "seeds": [20, 21, 22, 23, 24]}}])
+    (v,) = cl.check_set(repo / "set")
+    assert v.state == "pending" and "not registered yet: commit it before its runs start" in v.why
+
+
+def test_a_prediction_waits_for_all_its_draws(repo):
+    write_claims(repo, [DEGRADES])
+    commit(repo, "register")
+    write_records(repo, commit(repo, "after"), seeds=[5, 6, 7])
+    (v,) = cl.check_set(repo / "set")
+    assert v.state == "pending" and "3 of 5 fresh draws in" in v.why
+
+
+def test_a_claim_that_reads_an_untrained_run_beyond_its_context_is_refused(repo):
+    """'stall' ends above NoPE at 1x: a flatness claim about it is refused, a 1x claim about its training is not."""
+    write_records(repo, git(repo, "rev-parse", "HEAD"))
+    flat = {
+        "id": "stall-flat",
+        "text": "stall stays flat from 1x to 16x.",
+        "a": {"label": "stall", "length": "16x"},
+        "b": {"length": "1x"},
+        "relation": "flat",
+        "within": 1.1,
+        "rule": "ratio",
+    }
+    trained = {
+        "id": "stall-above-nope",
+        "text": "stall is above none at 1x.",
+        "a": {"label": "stall", "length": "1x"},
+        "b": {"label": "none"},
+        "relation": "higher",
+        "rule": "paired",
+    }
+    write_claims(repo, [flat, trained])
+    v = by_id(repo)
+    assert v["stall-flat"].state == "refused" and "did not train" in v["stall-flat"].why
+    assert "1x perplexity 12 above NoPE's 7.5" in v["stall-flat"].why
+    assert v["stall-above-nope"].state == "observed" and v["stall-above-nope"].observed == "higher in 5 of 5 draws"
+    res = invoke("check", repo / "set")
+    assert res.exit_code == 1 and "[REFUSED] stall-flat" in res.output
+
+
+def test_a_bad_prediction_is_one_clear_line(repo):
+    write_records(repo, git(repo, "rev-parse", "HEAD"))
+    for bad, msg in (
+        ({**DEGRADES, "rule": "intervals"}, "a prediction's rule 'intervals' is not one of"),
+        ({**DEGRADES, "draws": None}, "needs draws"),
+        ({**DEGRADES, "relation": "flat"}, "rule paired decides relation lower or higher"),
+        ({**DEGRADES, "effect": "lots%"}, "effect must be a number or a percentage"),
+        ({**DEGRADES, "registered": "2026-12-01"}, "registered by its commit"),
+        ({**DEGRADES, "kind": "hunch"}, "kind 'hunch' is not one of"),
+    ):
+        write_claims(repo, [bad])
+        res = invoke("check", repo / "set")
+        assert res.exit_code != 0 and msg in res.output and "Traceback" not in res.output, (msg, res.output)
+
+
+def test_the_power_function_reproduces_the_reference_registration():
+    """The reference's predictions record what `pebench power` said from seeds 0-4 (both precisions) at level
+    0.005; the function still says it, word for word."""
+    reference = cl.Path(__file__).resolve().parents[2] / "results" / "reference"
+    claims = {c["id"]: c for c in cl.load_claims(reference / cl.CLAIMS_FILE)}
+    for cid in ("pred-yarn-best-scaling-16x", "pred-t5-ahead-1x", "pred-relative-flat"):
+        got = power_of(reference, cid, [0, 1, 2, 3, 4], None, 0.005, 5, 10)
+        assert got.text() == claims[cid]["power"], cid
+
+
+def test_the_power_of_a_t_test_matches_a_reference_value_and_asks_for_more_draws_for_smaller_effects():
+    # one-sided one-sample t test, d = 1, n = 10, alpha 0.05: power 0.897 (the noncentral t; G*Power's value)
+    assert st.power_one_sample(1.0, 1.0, 10, 0.05) == pytest.approx(0.8975, abs=5e-4)
+    n_big = st.draws_for_power(lambda n: st.power_one_sample(1.0, 1.0, n, 0.05))[0]
+    n_small = st.draws_for_power(lambda n: st.power_one_sample(0.5, 1.0, n, 0.05), cap=100)[0]
+    assert n_big == 8 and n_small == 27  # d = 1: 8 draws; d = 0.5: 27 (standard tables)
+    n, capped, _ = st.draws_for_power(lambda n: st.power_one_sample(0.1, 1.0, n, 0.05), cap=20)
+    assert n == 20 and capped
+
+
+def test_statistics_come_from_scipy_at_any_degrees_of_freedom():
+    assert st.t95(1) == pytest.approx(12.7062, abs=1e-4) and st.t95(10) == pytest.approx(2.2281, abs=1e-4)
+    assert st.t95(100) == pytest.approx(1.9840, abs=1e-4)  # not 1.96: the table this replaced stopped at 30
+    lo, hi = st.wilson(3, 10)
+    assert (lo, hi) == pytest.approx((0.1078, 0.6032), abs=1e-4)
+    # BH by hand: sorted 0.01, 0.03, 0.04, 0.2 -> 0.04, 0.06, 0.0533, 0.2, then the running minimum from the top
+    assert st.bh_adjust([0.01, 0.04, 0.03, 0.2]) == pytest.approx([0.04, 0.16 / 3, 0.16 / 3, 0.2])
+    x, y = [1.0, 1.2, 0.9, 1.1, 1.05], [0.5, 0.6, 0.4, 0.55, 0.5]
+    w = st.welch(x, y, 0.1, "higher")
+    assert w.p == pytest.approx(stats.ttest_ind(np.array(x) - 0.1, y, equal_var=False, alternative="greater").pvalue)
+    eq = st.equivalence([0.01, -0.02, 0.0, 0.015, -0.005], 0.05)
+    assert eq.p < 0.01 and st.equivalence([0.04, 0.06, 0.05, 0.045, 0.055], 0.05).p > 0.3
+    assert st.kendall_tau([1, 2, 3, 4], [1, 2, 4, 3])[0] == pytest.approx(2 / 3)
