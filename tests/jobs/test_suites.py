@@ -20,6 +20,10 @@ def _plan(suite, **flags):
     return suite_plan(suite, None, ConfigFlags(**flags), "0,1,2", None, EvalFlags(), final=True)
 
 
+def _point(name: str):
+    return next(p for p in SCALE_POINTS if p.name == name)
+
+
 def _tokens(cfg) -> int:
     return cfg.train.steps * cfg.train.batch_size * cfg.model.context
 
@@ -32,8 +36,8 @@ def test_the_scale_suite_plans_the_classic_seven_at_every_point_and_seed():
     assert sp.request.split == "test" and str(sp.results) == "results/scale"
     axes = {p.axis for p in SCALE_POINTS if p.axis}
     assert axes == {"budget", "width", "context"}
-    for axis in axes:  # three points on each axis: the default and two more
-        assert len([p for p in SCALE_POINTS if p.axis == axis]) == 2
+    counts = {axis: len([p for p in SCALE_POINTS if p.axis == axis]) for axis in axes}
+    assert counts == {"budget": 3, "width": 2, "context": 2}  # beside the default: four budget points, three others
 
 
 def test_each_axis_keeps_what_it_states():
@@ -49,8 +53,11 @@ def test_each_axis_keeps_what_it_states():
     assert sizes[1] / sizes[0] >= 8  # spans at least 8x in parameters
     for ctx in ("ctx64", "ctx256"):  # context: the default's token budget
         assert _tokens(cfgs[f"tiny-{ctx}"]) == _tokens(base)
-    budgets = sorted(_tokens(cfgs[n]) / count_params(cfgs[n])[0] for n in ("tiny", "tiny-steps2000", "tiny-steps4000"))
-    assert budgets[-1] / budgets[0] == pytest.approx(8) and budgets[-1] == pytest.approx(20, rel=0.01)
+    names = ("tiny", "tiny-steps1000", "tiny-steps2000", "tiny-steps4000")
+    budgets = sorted(_tokens(cfgs[n]) / count_params(cfgs[n])[0] for n in names)
+    assert [b / budgets[0] for b in budgets] == pytest.approx([1, 2, 4, 8]) and budgets[-1] == pytest.approx(
+        20, rel=0.01
+    )
 
 
 def test_each_point_is_evaluated_from_1x_to_16x_its_own_context():
@@ -87,7 +94,7 @@ def test_a_suite_without_points_is_its_config_alone():
 
 def test_a_point_names_its_config_and_leaves_the_rest():
     base = _plan("default").runs[0][1]
-    p = replace(SCALE_POINTS[3], settings=(("model.d_model", 64),))
+    p = replace(_point("d64"), settings=(("model.d_model", 64),))
     c = p.apply(base)
     assert c.name == "tiny-d64" and c.model.d_model == 64 and c.model.d_mlp == base.model.d_mlp
     assert SCALE_POINTS[0].apply(base) is base
@@ -100,9 +107,9 @@ def test_a_point_can_carry_its_own_rates_and_its_runs_train_at_them():
 
     base = _plan("default").runs[0][1]
     point = replace(
-        SCALE_POINTS[3], name="d64-own", settings=(*SCALE_POINTS[3].settings, ("train.lr_by_scheme", {"rope": 1e-3}))
+        _point("d64"), name="d64-own", settings=(*_point("d64").settings, ("train.lr_by_scheme", {"rope": 1e-3}))
     )
-    own, suite = point.apply(base), SCALE_POINTS[3].apply(base)
+    own, suite = point.apply(base), _point("d64").apply(base)
     (rope, r_cfg), (alibi, a_cfg) = plan_runs(own, ["rope", "alibi"], [0])
     assert rope == "rope-tiny-d64-own-s0" and r_cfg.train.lr == 1e-3 and a_cfg.train.lr == base.train.lr
     assert base.train.lr_by_scheme["alibi"] != base.train.lr  # so the replaced table shows
@@ -113,7 +120,7 @@ def test_a_point_can_carry_its_own_rates_and_its_runs_train_at_them():
 def test_points_select_part_of_the_scale_suite_and_a_wrong_name_is_one_line():
     sp = suite_plan("scale", "rope", ConfigFlags(), "0", None, EvalFlags(), only="d64,ctx64,tiny")
     assert [n for n, _ in sp.runs] == ["rope-tiny-d64-s0", "rope-tiny-ctx64-s0", "rope-tiny-s0"]
-    with pytest.raises(UsageError, match="no point 'd65' in suite scale; valid: tiny, steps2000"):
+    with pytest.raises(UsageError, match="no point 'd65' in suite scale; valid: tiny, steps1000, steps2000"):
         suite_plan("scale", "rope", ConfigFlags(), "0", None, EvalFlags(), only="d65")
     with pytest.raises(UsageError, match="suite patterns has no scale points"):
         suite_plan("patterns", "rope", ConfigFlags(), "0", None, EvalFlags(), only="d64")
