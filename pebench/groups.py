@@ -3,7 +3,7 @@
 GROUPS = {
     "classic": ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"],  # the survey's seven
     "modern": ["kerple", "fire", "xpos", "p-rope", "sandwich", "fox", "cope"],  # after ALiBi
-    "2025": ["pope", "stick-breaking", "path"],  # the newest (issue #41)
+    "2025": ["pope", "stick-breaking", "path"],  # the newest
 }
 SCHEME_ORDER = GROUPS["classic"] + GROUPS["modern"] + GROUPS["2025"]
 

@@ -1,7 +1,8 @@
 """A tiny decoder-only language model (pre-norm transformer), nanoGPT style.
 
-The positional encoding is a module with three hooks (see ``pebench.pe.base``): the model adds its
-embedding term, lets it rotate q and k, and passes its logit term to the attention backend. Nothing
+The positional encoding is a module with five hooks (see ``pebench.pe.base``): the model adds its
+embedding term, lets it rotate q and k, and passes its logit term to the attention backend; a scheme that
+owns its attention (``owns_attention``) gives the scores or the weights itself. Nothing
 here depends on which scheme is in use, and no buffer is sized to the training context, so the model
 runs at any length its scheme can represent.
 """

@@ -25,7 +25,7 @@ RECORD_FIELDS = {
     "task": "evaluation task (ppl, passkey, copy, ...; `pebench list` shows them)",
     "run": "run name (folder under runs/)",
     "scheme": "positional encoding",
-    "variant": "RoPE scaling used at evaluation ('none' for none / non-RoPE)",
+    "variant": "what the evaluation changed beside the run ('none': nothing): a RoPE scaling, logit scale, window",
     "label": "row name in reports: scheme[+variant][ ftN for fine-tuned runs]",
     "seed": "training seed",
     "protocol": "ppl: nonoverlap | sliding | fixed; passkey: filler | corpus (the haystack); copy: text",

@@ -27,3 +27,17 @@ def test_the_layout_table_names_every_module_in_its_room():
 
 def test_the_package_keeps_at_most_25_modules_at_the_top():
     assert len(list(PKG.glob("*.py"))) <= 25
+
+
+def test_no_issue_number_in_the_product_text():
+    """The code, the README and the docs speak of the project, not of its tracker: no 'issue #N' in them."""
+
+    root = Path(__file__).resolve().parents[1]
+    files = [*root.joinpath("pebench").rglob("*.py"), root / "README.md", *root.joinpath("docs").glob("*.md")]
+    found = [
+        f"{p.relative_to(root)}:{i}"
+        for p in files
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"\bissues? #?\d+|\(#\d+\)", line, flags=re.I)
+    ]
+    assert not found, found

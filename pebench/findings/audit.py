@@ -81,7 +81,9 @@ def audit(claims: list[dict], ev, verdicts: list) -> list:
             reasons.append(f"duplicates claim {seen[key]} (the same cells, relation and rule)")
         seen.setdefault(key, claim["id"])
         if not v.pending:  # a pending claim's cells have no numbers yet: its text and its cells' names are checked
-            reasons += _refusals(claim, v.cells) + _too_few_seeds(claim, v.cells) + _untrained(v.cells)
+            reasons += _refusals(claim, v.cells) + _too_few_seeds(claim, v.cells)
+            if claim["relation"] != "undefined":  # that a scheme cannot represent a length holds trained or not
+                reasons += _untrained(v.cells)
             if v.held and not reasons and (why := cannot_fail(claim, v.cells)):
                 reasons.append(why)
         reasons += lint_text(claim)

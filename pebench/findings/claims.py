@@ -604,11 +604,11 @@ def _predict(claim: dict, pairs: list, cells: list[Cell]) -> Verdict:
     from .power import test
 
     want = int(claim["draws"])
-    if short := [c for c in cells if len(c.values) < want and not (claim["relation"] == "undefined" and c.undefined)]:
+    undefined = claim["relation"] == "undefined"  # its draws are the records that say so
+    if short := [c for c in cells if len(c.values) + (c.undefined if undefined else 0) < want]:
         c = short[0]
-        return Verdict(
-            claim, False, cells, f"pending: {len(c.values)} of {want} fresh draws in for {c.name}", pending=True
-        )
+        have = len(c.values) + (c.undefined if undefined else 0)
+        return Verdict(claim, False, cells, f"pending: {have} of {want} fresh draws in for {c.name}", pending=True)
     if claim["rule"] == "point":
         why, held = [], True
         for a, b in pairs:

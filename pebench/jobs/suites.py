@@ -98,7 +98,7 @@ SUITES = {
         "context",
         "classic",
         "ppl,passkey,copy,niah,vt,mqar",
-        "results/context",
+        "results/context-runs",  # its runs and records; the committed set results/context takes them by `pack`
         trials=20,
         protocol=("sliding", 64),
         max_tokens=16384,
@@ -112,7 +112,7 @@ SUITES = {
         "tiny",
         "irope,local-global,swan,nope-rope-alt,pope,stick-breaking,path,rope,alibi",
         "ppl,passkey,copy",
-        "results/patterns",
+        "results/patterns-runs",  # its runs and records; the committed set results/patterns takes them by `pack`
         description="the layer patterns (irope, local-global, swan, nope-rope-alt) and PoPE, stick-breaking and PaTH "
         "beside RoPE and ALiBi at the tiny config: ppl, passkey and copy from 1x to 16x (--sinks: the sink variants)",
     ),
@@ -121,7 +121,7 @@ SUITES = {
         "tiny",
         "classic",
         "ppl",
-        "results/scale",
+        "results/scale-runs",  # its runs and records; the committed set results/scale takes them by `pack`
         description="the classic seven along three axes from the default point: training budget (500, 1,000, 2,000 "
         "and 4,000 steps), width (64, 128, 256 at 2.49 tokens per parameter) and training context (64, 128, 256 at "
         "2.05M tokens), each point from 1x to 16x its own context",

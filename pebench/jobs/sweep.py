@@ -126,7 +126,8 @@ class Job:
 
 
 def job_cost(cfg: Config, req: EvalRequest) -> float:
-    """Expected work of a job: its training FLOPs, times 1 + its evaluation variants (RoPE's six cost more)."""
+    """Expected work of a job: its training FLOPs, times 1 + 0.1 per evaluation variant (at least one: RoPE's six cost
+    more)."""
     from ..checkpoint import train_flops
     from ..patterns import model_variants
 

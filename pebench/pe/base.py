@@ -1,12 +1,16 @@
 """The one interface between a positional encoding and the model.
 
-A scheme can contribute in three places, and the model calls all three for every scheme
-(the defaults do nothing), so the model never needs to know which scheme it holds:
+A scheme can contribute in five places, and the model calls them for every scheme (the defaults do nothing, or
+compute plain attention), so the model never needs to know which scheme it holds:
 
 1. ``embed(x, positions)``       add a term to the token embeddings (sinusoidal, learned);
 2. ``rotate(q, k, positions, layer)``  transform queries and keys (RoPE);
-3. ``score_mod(q, layer)``       return a :class:`ScoreMod`, a term added to the attention logits as a
-                                 function of (batch, head, query index, key index) (ALiBi, T5, Shaw).
+3. ``score_mod(q, layer, k, x)`` return a :class:`ScoreMod`, a term added to the attention logits as a
+                                 function of (batch, head, query index, key index) (ALiBi, T5, Shaw; CoPE reads
+                                 the keys ``k``, FoX the layer's input ``x``);
+4. ``attention_scores(q, k, layer, x, start)`` and 5. ``normalise(scores)``: a scheme that computes attention
+   itself (``owns_attention``: PaTH's scores, stick-breaking's weights) replaces the scores or the softmax; the
+   model then attends through ``attention.attend_normalised``.
 
 ``positions`` is the LongTensor 0 .. T-1 (``self.consecutive`` True), except in training with
 ``train.random_positions`` (Ruoss et al. 2023), where it is a sorted random subset of [0, M) and
@@ -281,7 +285,7 @@ class PositionalEncoding(nn.Module):
         """Layer ``layer``'s attention span (a window, a chunk); None: the whole causal span."""
         return None
 
-    # -- the three hooks -------------------------------------------------------------------
+    # -- the hooks (embed, rotate, score_mod; attention_scores and normalise where owns_attention) ----------
     def embed(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return x
 

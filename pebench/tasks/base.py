@@ -123,7 +123,7 @@ class Task:
         """Once per run and variant, before the lengths (e.g. marking the stream)."""
 
     def measure(self, ctx, length: int) -> dict:
-        """{status, reason, metrics, intervals, details} at one length; ``ctx`` is evaluate.EvalContext."""
+        """{status, reason, metrics, intervals, details} at one length; ``ctx`` is this module's ``EvalContext``."""
         raise NotImplementedError
 
     def outputs(self, df, root, suffix: str = "") -> list:

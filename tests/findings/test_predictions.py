@@ -253,3 +253,24 @@ def test_statistics_come_from_scipy_at_any_degrees_of_freedom():
     eq = st.equivalence([0.01, -0.02, 0.0, 0.015, -0.005], 0.05)
     assert eq.p < 0.01 and st.equivalence([0.04, 0.06, 0.05, 0.045, 0.055], 0.05).p > 0.3
     assert st.kendall_tau([1, 2, 3, 4], [1, 2, 4, 3])[0] == pytest.approx(2 / 3)
+
+
+def test_a_structural_claim_about_an_untrained_run_is_not_refused(repo):
+    """'undefined beyond its table' is a property of the scheme, not of what it learned: a run that did not train
+    does not refuse it (it refuses only claims about values beyond the context)."""
+    write_records(repo, git(repo, "rev-parse", "HEAD"))
+    rd = ResultsDir(repo / "set")
+    for seed in FRESH:
+        r = record("stall", seed, 4096, 1.0)
+        r["status"], r["metrics"] = "undefined", {k: None for k in r["metrics"]}
+        rd.write_record(r)
+    undefined = {
+        "id": "stall-undefined",
+        "text": "stall is undefined at 32x.",
+        "a": {"label": "stall", "length": "32x"},
+        "relation": "undefined",
+        "rule": "point",
+    }
+    write_claims(repo, [undefined])
+    (v,) = cl.check_set(repo / "set")
+    assert v.state == "observed", v.why

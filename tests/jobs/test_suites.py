@@ -33,7 +33,7 @@ def test_the_scale_suite_plans_the_classic_seven_at_every_point_and_seed():
     names = [n for n, _ in sp.runs]
     assert len(names) == len(set(names)) == 7 * len(SCALE_POINTS) * 3
     assert "rope-tiny-s0" in names and "alibi-tiny-d256-s2" in names and "t5-tiny-ctx64-s1" in names
-    assert sp.request.split == "test" and str(sp.results) == "results/scale"
+    assert sp.request.split == "test" and str(sp.results) == "results/scale-runs"
     axes = {p.axis for p in SCALE_POINTS if p.axis}
     assert axes == {"budget", "width", "context"}
     counts = {axis: len([p for p in SCALE_POINTS if p.axis == axis]) for axis in axes}

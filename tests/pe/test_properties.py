@@ -1,4 +1,5 @@
-"""The mathematical properties each scheme must have (reference: shared/reference/positional-encodings.md)."""
+"""The mathematical properties each scheme must have (reference: the papers; the project keeps a summary beside the
+repository, ../shared/reference/positional-encodings.md)."""
 
 import math
 

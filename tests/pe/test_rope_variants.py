@@ -1,5 +1,5 @@
 """RoPE frequency variants against Hugging Face's modeling_rope_utils formulas (float64) and the
-reference values of shared/reference/positional-encodings.md."""
+papers' reference values (summarised beside the repository in ../shared/reference/positional-encodings.md)."""
 
 import math
 
