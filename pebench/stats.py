@@ -83,7 +83,7 @@ def _p(p: float) -> str:
     return f"{p:.2g}" if p >= 1e-4 else "<1e-4"
 
 
-def one_sample(diffs: list[float], delta: float, direction: str) -> Test:
+def one_sample(diffs: list[float], delta: float, direction: str, name: str = "paired") -> Test:
     """One-sided t test that the mean of ``diffs`` is above ``delta`` (direction ``higher``) or below ``-delta``
     (``lower``): H0 is that the effect is no larger than the smallest one that matters."""
     x = np.asarray(diffs, dtype=float)
@@ -98,7 +98,7 @@ def one_sample(diffs: list[float], delta: float, direction: str) -> Test:
         p = 0.0 if (m > shift if direction == "higher" else m < shift) else 1.0
     else:
         p = float(_st.ttest_1samp(x, shift, alternative=alternative).pvalue)
-    return Test(p, m, m - h, m + h, n, "paired")
+    return Test(p, m, m - h, m + h, n, name)
 
 
 def welch(a: list[float], b: list[float], delta: float, direction: str) -> Test:

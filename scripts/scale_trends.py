@@ -66,8 +66,8 @@ lines = [
     "point as the unit; the draws within a point are its pure error). A slope is stated, with its 95% interval on "
     "points - 2 degrees of freedom, only on at least four points whose line the test does not reject; only then "
     "are the last columns filled, **an extrapolation** to the GPU configs' value of that variable along one axis "
-    "with the others held at the default point. Every axis here has three points: the table shows their shape, "
-    "an observation, and states no slope.",
+    "with the others held at the default point. Where no slope is stated the table shows the points' shape, an "
+    "observation.",
     "",
 ]
 

@@ -51,7 +51,8 @@ def test(claim: dict, a: Cell, b: Optional[Cell]) -> stats.Test:
         return stats.equivalence(diffs, math.log(float(claim["within"])))
     if rule == "one-sample":
         v = f(float(claim["value"]))
-        return stats.one_sample([f(x) - v for x in a.values.values()], delta, "higher" if rel == "above" else "lower")
+        diffs = [f(x) - v for x in a.values.values()]
+        return stats.one_sample(diffs, delta, "higher" if rel == "above" else "lower", f"one-sample against {v:.3g}")
     if rule == "welch":
         return stats.welch([f(x) for x in a.values.values()], [f(x) for x in b.values.values()], delta, rel)
     return stats.one_sample(_paired_diffs(a, b, f), delta, rel)
