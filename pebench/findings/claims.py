@@ -182,14 +182,15 @@ def _checked_claim(c: dict, defaults: dict, where: str) -> dict:
         raise UsageError(f"{where}: relation {rel} compares a with b (or, for overlap, a value); b is missing")
     if rel == "flat" and not (isinstance(c.get("within"), (int, float)) and c["within"] >= 1):
         raise UsageError(f"{where}: relation flat needs within >= 1 (the largest ratio of the means)")
+    return _with_sides(c, defaults, where)
+
+
+def _with_sides(c: dict, defaults: dict, where: str) -> dict:
+    """The claim with its cell fields checked, the file's defaults in a, and b completed from a (what it inherits
+    named)."""
     for side in ("a", "b"):
         if side in c and (unknown := set(c[side]) - _CELL_KEYS):
             raise UsageError(f"{where}: unknown cell fields {sorted(unknown)}; allowed: {sorted(_CELL_KEYS)}")
-    return _with_sides(c, defaults)
-
-
-def _with_sides(c: dict, defaults: dict) -> dict:
-    """The claim with the file's defaults in a, and b completed from a (what it inherits named)."""
     a = {**defaults, **c["a"]}
     if "b" not in c:
         return {**c, "a": a, "b": None, "b_inherits": []}
@@ -240,10 +241,7 @@ def _checked_prediction(c: dict, defaults: dict, where: str) -> dict:
         raise UsageError(f"{where}: relation {rel} needs a value")
     if rule in ("paired", "welch", "equivalence") and "b" not in c:
         raise UsageError(f"{where}: rule {rule} compares a with b; b is missing")
-    for side in ("a", "b"):
-        if side in c and (unknown := set(c[side]) - _CELL_KEYS):
-            raise UsageError(f"{where}: unknown cell fields {sorted(unknown)}; allowed: {sorted(_CELL_KEYS)}")
-    return _with_sides(c, defaults)
+    return _with_sides(c, defaults, where)
 
 
 def _check_registration(c: dict, where: str) -> None:
@@ -660,8 +658,7 @@ def observed_count(claim: dict, pairs: list) -> str:
             }[rel]
         if worst is None or k / len(draws) < worst[0] / worst[1]:
             worst = (k, len(draws))
-    word = {"lower": "lower", "below": "below", "higher": "higher", "above": "above", "flat": "flat"}[rel]
-    return f"{word} in {worst[0]} of {worst[1]} draws" if worst else ""
+    return f"{rel} in {worst[0]} of {worst[1]} draws" if worst else ""
 
 
 def _no_records(c: Cell) -> bool:
@@ -700,6 +697,7 @@ def prove_order(path: Path, verdicts: list[Verdict]) -> list[Verdict]:
     if not preds:
         return verdicts
     regs = registrations(path, [v.id for v in preds])
+    root = str(repo_root(str(path.resolve().parent)))
     out = []
     for v in verdicts:
         if v.kind != "prediction":
@@ -723,7 +721,6 @@ def prove_order(path: Path, verdicts: list[Verdict]) -> list[Verdict]:
         if reg.commit is None:
             out.append(_refuse(v, "decided on records, but it is not committed: it cannot predate them"))
             continue
-        root = str(repo_root(str(path.resolve().parent)))
         late = None
         for c in v.cells:
             for draw, commits in sorted(c.commits.items(), key=str):

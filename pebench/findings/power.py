@@ -19,6 +19,7 @@ Benjamini-Hochberg and confirms the ones whose adjusted p is below ``ALPHA``.
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Callable, Optional
 
 from .. import stats
@@ -96,9 +97,8 @@ def power(claim: dict, a: Cell, b: Optional[Cell], level: float, cap: int = 20, 
 
 
 def _mean(x: list[float]) -> float:
-    return sum(x) / len(x)
+    return statistics.fmean(x)
 
 
 def _sd(x: list[float]) -> float:
-    m = _mean(x)
-    return math.sqrt(sum((v - m) ** 2 for v in x) / (len(x) - 1)) if len(x) > 1 else 0.0
+    return statistics.stdev(x) if len(x) > 1 else 0.0
