@@ -80,6 +80,19 @@ def test_local_txt_folder(tmp_path):
     assert sum(p.meta["tokens"].values()) == total
 
 
+def test_a_local_file_splits_the_same_wherever_it_lies(tmp_path):
+    """Document ids are relative to the corpus: the same file under two folders (or named by a glob) splits alike."""
+    for where in ("a", "b/c"):
+        (tmp_path / where).mkdir(parents=True)
+        (tmp_path / where / "c.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in _docs(200)))
+    ids = [[d.id for d in corpora.local_source(str(tmp_path / w / "c.jsonl")).documents()] for w in ("a", "b/c")]
+    assert ids[0] == ids[1] and ids[0][0] == "c.jsonl#0"
+    metas = [prepare_corpus(f"local:{tmp_path / w / 'c.jsonl'}", tmp_path / "cache").meta for w in ("a", "b/c")]
+    assert metas[0]["documents"] == metas[1]["documents"] and metas[0]["documents"]["validation"] > 0
+    glob_ids = [d.id for d in corpora.corpus_source(f"local:{tmp_path}/a/*.jsonl").documents()]
+    assert glob_ids == ids[0]
+
+
 def test_local_glob_jsonl_and_parquet(tmp_path):
     docs = _docs()
     with open(tmp_path / "a.jsonl", "w") as f:

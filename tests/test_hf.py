@@ -282,7 +282,7 @@ def test_an_outside_model_evaluates_on_a_local_corpus_and_refuses_runs_beside_it
 
     corpus = tmp_path / "c.jsonl"
     corpus.write_text(
-        "".join(json.dumps({"text": f"document {i}: " + "the union is strong. " * 40}) + "\n" for i in range(60))
+        "".join(json.dumps({"text": f"document {i}: " + "the union is strong. " * 40}) + "\n" for i in range(200))
     )
     res = tmp_path / "res"
     r = invoke(

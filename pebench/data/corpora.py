@@ -101,10 +101,10 @@ def _quiet_datasets():
 
 def local_source(path: str, text_field: str = "text") -> CorpusSource:
     files = _local_files(path)
-    root = Path(path) if Path(path).is_dir() else None
+    root = Path(path) if Path(path).is_dir() else Path(os.path.commonpath([f.parent for f in files]))
 
-    def rel(f: Path) -> str:
-        return str(f.relative_to(root)) if root else str(f)
+    def rel(f: Path) -> str:  # ids relative to the corpus, so its split does not depend on where it lies
+        return str(f.relative_to(root))
 
     def documents() -> Iterator[Document]:
         datasets = _quiet_datasets()
@@ -132,7 +132,7 @@ def local_source(path: str, text_field: str = "text") -> CorpusSource:
                 yield Document(f"{rel(f)}#{i}", t or "")
 
     stats = [f"{f}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files]
-    fp = _sha("local", text_field, *stats)
+    fp = _sha("local", text_field, "ids relative", *stats)
     return CorpusSource(f"local:{path}", fp, documents, f"{len(files)} local file(s) under {path}")
 
 
