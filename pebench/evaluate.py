@@ -55,6 +55,7 @@ class EvalFlags:
     keep: Optional[int] = None
     device: str = "auto"
     backend: str = "auto"
+    skip_existing: bool = False  # --resume: the records already written are kept and not measured again
 
 
 @dataclass(frozen=True)

@@ -173,7 +173,8 @@ def score_stream(
 ) -> dict:
     """Run every window and return loss sums in total and per position bucket (and, given ``far``, a boolean mask
     over stream indices, the mean loss over the scored tokens it marks; given ``nbytes``, the bytes each stream token
-    covers, their sum over the scored tokens as ``bytes_scored``). ``progress`` hears the cost
+    covers, their sum over the scored tokens as ``bytes_scored``); ``window_losses``: the mean loss of each window
+    that scores every index (a window is one unit of evidence for a single model). ``progress`` hears the cost
     (windows x length token positions) first, then the positions done after every batch."""
     starts, first = windows(len(stream), length, protocol, max_length)
     if progress is not None:
@@ -190,7 +191,7 @@ def score_stream(
     loss_sum = torch.zeros(n_b, dtype=torch.float64)
     count = torch.zeros(n_b, dtype=torch.float64)
     bucket_t = torch.from_numpy(bucket_of).to(device)
-    far_sum, far_n, n_bytes = 0.0, 0, 0
+    far_sum, far_n, n_bytes, full = 0.0, 0, 0, []
     per_batch = max(1, batch_tokens // length)
     offsets = np.arange(length)
     with torch.inference_mode():
@@ -205,6 +206,8 @@ def score_stream(
                 far_sum += float(tok_loss[fm].sum())
                 far_n += int(fm.sum())
             loss_sum += _bucket_sums(n_b, bucket_t[lo:], tok_loss.sum(0))
+            per_window = (tok_loss.sum(1) / mask.sum(1).clamp(min=1)).cpu().tolist()
+            full += [v for v, fi in zip(per_window, f) if fi == 1]  # windows that score every index
             count += _bucket_sums(n_b, bucket_t[lo:], mask.sum(0).double())
             if progress is not None:
                 progress.update((i + len(s)) * length)
@@ -216,6 +219,7 @@ def score_stream(
         "tokens_scored": n,
         "windows": len(starts),
         "position_buckets": position_buckets(edges, length, loss_sum, count),
+        "window_losses": full,
     }
     if far is not None:
         out["far"] = {"loss": far_sum / far_n if far_n else None, "tokens": far_n}

@@ -91,6 +91,35 @@ def test_per_token_average_and_buckets():
     assert b[0]["loss"] == pytest.approx(expected_loss(1), rel=1e-6)
 
 
+class ContentLoss(torch.nn.Module):
+    """A fake model whose confidence in the next token grows with the current token's value, so windows over
+    different text have different losses."""
+
+    def forward(self, idx):
+        logits = torch.zeros(*idx.shape, 256)
+        boost = idx.float().unsqueeze(-1) / 64
+        return logits.scatter(2, torch.roll(idx, -1, dims=1).unsqueeze(-1), boost)
+
+
+def test_each_full_window_keeps_its_own_mean_loss():
+    """``window_losses``: one value per window that scores every index, equal to that window's mean cross-entropy
+    computed directly, in order, across batches; the last window (flush with the end, scoring only the tail) is
+    left out, and the full windows' mean is the loss over their tokens."""
+    L = 50
+    rng = np.random.default_rng(0)
+    stream = rng.integers(0, 256, 1000).astype(np.uint8)
+    out = score_stream(ContentLoss(), stream, L, Protocol("nonoverlap"), 3 * L, torch.device("cpu"))
+    starts, first = windows(1000, L, Protocol("nonoverlap"))
+    assert first[-1] > 1 and (first[:-1] == 1).all()
+    direct = []
+    for a in starts[:-1]:
+        x = torch.from_numpy(stream[a : a + L].astype(np.int64))[None]
+        logits = ContentLoss()(x)[0, :-1]
+        direct.append(float(torch.nn.functional.cross_entropy(logits, x[0, 1:])))
+    assert out["window_losses"] == pytest.approx(direct, rel=1e-6)
+    assert np.std(direct) > 0.01  # the windows differ, so an order or batching slip would show
+
+
 class TailPositionLoss(PositionLoss):
     """PositionLoss with ``logits_tail`` (as DecoderLM has), recording the starts it is asked for."""
 

@@ -57,6 +57,9 @@ def eval_cmd(
     dtype: str = typer.Option("float32", "--dtype", help="--hf: float32 | bfloat16 | float16"),
     revision: Optional[str] = typer.Option(None, "--revision", help="--hf: a Hub revision"),
     data: Optional[str] = typer.Option(None, "--data", help="--hf: corpus to evaluate on (default sotu)"),
+    skip_existing: bool = typer.Option(
+        False, "--resume", help="keep the records already written and measure only the missing cells"
+    ),
 ):
     """Evaluate runs (or an outside model, --hf) at several lengths; one JSON record per (run, task, variant,
     length)."""

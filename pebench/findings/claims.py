@@ -46,7 +46,9 @@ training context is refused: a model that did not learn makes no extrapolation c
 
 A cell from records: ``label``, ``length`` (tokens or ``Nx``), ``metric``, ``split``, ``protocol``, ``seeds``,
 ``precision``, ``config`` (the runs' config name: one point of a scale suite, ``tiny-d64``, whose ``Nx`` is of its
-own training context). A rank agreement between two points: ``tau`` (``{labels: [...], configs: [A, B], length:
+own training context), ``unit`` (``draw``, the default: a value per trained model; ``window``: one model's value
+per full evaluation window, from its record's ``window_losses``, paired window by window; for an outside model,
+which is one draw). A rank agreement between two points: ``tau`` (``{labels: [...], configs: [A, B], length:
 16x}``), Kendall's tau of the schemes' values at the two points, one value per draw.
 A cell from a committed markdown table: ``file``, ``row``, ``col`` (header text), optional ``table`` (index) and
 ``where`` ({column: value} for rows keyed by more than their first column). A number from a committed JSON file
@@ -92,6 +94,7 @@ _CELL_KEYS = {
     "precision",
     "config",
     "tau",
+    "unit",
 }
 
 
@@ -350,10 +353,16 @@ class Evidence:
         if spec.get("precision") is not None:
             sel = sel[sel["precision"] == spec["precision"]]
         undefined = int((sel["status"] == "undefined").sum())
-        values, trials, copies = _draws(sel[sel["status"] == "ok"], metric, m.proportion)
+        if spec.get("unit", "draw") == "window":
+            values, trials, copies, commits = _windows(sel[sel["status"] == "ok"], metric, _cell_name(spec, metric))
+        elif spec.get("unit", "draw") == "draw":
+            values, trials, copies = _draws(sel[sel["status"] == "ok"], metric, m.proportion)
+            commits = _commits(sel)
+        else:
+            raise UsageError(f"cell unit {spec['unit']!r} is not one of draw, window")
         cell = Cell.from_values(_cell_name(spec, metric), values, next(iter(trials.values()), None))
         cell.undefined, cell.trials, cell.copy_of, cell.metric = undefined, trials, copies, metric
-        cell.commits = _commits(sel)
+        cell.commits = commits
         if ctx:
             cell.length_multiple = parse_length(spec["length"], ctx) / ctx
         bad = self.untrained
@@ -455,6 +464,28 @@ def _draws(sel, metric: str, proportion: bool) -> tuple[dict, dict, set]:
             trials[key] = ivs[0]
         copies |= {c for c in g["measured_as"] if isinstance(c, str)}
     return values, trials, copies
+
+
+WINDOW_METRICS = {"loss": lambda x: x, "ppl": math.exp}
+
+
+def _windows(sel, metric: str, name: str) -> tuple[dict, dict, set, dict]:
+    """``unit: window``: one model's evidence, a value per full window of its one record at this cell (``details.
+    window_losses``, in stream order), keyed (window index, precision) so that two cells over the same stream at the
+    same length pair window by window; the commit of the record for every window."""
+    if metric not in WINDOW_METRICS:
+        raise UsageError(f"{name}: unit window reads {' or '.join(WINDOW_METRICS)} per window, not {metric}")
+    if len(sel) > 1:
+        raise UsageError(f"{name}: unit window reads one record per cell, found {len(sel)} (one model, one seed)")
+    values, commits = {}, {}
+    for _, r in sel.iterrows():
+        losses = (r["details"] or {}).get("window_losses")
+        if not losses:
+            raise UsageError(f"{name}: its record keeps no window_losses (too many windows, or measured before them)")
+        for i, x in enumerate(losses):
+            values[(i, str(r["precision"]))] = WINDOW_METRICS[metric](float(x))
+            commits[(i, str(r["precision"]))] = {r["git_commit"] if isinstance(r["git_commit"], str) else None}
+    return values, {}, {c for c in sel["measured_as"] if isinstance(c, str)}, commits
 
 
 def _commits(sel) -> dict:

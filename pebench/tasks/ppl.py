@@ -43,6 +43,12 @@ def far_tokens(stream: np.ndarray, n: int, distance: int) -> np.ndarray:
     return far
 
 
+# A record keeps each full window's mean loss (``details.window_losses``) when it has at most this many: a few long
+# windows of one model (an outside model at 2x-4x its context) are the units a claim pairs across scalings
+# (``unit: window``); the thousands of short windows of a tiny model are summarized by the position buckets.
+WINDOW_LOSSES_MAX = 64
+
+
 def _vocab(options, vocab):
     return vocab  # a uniform guess over V tokens: perplexity V
 
@@ -78,6 +84,7 @@ class PplTask(Task):
         "far_tokens": "scored tokens marked far (ppl_far is over these)",
         "far_n": "n of the far-token marking (tokens of preceding context matched; bytes for byte models)",
         "far_distance": "T of the far-token marking (the training context)",
+        "window_losses": "each full window's mean loss, in stream order (null past WINDOW_LOSSES_MAX windows)",
     }
     options = {"far_n": 16}
     headline = "ppl"
@@ -134,6 +141,8 @@ class PplTask(Task):
             "far_distance": ctx.cfg.model.context,
         }
         details.pop("loss")
+        if len(details["window_losses"]) > WINDOW_LOSSES_MAX:  # many short windows: the position buckets say enough
+            details["window_losses"] = None
         return {"status": "ok", "reason": None, "metrics": metrics, "intervals": {}, "details": details}
 
     def derive(self, df, name: str):

@@ -331,3 +331,18 @@ def test_a_reader_that_leaves_the_pipe_gets_no_error():
     p = subprocess.run([sys.executable, "-m", "pebench", "list"], stdout=w, stderr=subprocess.PIPE, text=True, env=env)
     os.close(w)
     assert p.returncode == 141 and p.stderr == "", (p.returncode, p.stderr)
+
+
+def test_eval_resume_keeps_the_records_already_written(trained):
+    """`eval --resume` measures only the missing cells: a record already written is kept as it is (its creation
+    time unchanged) while a new length is measured; without it the cell is measured again."""
+    path = trained / "records" / "alibi-micro-s0"
+    before = {p.name: json.loads(p.read_text())["created"] for p in path.glob("*.json")}
+    r = invoke("eval", "--run", "alibi-micro-s0", "--lengths", "16,32", "--resume", "--results", trained)
+    assert r.exit_code == 0, r.output
+    after = {p.name: json.loads(p.read_text())["created"] for p in path.glob("*.json")}
+    kept = [n for n in before if "16" in n]
+    assert kept and all(after[n] == before[n] for n in kept)
+    assert len(after) == len(before) + 1  # 32 tokens: measured
+    for p in path.glob("*32*.json"):
+        p.unlink()  # the module's other tests count the records

@@ -274,3 +274,45 @@ def test_a_structural_claim_about_an_untrained_run_is_not_refused(repo):
     write_claims(repo, [undefined])
     (v,) = cl.check_set(repo / "set")
     assert v.state == "observed", v.why
+
+
+def test_one_model_is_decided_window_by_window(repo):
+    """``unit: window``: an outside model is one draw, so its evidence is its full windows (``window_losses``),
+    paired window by window across scalings at one length; the p-value is the one-sided paired t test of the
+    per-window log ratio (a loss difference) against the effect, by hand; a record without window losses is one
+    line."""
+    write_claims(
+        repo,
+        [
+            prediction(
+                "yarn-beats-rope",
+                "At 4x YaRN is at least 10% below plain RoPE (paired by window).",
+                {"label": "m+yarn", "length": 512, "unit": "window"},
+                {"label": "m"},
+                "lower",
+                "paired",
+                effect="10%",
+                draws=4,
+            )
+        ],
+    )
+    commit(repo, "register")
+    rd = ResultsDir(repo / "set")
+    base = [3.0, 3.4, 2.9, 3.2]
+    gaps = {"m": [0.0] * 4, "m+yarn": [-0.30, -0.45, -0.20, -0.35]}
+    at = commit(repo, "after")
+    for label, gap in gaps.items():
+        losses = [b + g for b, g in zip(base, gap)]
+        r = record(label, 0, 512, math.exp(sum(losses) / 4))
+        r["details"] = {"window_losses": losses}
+        r["provenance"] = {**r["provenance"], "git_commit": at}
+        rd.write_record(r)
+    v = by_id(repo)["yarn-beats-rope"]
+    p = stats.ttest_1samp(gaps["m+yarn"], -math.log(1.1), alternative="less").pvalue
+    assert v.state == "confirmed" and v.p == pytest.approx(p, rel=1e-9)
+    assert len(v.cells[0].values) == 4
+    r = record("m", 0, 512, 20.0)
+    r["provenance"] = {**r["provenance"], "git_commit": at}
+    rd.write_record(r)  # the same cell again, now without its window losses
+    with pytest.raises(cl.UsageError, match="keeps no window_losses"):
+        by_id(repo)

