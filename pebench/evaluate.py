@@ -89,8 +89,10 @@ class EvalRequest:
             raise UsageError(f"--max-tokens must be >= 2, got {self.max_tokens}")
         if self.keep is not None and not self.window:
             raise UsageError("--keep keeps the first tokens of a window; give --window N too")
-        if self.window is not None and self.window < 1 or (self.keep or 0) < 0:
-            raise UsageError(f"--window must be >= 1 and --keep >= 0, got {self.window} and {self.keep}")
+        if self.window is not None and self.window < 1:
+            raise UsageError(f"--window must be a number of tokens >= 1, got {self.window}")
+        if (self.keep or 0) < 0:
+            raise UsageError(f"--keep must be a number of tokens >= 0, got {self.keep}")
         return self
 
     def span(self) -> Optional[Span]:

@@ -23,20 +23,56 @@ def _umask() -> int:
 _UMASK = _umask()
 
 
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+class WriteFailed(PebenchError):
+    """A file could not be written (a full disk, a read-only or forbidden folder): the message names the file the
+    user knows (never the temp file), why, and what to do; the file as it was before is untouched."""
+
+    def __init__(self, path: Path, e: BaseException):
+        no = getattr(e, "errno", None)
+        why = (
+            "no space left on the device; free some space and run the command again"
+            if no in (errno.ENOSPC, errno.EDQUOT)
+            or "enforce fail" in str(e)  # torch.save reports a failed write this way
+            else "the folder is read-only; choose a writable --results folder"
+            if no == errno.EROFS
+            else "permission denied; choose a writable --results folder"
+            if no in (errno.EACCES, errno.EPERM)
+            else f"{getattr(e, 'strerror', None) or str(e).splitlines()[0]}"
+        )
+        super().__init__(f"cannot write {path}: {why} (the file as it was before is kept)")
+        self.path = path
+
+
 @contextlib.contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temp path in the same folder; on success fsync it and rename it over ``path``."""
+    """Yield a temp path in the same folder; on success fsync it and rename it over ``path``. A write that fails
+    (``OSError``, or the ``RuntimeError`` torch.save raises for one) is a ``WriteFailed`` naming ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise WriteFailed(path, e) from e
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes it 0600: the file gets the mode open() would give it
     try:
-        yield Path(tmp)
-        with open(tmp, "rb+") as f:
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            yield Path(tmp)
+            with open(tmp, "rb+") as f:
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as e:
+            if e.errno not in _WRITE_ERRNOS and e.filename != tmp:  # a failure of what the caller was reading
+                raise
+            raise WriteFailed(path, e) from e
+        except RuntimeError as e:
+            if "enforce fail" not in str(e):
+                raise
+            raise WriteFailed(path, e) from e
         with contextlib.suppress(OSError):  # make the rename itself durable
             dfd = os.open(path.parent, os.O_RDONLY)
             try:
@@ -114,6 +150,14 @@ class RunLock:
             self.held = True
             return self
         raise PebenchError(f"could not take the lock {self.path}")
+
+    def owner_alive(self) -> bool:
+        """Whether a live process holds the lock (False: no lock, or its owner died)."""
+        try:
+            pid = int(self.path.read_text().strip() or 0)
+        except (OSError, ValueError):
+            return False
+        return bool(pid) and _pid_alive(pid)
 
     def release(self) -> None:
         if self.held:

@@ -194,7 +194,15 @@ class Outside:
 
 
 def _is_local(spec: str) -> bool:
-    return Path(spec).exists()
+    """A file or folder here; one that is written as a path but is not here is an error (never a Hub request)."""
+    if Path(spec).exists():
+        return True
+    hub_id = spec.count("/") <= 1 and not spec.startswith(("/", ".", "~")) and not is_gguf(spec)  # gpt2, owner/name
+    if not hub_id and not spec.endswith(".json") and not is_gguf(spec):
+        raise UsageError(f"--hf {spec}: no such file or folder (a Hub model is named owner/name)")
+    if spec.endswith(".json") or is_gguf(spec):
+        raise UsageError(f"--hf {spec}: no such {'GGUF ' if is_gguf(spec) else ''}file")
+    return False
 
 
 def is_gguf(spec: str) -> bool:
@@ -513,6 +521,7 @@ def load_hf_config(spec: str):
     """A model's config (folder, Hub id or a config.json file) without loading its weights."""
     tf = require_transformers()
     path = Path(spec)
+    local = _is_local(spec)
     try:
         if is_gguf(spec):
             source, kw = _gguf_args(spec)
@@ -522,9 +531,7 @@ def load_hf_config(spec: str):
 
             d = json.loads(path.read_text())
             return tf.AutoConfig.for_model(d.pop("model_type"), **d)
-        return tf.AutoConfig.from_pretrained(
-            spec, local_files_only=path.exists() or os.environ.get("HF_HUB_OFFLINE") == "1"
-        )
+        return tf.AutoConfig.from_pretrained(spec, local_files_only=local or os.environ.get("HF_HUB_OFFLINE") == "1")
     except (OSError, ValueError, KeyError) as e:
         raise UsageError(
             f"--hf {spec}: cannot read a model config ({str(e).strip().splitlines()[0] if str(e) else e})"

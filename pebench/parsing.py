@@ -15,6 +15,7 @@ def parse_list(
     what: str,
     item: Callable[[str], Any] = str,
     *,
+    kind: Optional[str] = None,
     lo: Optional[float] = None,
     hi: Optional[float] = None,
     unique: bool = True,
@@ -24,7 +25,7 @@ def parse_list(
     if spec is None:
         return None
     parts: Sequence = spec if isinstance(spec, (list, tuple)) else str(spec).split(",")
-    kind = _KIND.get(item, "values")
+    kind = kind or _KIND.get(item, "values")
     texts = [str(p).strip() for p in parts]
     if not texts or any(not t for t in texts):
         raise UsageError(f"{what} must be a comma-separated list of {kind}, got {spec!r}")
@@ -97,7 +98,7 @@ def fields_from(cls, options: dict, **given):
 def parse_lengths(spec: Any, what: str = "--lengths") -> Optional[list]:
     """``--lengths``, the one spelling for every command: token counts (``512``) or multiples of the model's context
     (``2x``, ``0.5x``), mixed as you like; each checked here, resolved against a context by ``resolve_lengths``."""
-    items = parse_list(spec, what)
+    items = parse_list(spec, what, kind="lengths (token counts or multiples such as 2x)")
     if items is None:
         return None
     out: list = []

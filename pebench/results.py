@@ -17,7 +17,7 @@ import yaml
 
 from . import __version__
 from .errors import PebenchError, UsageError
-from .fsutil import atomic_write_json
+from .fsutil import RunLock, atomic_write_json
 
 SCHEMA_VERSION = 2  # 2: the task, metrics, intervals and details fields (1: perplexity only, upgraded on reading)
 RECORD_FIELDS = {
@@ -51,6 +51,7 @@ RECORD_FIELDS = {
 # are absent from records written before they existed (validation split; version 1).
 OPTIONAL_RECORD_FIELDS = frozenset({"pe_state", "split", "task_version", "chance"})
 EVAL_SPLITS = ("validation", "test")
+CHECKPOINT = "checkpoint.pt"  # a run's weights, optimizer and RNG state, in its folder
 _V1_DETAILS = ("tokens_scored", "windows", "position_buckets")
 RECORD_V1 = [
     k for k in RECORD_FIELDS if k not in ("task", "metrics", "intervals", "details", "pe_state", "task_version")
@@ -187,6 +188,16 @@ class ResultsDir:
     def state(self, name: str) -> str:
         """The run's state: missing, running, interrupted, failed, finished (or unknown for a damaged file)."""
         return self.status(name).get("state", "unknown")
+
+    def shown_state(self, name: str) -> str:
+        """The state as ``list`` shows it, checked against the folder: a "running" run whose process is gone (killed,
+        or stopped by a full disk) is "stopped"; a finished run whose checkpoint was deleted says so."""
+        state = self.state(name)
+        if state == "running" and not RunLock(self.run_dir(name) / ".lock").owner_alive():
+            return "stopped (its process is gone; --resume continues it)"
+        if state == "finished" and not (self.run_dir(name) / CHECKPOINT).exists():
+            return "finished (checkpoint missing: it cannot be evaluated)"
+        return state
 
     def runs_in(self, state: str) -> list[str]:
         """The runs in one state, by name."""

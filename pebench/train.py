@@ -21,7 +21,7 @@ from .config import Config
 from .data import prepare_corpus, sample_batch
 from .device import resolve_device, train_autocast, train_precision, tune_cpu_allocator
 from .errors import PebenchError, TrainingDiverged, UsageError
-from .fsutil import RunLock, append_line, atomic_save, atomic_write_text
+from .fsutil import RunLock, WriteFailed, append_line, atomic_save, atomic_write_text
 from .model import DecoderLM
 from .results import ResultsDir, environment, now
 from .scoring import Protocol, score_stream
@@ -497,7 +497,17 @@ class _Loop:
                 "rng": _rng_state(self.dev),
                 "wall_s": self.trained_s(),  # so that a resumed run's status counts every segment
             }
-            atomic_save(self.folder / CHECKPOINT, lambda p: torch.save(ckpt, p))
+            try:
+                atomic_save(self.folder / CHECKPOINT, lambda p: torch.save(ckpt, p))
+            except WriteFailed as e:  # a full disk: the run is stopped, not left "running"
+                with contextlib.suppress(PebenchError, OSError):
+                    self.results.set_status(
+                        self.name, state="interrupted", step=self.saved, steps=self.cfg.train.steps, reason=str(e)
+                    )
+                raise PebenchError(
+                    f"{self.name}: {e}; the last checkpoint saved is at step {self.saved}: rerun with --resume "
+                    "once there is room"
+                ) from e
         self.saved = step
 
     def interrupted_at_once(self) -> None:

@@ -177,6 +177,8 @@ def test_token_mode_passkey_and_copy_prompts_decode_to_their_text(llama_bpe, tmp
         (["--hf", "{gpt2}", "--rope-scaling", "yarn", "--lengths", "1x"], "applies no rotary embedding"),
         (["--hf", "{llama}", "--task", "niah"], "with --hf the tasks are ppl, passkey, copy"),
         (["--hf", "no-such-model"], "no such folder, and with HF_HUB_OFFLINE=1"),
+        (["--hf", "/no/such/folder"], "--hf /no/such/folder: no such file or folder"),
+        (["--hf", "./missing.gguf"], "--hf ./missing.gguf: no such GGUF file"),
     ],
 )
 def test_bad_outside_input_gets_one_line(llama_bpe, tmp_path, args, msg):
@@ -303,3 +305,8 @@ def test_an_outside_model_evaluates_on_a_local_corpus_and_refuses_runs_beside_it
     assert rec["status"] == "ok" and rec["provenance"]["corpus"].startswith("local:")
     r = invoke("eval", "--hf", str(llama_bpe), "--run", "x", "--results", res)
     assert r.exit_code != 0 and "give one of them" in r.output and "Traceback" not in r.output
+
+
+def test_rope_of_a_missing_folder_is_one_line_and_never_asks_the_hub():
+    r = invoke("rope", "--hf", "/no/such/folder")
+    assert r.exit_code == 2 and "no such file or folder" in r.output and "Repo id" not in r.output, r.output

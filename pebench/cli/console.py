@@ -95,7 +95,7 @@ def _one_line(e: BaseException) -> tuple[str, int]:
     import torch
 
     if isinstance(e, KeyboardInterrupt):
-        return "interrupted; rerun with --resume to continue", 130
+        return "interrupted; run the command again (train, run and eval with --resume go on where they stopped)", 130
     if isinstance(e, torch.OutOfMemoryError):
         return "out of device memory; lower the batch size or the lengths", 1
     if isinstance(e, MemoryError):
@@ -103,9 +103,10 @@ def _one_line(e: BaseException) -> tuple[str, int]:
     if isinstance(e, PermissionError):
         return f"permission denied: {e.filename or e}; choose a writable --results folder", 1
     if isinstance(e, OSError) and e.errno == 28:
-        return f"no space left on device writing {e.filename or ''}; free some space and rerun with --resume", 1
+        where = f" writing {e.filename}" if e.filename else ""
+        return f"no space left on the device{where}; free some space and run the command again", 1
     if isinstance(e, OSError):
-        return f"{e.strerror or e}: {e.filename or ''}", 1
+        return f"{e.strerror or e}" + (f": {e.filename}" if e.filename else ""), 1
     return f"unexpected {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} (rerun with --debug)", 1
 
 

@@ -90,7 +90,9 @@ def eval_cmd(
 @app.command()
 @handle_errors
 def analyze(
-    run: Optional[str] = typer.Option(None, "--run", help="comma list of runs (default: every finished run)"),
+    run: Optional[List[str]] = typer.Option(
+        None, "--run", help="run name (repeatable or a comma list; default: every finished run)"
+    ),
     lengths: Optional[str] = LengthsOpt,
     tokens: int = typer.Option(8192, "--tokens", help="validation tokens analysed per length"),
     window_k: float = typer.Option(4.605, "--window-k", help="window: distance where a head's bias falls k nats"),
@@ -112,7 +114,7 @@ def analyze(
     with figures(figure_format):
         data = run_analyze(
             rd,
-            parse_list(run, "--run"),
+            [n for r in run for n in parse_list(r, "--run")] if run else None,
             AnalyzeOptions(parse_lengths(lengths), tokens, window_k, device),
             on_run=lambda a: console.echo(f"analysed {a['run']}"),
         )

@@ -261,5 +261,5 @@ def _catalog(results) -> list[str]:
     )
     for r in runs:
         st = results.status(r)
-        out.append(f"  {r:<28} {st.get('state')} (step {st.get('step', '?')}/{st.get('steps', '?')})")
+        out.append(f"  {r:<28} {results.shown_state(r)} (step {st.get('step', '?')}/{st.get('steps', '?')})")
     return out

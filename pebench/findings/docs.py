@@ -210,10 +210,13 @@ def doc_files(root: Path) -> list[Path]:
 def regenerate(root: Path, check: bool = False) -> list[Path]:
     """Rewrite every generated section of the docs under ``root``; returns the files that changed (with
     ``check``, the files that would change, nothing written)."""
+    files = doc_files(root)
+    if not files:
+        raise UsageError(f"{root} holds no README.md nor docs/*.md: give --root the repository's root folder")
     changed = []
     _SETS.clear()  # the records and claims as they are now
     try:
-        for path in doc_files(root):
+        for path in files:
             old = path.read_text()
             new = render(old, root, str(path.relative_to(root)))
             if new != old:

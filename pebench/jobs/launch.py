@@ -274,12 +274,25 @@ def run_jobs(rd: ResultsDir, sp, launch: Optional[LaunchPlan], reporter, show: b
     return run_all(rd, sp.runs, sp.request, sp.overwrite, sp.devices, reporter, show)
 
 
+def require_slurm() -> None:
+    """Slurm's commands must be here before any job file is written (submitit asks for them only at submission)."""
+    import shutil
+
+    if missing := [c for c in ("sbatch", "srun") if shutil.which(c) is None]:
+        raise UsageError(
+            f"--launcher slurm: {' and '.join(missing)} not found on PATH (no Slurm on this machine); run on a "
+            "Slurm login node, write a script with --emit-sbatch FILE, or use --launcher local"
+        )
+
+
 def run_launched(rd: ResultsDir, runs: list, req, overwrite: bool, plan, reporter) -> int:
     """``pebench run --launcher``: the plan's jobs written as files, the pending ones submitted as one array (or,
     with ``--emit-sbatch``, written as a script); returns the number of array tasks that failed, each reported with
     its log's last lines."""
     from .sweep import jobs_for
 
+    if plan.kind == "slurm" and not plan.emit:
+        require_slurm()
     rd = ResultsDir(rd.root.resolve())  # array tasks may start in another folder
     files = [j.spec for j in jobs_for(rd, runs, req, overwrite)]
     if overwrite:

@@ -73,12 +73,12 @@ def plan_runs(base: Config, schemes: list[str], seeds: list[int]) -> list[tuple[
 
 
 def resolve_pe(pe: Optional[str], base: Config) -> list[str]:
-    """``--pe`` items (schemes, groups, files, layer patterns with their settings), and the list ``--layers`` put in
-    the config (``base.model.layers``): the names ``plan_runs`` takes."""
+    """``--pe`` items (None: not given; schemes, groups, files, layer patterns with their settings), and the list
+    ``--layers`` put in the config (``base.model.layers``): the names ``plan_runs`` takes."""
     from ..patterns import is_pattern
     from ..pe import resolve_schemes
 
-    items = parse_list(pe, "--pe", unique=False) if pe else []
+    items = parse_list(pe, "--pe", unique=False) if pe is not None else []  # '' is an empty list: an error
     patterns = [i for i in items if is_pattern(i)]
     rest = [i for i in items if not is_pattern(i)]
     names = resolve_schemes(",".join(rest)) if rest else []
@@ -308,7 +308,10 @@ def suite_plan(
         split="test" if final else "validation",
     )
     req = eval_request(ev, skip_existing=not overwrite)
-    schemes, seeds_ = resolve_pe(pe or ("" if flags.layers else st.pe), base), parse_seeds(None, seeds, base.train.seed)
+    schemes, seeds_ = (
+        resolve_pe(pe if pe is not None else (None if flags.layers else st.pe), base),
+        parse_seeds(None, seeds, base.train.seed),
+    )
     points = select_points(st, only)
     if st.points and flags.steps:  # a smoke run of the whole suite: every point at the given steps
         points = tuple(at_steps(p, True) for p in points)

@@ -9,7 +9,7 @@ from typing import Optional
 from ..config import Config, ConfigFlags
 from ..errors import UsageError
 from ..progress import Reporter
-from ..results import ResultsDir
+from ..results import ResultsDir, check_run_name
 from .distributed import distributed
 
 
@@ -69,6 +69,8 @@ def train_runs(
     flag changed beyond itself go to ``reporter.warn`` before anything trains."""
     from . import plan
 
+    if name is not None:
+        check_run_name(name)  # '' is no name, not the default one
     if continued is not None:
         p = plan.continuation_plan(rd, continued)
         train_run(p.cfg, rd, p.name, reporter, device, init_from=continued.parent, parent_meta=p.meta, **kw)
@@ -81,7 +83,7 @@ def train_runs(
         while pending:
             reporter.warn(pending.pop(0))
 
-    pe = pe or ("" if flags.layers else "rope")
+    pe = pe if pe is not None else (None if flags.layers else "rope")
     runs = plan.plan_runs(base, plan.resolve_pe(pe, base), plan.parse_seeds(None, seeds, base.train.seed))
     if name and len(runs) > 1:
         raise UsageError("--name names one run; omit it when training several schemes or seeds")

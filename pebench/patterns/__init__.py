@@ -112,6 +112,13 @@ def parse_layers(spec: str, n_layers: int, context: int) -> tuple[str, list[Laye
         name, texts = parse_spec(items[0], "--layers", list(pattern_settings(items[0].split(":")[0])))
         label = name + "".join(f"_{k}{v}" for k, v in sorted(texts.items()))  # 'swan_window16': its own runs
         return label, expand_pattern(items[0], n_layers, context)
+    if len(items) == 1 and items[0].split(":")[0] not in PATTERNS:  # one word: a pattern's name, misspelt
+        from ..registry import unknown_name_message
+
+        raise UsageError(
+            unknown_name_message("layer pattern", items[0].split(":")[0], PATTERNS.names())
+            + f", or a list of {n_layers} layers"
+        )
     if len(items) != n_layers:
         raise UsageError(
             f"--layers {spec}: {len(items)} layer(s) for a model of {n_layers}; give one per layer, or a pattern "

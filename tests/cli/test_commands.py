@@ -111,13 +111,23 @@ def _bad_configs(tmp_path):
     (tmp_path / "unknown.yaml").write_text("model:\n  widthh: 3\n")
     (tmp_path / "typed.yaml").write_text("train:\n  steps: many\n")
     (tmp_path / "broken.yaml").write_text("model: [1, 2\n")
+    (tmp_path / "broken2.yaml").write_text("model:\n  n_layers: 2\n  d_model: [64\ntrain: {}\n")
+    (tmp_path / "empty.yaml").write_text("")
+    (tmp_path / "lr.yaml").write_text("train:\n  lr: 1e-2\n")
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "a.txt").write_text("")
 
 
 BAD = [
     (["train", "--pe", "alibl"], 2, "did you mean 'alibi'"),
-    (["train", "--pe", "rope", "--steps", "0"], 2, "--steps must be >= 1"),
+    (["train", "--pe", "rope", "--steps", "0"], 2, "--steps must be between 1 and"),
+    (["train", "--pe", "rope", "--steps", "99999999999999999999"], 2, "--steps must be between 1 and 1,000,000,000"),
+    (["train", "--pe", "", "--steps", "1"], 2, "--pe must be a comma-separated list"),
+    (["run", "--pe", "", "--steps", "1"], 2, "--pe must be a comma-separated list"),
+    (["train", "--name", "", "--steps", "1"], 2, "run name '' is not allowed"),
+    (["train", "--config", "{tmp}/empty.yaml"], 2, "is empty: give the sections"),
+    (["train", "--config", "{tmp}/lr.yaml"], 2, "write it with a decimal point, e.g. 0.01"),
+    (["train", "--config", "{tmp}/broken2.yaml"], 2, "not valid YAML at line 4, column 6"),
     (["train", "--precision", "fp16", "--steps", "1"], 2, "--precision must be one of auto, fp32, bf16, got"),
     (["run", "--precision", "half", "--steps", "1"], 2, "--precision must be one of auto, fp32, bf16, got"),
     (["train", "--config", "{tmp}/unknown.yaml"], 2, "'model.widthh'"),
@@ -131,6 +141,9 @@ BAD = [
     (["train", "--data", "hf:pebench-no-such/x", "--steps", "1"], 1, "offline"),
     (["eval", "--lengths", ""], 2, "--lengths must be"),
     (["eval", "--lengths", "12,abc"], 2, "--lengths must be integers"),
+    (["eval", "--lengths", "128,"], 2, "a comma-separated list of lengths (token counts or multiples"),
+    (["eval", "--window", "0"], 2, "--window must be a number of tokens >= 1, got 0"),
+    (["train", "--layers", "irop", "--steps", "1"], 2, "did you mean 'irope'?), or a list of"),
     (["eval", "--lengths", "0,16"], 2, ">= 2"),
     (["eval", "--lengths", "-16"], 2, ">= 2"),
     (["eval", "--lengths", "16,16"], 2, "twice"),
@@ -346,3 +359,28 @@ def test_eval_resume_keeps_the_records_already_written(trained):
     assert len(after) == len(before) + 1  # 32 tokens: measured
     for p in path.glob("*32*.json"):
         p.unlink()  # the module's other tests count the records
+
+
+def test_docs_and_analyze_read_what_they_are_given(tmp_path):
+    """`docs --check --root` of a folder with no docs is an error, not 'up to date'; `analyze --run a --run b`
+    keeps both runs (the first was dropped): the error names the first."""
+    _assert_one_line_error(invoke("docs", "--check", "--root", tmp_path / "nope"), 2, "holds no README.md")
+    (tmp_path / "res" / "runs").mkdir(parents=True)
+    r = invoke("analyze", "--run", "aaa", "--run", "bbb", "--results", tmp_path / "res")
+    _assert_one_line_error(r, 2, "'aaa'")
+
+
+def test_list_checks_a_runs_state_against_its_folder(trained, tmp_path):
+    """A "running" run whose process is gone shows as stopped; a finished run whose checkpoint was deleted says so."""
+    import shutil
+
+    res = tmp_path / "res"
+    shutil.copytree(trained / "runs", res / "runs")
+    run = res / "runs" / "alibi-micro-s0"
+    status = json.loads((run / "status.json").read_text())
+    (run / "status.json").write_text(json.dumps({**status, "state": "running"}))
+    (run / ".lock").write_text("999999999")  # no such process
+    (res / "runs" / "learned-micro-s0" / "checkpoint.pt").unlink()
+    out = invoke("list", "--results", res).output
+    assert "alibi-micro-s0" in out and "stopped (its process is gone" in out
+    assert "finished (checkpoint missing" in out

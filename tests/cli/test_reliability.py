@@ -268,3 +268,50 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path):
         atomic_save(target, crash)
     assert torch.load(target, weights_only=True) == {"v": 1}
     assert list(tmp_path.iterdir()) == [target]
+
+
+def test_a_failed_write_names_the_file_and_why(tmp_path):
+    """A full disk (torch.save's 'enforce fail', or ENOSPC) and a read-only folder are one WriteFailed line naming the
+    destination (never the temp file) and what to do; the old file stays; an error of what the caller was reading
+    is not called a failed write."""
+    import errno
+
+    from pebench.fsutil import WriteFailed, atomic_path, atomic_save
+
+    target = tmp_path / "ckpt.pt"
+    torch.save({"v": 1}, target)
+
+    def full(p):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file")
+
+    with pytest.raises(WriteFailed, match="no space left on the device") as e:
+        atomic_save(target, full)
+    assert str(target) in str(e.value) and ".tmp" not in str(e.value)
+    assert torch.load(target, weights_only=True) == {"v": 1} and list(tmp_path.iterdir()) == [target]
+    for no, why in ((errno.ENOSPC, "no space left"), (errno.EROFS, "read-only")):
+        with pytest.raises(WriteFailed, match=why), atomic_path(target):
+            raise OSError(no, os.strerror(no))
+    with pytest.raises(FileNotFoundError), atomic_path(target):
+        open(tmp_path / "missing-input.txt").read()
+
+
+def test_training_on_a_full_disk_stops_with_one_line_and_is_not_left_running(tmp_path, slow_cfg, monkeypatch):
+    """The checkpoint's write fails (the disk is full): one line naming the checkpoint and the step to resume from,
+    exit 1, and the run's status says interrupted (it stayed "running")."""
+    real = torch.save
+    calls = []
+
+    def full_after_one(obj, f, *a, **k):
+        calls.append(f)
+        if len(calls) > 1:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
+        return real(obj, f, *a, **k)
+
+    monkeypatch.setattr(torch, "save", full_after_one)
+    res = tmp_path / "res"
+    r = runner.invoke(app, ["train", "--pe", "alibi", "--config", str(slow_cfg), "--results", str(res)])
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    lines = [x for x in r.output.strip().splitlines() if "; about " not in x]
+    assert len(lines) == 1 and "checkpoint.pt: no space left" in lines[0] and "at step 4" in lines[0], r.output
+    st = json.loads((res / "runs" / "alibi-slow-s0" / "status.json").read_text())
+    assert st["state"] == "interrupted" and st["step"] == 4

@@ -271,3 +271,16 @@ def test_launcher_flags_that_do_not_fit_are_one_line(tmp_path, cfg):
     assert (plan.options.partition, plan.options.pack) == ("gpu", 2)  # the config's section, then the flags
     r = run(["run", "--config", cfg_file, "--launcher", "bogus", "--results", tmp_path / "r"], tmp_path)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "--launcher must be one of" in r.stderr
+
+
+def test_slurm_without_slurm_is_one_line_before_any_job_file(tmp_path, cfg, monkeypatch):
+    """No sbatch/srun on PATH: one line naming what is missing and the alternatives, exit 2, before any job file
+    or 'jobs pending' line (it failed inside submitit after both)."""
+    from pebench.cli import app
+    from support import runner
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    res = tmp_path / "res"
+    r = runner.invoke(app, ["run", "--pe", "rope", "--config", str(cfg), "--results", str(res), "--launcher", "slurm"])
+    assert r.exit_code == 2 and "sbatch and srun not found on PATH" in r.output and "pending" not in r.output
+    assert not list(res.glob("jobs/*.json"))
