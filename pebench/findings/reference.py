@@ -25,6 +25,45 @@ def prediction_interval(values: list[float]) -> tuple[float, float] | None:
     return m - h, m + h
 
 
+def _settings(df: pd.DataFrame, metric: str, split: str, protocol: str) -> dict:
+    """Per (label, length): what makes two cells comparable: the steps trained, the config's name (its hash holds
+    the seed) and the tokens scored (the evaluation stream), each as the set of values its records hold."""
+    from ..tasks import metric as find_metric
+
+    out: dict = {}
+    if df.empty:
+        return out
+    df = df[(df["task"] == find_metric(metric).task) & (df["split"] == split) & (df["protocol"] == protocol)]
+    for lab, L, steps, h, d in zip(df["label"], df["length"], df["steps"], df["config"], df["details"]):
+        s = out.setdefault((lab, int(L)), {"steps": set(), "config": set(), "tokens": set()})
+        s["steps"].add(_count(steps))
+        s["config"].add(None if pd.isna(h) else h)
+        s["tokens"].add(_count((d or {}).get("tokens_scored")))
+    return out
+
+
+def _count(v):
+    """A count as an int (pandas makes a column with gaps float), None where a record has none."""
+    return None if v is None or pd.isna(v) else int(v)
+
+
+def comparable(mine: dict, theirs: dict) -> str:
+    """Why a cell of yours cannot be judged against the reference's ('' when it can): a training length, config or
+    evaluation stream that none of the reference's draws of that cell had."""
+    why = []
+    if not mine["steps"] <= theirs["steps"]:
+        why.append(f"trained {_one(mine['steps'])} steps, the reference {_one(theirs['steps'])}")
+    elif not mine["config"] <= theirs["config"]:
+        why.append(f"config {_one(mine['config'])}, the reference {_one(theirs['config'])}")
+    if not mine["tokens"] <= theirs["tokens"]:
+        why.append(f"scored {_one(mine['tokens'])} tokens, the reference {_one(theirs['tokens'])} (--max-tokens)")
+    return "; ".join(why)
+
+
+def _one(values: set) -> str:
+    return "/".join(sorted(f"{v:,}" if isinstance(v, int) else str(v) for v in values))
+
+
 def _cells(df: pd.DataFrame, metric: str, split: str, protocol: str) -> dict:
     from ..tasks import metric as find_metric
 
@@ -54,8 +93,10 @@ def compare_runs(
     if not mine:
         raise PebenchError(f"no {metric} records on the {split} split ({protocol}) in your results")
     rows = []
+    mine_set, theirs_set = _settings(yours, metric, split, protocol), _settings(ref, metric, split, protocol)
     for (lab, L, prec), seeds in sorted(mine.items(), key=lambda kv: kv[0]):
         ref_seeds = theirs.get((lab, L, prec), {})  # the reference's draws in your run's training precision
+        apart = comparable(mine_set[(lab, L)], theirs_set[(lab, L)]) if (lab, L) in theirs_set else ""
         for seed, v in sorted(seeds.items()):
             m, ci = mean_ci(list(ref_seeds.values())) if ref_seeds else (None, None)
             pi = prediction_interval(list(ref_seeds.values()))
@@ -72,7 +113,7 @@ def compare_runs(
                     "ref_seeds": len(ref_seeds),
                     "expected_lo": pi[0] if pi else None,
                     "expected_hi": pi[1] if pi else None,
-                    "verdict": _verdict(v, pi),
+                    "verdict": f"not comparable: {apart}" if apart else _verdict(v, pi),
                 }
             )
     return pd.DataFrame(rows)
@@ -85,9 +126,14 @@ def _verdict(v: float, pi) -> str:
 
 
 def summary(df: pd.DataFrame) -> str:
+    apart = df["verdict"].str.startswith("not comparable")
     n_in = int((df["verdict"] == "inside").sum())
-    n_ref = int((df["verdict"] != "no reference").sum())
-    return (
+    n_ref = int(((df["verdict"] != "no reference") & ~apart).sum())
+    out = (
         f"{n_in} of {n_ref} cells inside the range one new seed is expected in (95% prediction interval over "
         f"the reference seeds); a few outside is expected of 95% intervals, many is not"
     )
+    if apart.any():
+        first = df.loc[apart, "verdict"].iloc[0].removeprefix("not comparable: ")
+        out += f"\n{int(apart.sum())} cells not comparable with the reference and not judged ({first})"
+    return out

@@ -56,6 +56,7 @@ def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.Dat
                 "config": (rec.get("provenance") or {}).get("config_name"),  # a scale suite's point: tiny-d64
                 "chance": rec.get("chance") or {},
                 "git_commit": (rec.get("provenance") or {}).get("git_commit"),
+                "steps": (rec.get("provenance") or {}).get("steps"),
             }
         )
     return pd.DataFrame(rows)

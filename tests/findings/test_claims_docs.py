@@ -288,6 +288,27 @@ def test_compare_names_cells_outside_the_expected_range(rset, tmp_path):
     assert df.loc[("breaks", 2048), "verdict"] == "worse than expected"
 
 
+def test_compare_judges_only_runs_trained_and_scored_as_the_reference_was(rset, tmp_path):
+    """A run trained for other steps (or with another config), or scored on another stream, is not judged against
+    the reference: its cells say why and the summary counts them apart."""
+    from pebench.findings.reference import summary
+
+    mine = ResultsDir(tmp_path / "mine")
+    short = record("flat", 0, 128, 4.05)
+    short["provenance"] = {**short["provenance"], "steps": 30}
+    mine.write_record(short)
+    other = record("breaks", 0, 2048, 9.0)
+    other["details"] = {"tokens_scored": 1000}
+    mine.write_record(other)
+    ref = records_frame(rset)
+    ref["steps"] = 500
+    df = compare_runs(records_frame(mine), ref).set_index(["label", "length"])
+    assert df.loc[("flat", 128), "verdict"] == "not comparable: trained 30 steps, the reference 500"
+    assert "scored 1,000 tokens, the reference None" in df.loc[("breaks", 2048), "verdict"]
+    text = summary(df.reset_index())
+    assert "0 of 0 cells inside" in text and "2 cells not comparable" in text
+
+
 # ---- the committed results ---------------------------------------------------------------------------------
 
 
