@@ -29,14 +29,13 @@ BEST = '<td class="best">'
 def table_html(t) -> str:
     """A report Table as HTML; the best cell of each column (by the metric's direction) gets class 'best'."""
     from .effective import effective_text, has_effective
-    from .report import _fmt, _header
+    from .report import _header
 
     head = "".join(f"<th>{html.escape(h)}</th>" for h in _header(t))
     body = []
     for lab in t.rows:
         cells = "".join(
-            (BEST if t.is_best(lab, L) else "<td>") + html.escape(_fmt(t.cells.get((lab, L)), t.digits)) + "</td>"
-            for L in t.lengths
+            (BEST if t.is_best(lab, L) else "<td>") + html.escape(t.text(lab, L)) + "</td>" for L in t.lengths
         )
         last = [t.ratio_text(lab)] + ([effective_text(t, lab)] if has_effective(t) else [])
         body.append(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -112,6 +112,16 @@ class Table:
     task: str = "ppl"
     chosen_protocol: bool = True  # the protocol was asked for (False: the default one of the records present)
     chance: str = ""  # the metric's chance level in these records ('0.1'; 'varies' across them; '' unknown)
+    states: dict = field(default_factory=dict)  # (label, length) -> why a cell with records has no value
+
+    def text(self, label: str, length: int) -> str:
+        """A cell as the tables print it: the value (± ci over seeds, or one seed's trial interval), else why it
+        has none: 'undefined' (the scheme has no value there), 'failed', 'not a number', 'invalid' (a value the
+        metric cannot take), or 'not evaluated' (no record)."""
+        cell = self.cells.get((label, length))
+        if cell is None:
+            return "not evaluated"
+        return _fmt(cell, self.digits) if cell[0] is not None else self.states.get((label, length), "n/a")
 
     def ratio_text(self, label: str) -> str:
         r = self.ratio.get(label)
@@ -163,22 +173,31 @@ def _records_of(
     return df, protocol
 
 
-def _cells(df: pd.DataFrame, metric: str) -> dict:
-    """(label, length) -> (mean over seeds, 95% half-width, seeds, one seed's own trials' interval or None)."""
-    cells = {}
+def _cells(df: pd.DataFrame, metric: str) -> tuple[dict, dict]:
+    """(label, length) -> (mean over seeds, 95% half-width, seeds, one seed's own trials' interval or None); and,
+    for a cell whose records give no value, why (``Table.states``). A value the metric cannot take (a perplexity
+    below 1, a share outside [0, 1]) is never averaged in: the cell says 'invalid'."""
+    m = find_metric(metric)
+    cells, states = {}, {}
     for (label, L), g in df.groupby(["label", "length"]):
-        ok = [
-            (float(v), iv.get(metric))
-            for v, s, iv in zip(g[metric], g["status"], g["intervals"])
-            if s == "ok" and v is not None and not pd.isna(v)
-        ]
+        ok, seen = [], set()
+        for v, s, iv in zip(g[metric], g["status"], g["intervals"]):
+            if s != "ok":
+                seen.add("undefined" if s == "undefined" else "failed")
+            elif v is None or pd.isna(v):
+                seen.add("not a number" if v is not None else "not measured")
+            elif not m.possible(float(v)):
+                seen.add("invalid")
+            else:
+                ok.append((float(v), iv.get(metric)))
         if ok:
             mean, ci = mean_ci([v for v, _ in ok])
             one = tuple(ok[0][1]) if len(ok) == 1 and ok[0][1] else None  # a single seed: its trials' interval
             cells[(label, int(L))] = (mean, ci, len(ok), one)
         else:
             cells[(label, int(L))] = (None, 0.0, 0, None)
-    return cells
+            states[(label, int(L))] = " / ".join(sorted(seen)) or "n/a"
+    return cells, states
 
 
 def build_table(
@@ -197,7 +216,7 @@ def build_table(
     ctx = int(df["train_context"].mode().iloc[0])
     contexts = {L: f"{L / ctx:g}x" for L in lengths}
     rows = sorted(df["label"].unique(), key=row_key)
-    cells = _cells(df, metric)
+    cells, states = _cells(df, metric)
     ratio = {}  # always the longest length over 1x (the training context): never a silently different base
     for lab in rows:
         top, one = cells.get((lab, lengths[-1]), (None,))[0], cells.get((lab, ctx), (None,))[0]
@@ -217,6 +236,7 @@ def build_table(
         m.task,
         chosen,
         chance_text(df, m),
+        states,
     )
 
 
@@ -259,7 +279,7 @@ def _rows(t: Table, bold, cell=lambda s: s):
     for lab in t.rows:
         cells = []
         for L in t.lengths:
-            s = cell(_fmt(t.cells.get((lab, L)), t.digits))
+            s = cell(t.text(lab, L))
             cells.append(bold(s) if t.is_best(lab, L) else s)
         yield (
             lab,
@@ -509,7 +529,7 @@ def context_markdown(
                 continue
             cells = []
             for L in lengths:
-                s = _fmt(t.cells.get((lab, L)), t.digits) if L in t.lengths else ""
+                s = t.text(lab, L) if L in t.lengths else ""
                 cells.append(f"**{s}**" if L in t.lengths and t.is_best(lab, L) else s)
             if eff:
                 cells.append(effective.effective_text(t, lab) if effective.has_effective(t) else "")
@@ -546,7 +566,7 @@ def by_seed_markdown(
     ]
     rows = sorted({lab for ts in tables.values() for t in ts for lab in t.rows}, key=row_key)
     for lab in rows:
-        cells = [_fmt(tables[d][i].cells.get((lab, length)), t.digits) for i, t in enumerate(first) for d in draws]
+        cells = [tables[d][i].text(lab, length) for i in range(len(first)) for d in draws]
         lines.append(f"| {lab} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -50,6 +50,14 @@ class Metric:
     # task's options and the vocabulary size V; None where it has no one value. Records carry it (``chance``)
     # and reports show it beside the metric, so two tokenizers' chance levels are never mixed unseen.
     chance: Any = None
+    # The smallest value the metric can take (a perplexity 1, a loss 0); a record below it is damaged, not a result.
+    floor: Optional[float] = None
+
+    def possible(self, value: float) -> bool:
+        """Whether a measured value is one the metric can take (a share lies in [0, 1])."""
+        if self.proportion and not 0.0 <= value <= 1.0:
+            return False
+        return self.floor is None or value >= self.floor
 
     def chance_at(self, options: dict, vocab: int) -> Optional[float]:
         c = self.chance(options, vocab) if callable(self.chance) else self.chance

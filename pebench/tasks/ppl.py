@@ -57,13 +57,14 @@ class PplTask(Task):
     name = "ppl"
     description = "perplexity over the evaluation stream; ppl_far over the tokens only far context predicts"
     metrics = (
-        Metric("ppl", "ppl", False, "perplexity: exp(mean cross-entropy per scored token)", chance=_vocab),
+        Metric("ppl", "ppl", False, "perplexity: exp(mean cross-entropy per scored token)", chance=_vocab, floor=1.0),
         Metric(
             "ppl_far",
             "ppl",
             False,
             "perplexity over the far tokens (preceding n bytes last seen > T tokens earlier)",
             chance=_vocab,
+            floor=1.0,
         ),
         Metric(
             "bpb",
@@ -73,8 +74,17 @@ class PplTask(Task):
             "(= loss / ln 2 for the byte tokenizer); compares across tokenizers",
             3,
             chance=lambda o, V: 8.0 if V == 256 else None,  # a byte each token: log2 256; else tokens per byte vary
+            floor=0.0,
         ),
-        Metric("loss", "ppl", False, "mean cross-entropy per scored token (nats)", 3, chance=lambda o, V: math.log(V)),
+        Metric(
+            "loss",
+            "ppl",
+            False,
+            "mean cross-entropy per scored token (nats)",
+            3,
+            chance=lambda o, V: math.log(V),
+            floor=0.0,
+        ),
     )
     derived = (Metric("ratio", "ppl", False, "ppl / ppl at 1x of the same run", 3, derived=True),)
     fields = {

@@ -78,7 +78,7 @@ def test_eval_records_with_provenance_and_undefined(trained):
 def test_report_table_md_csv(trained):
     r = invoke("report", "--format", "md", "--results", trained)
     assert r.exit_code == 0, r.output
-    assert "| alibi |" in r.output and "n/a" in r.output and "16 (1x)" in r.output and "64 (4x)" in r.output
+    assert "| alibi |" in r.output and "undefined" in r.output and "16 (1x)" in r.output and "64 (4x)" in r.output
     md = (trained / "report.md").read_text()
     assert "| learned |" in md
     df = pd.read_csv(trained / "report.csv")

@@ -94,7 +94,7 @@ def test_every_format_written_and_parseable(results):
     tex = (root / "report.tex").read_text()
     assert r"\toprule" in tex and r"\textbf{9.00}" in tex and r"$\pm$" in tex
     md = (root / "report.md").read_text()
-    assert "**9.00**" in md and "(n=3)" in md and "n/a" in md
+    assert "**9.00**" in md and "(n=3)" in md and "| undefined |" in md
     for png in ("plot_length.png", "plot_position.png"):
         data = (root / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
@@ -163,7 +163,7 @@ def test_a_damaged_record_is_named_and_the_ratio_says_its_1x_is_missing(results)
     t = rp.build_table(rp.records_frame(results))
     assert t.ratio["alibi"] is None and t.ratio_text("alibi") == "n/a (1x missing)"  # no silent 64/64 ratio
     assert t.ratio_text("learned") == "n/a"  # 1x present, the longest length undefined
-    assert "| alibi | n/a | **9.50** | n/a (1x missing) |" in r.output and "ppl 4x/1x" in r.output
+    assert "| alibi | not evaluated | **9.50** | n/a (1x missing) |" in r.output and "ppl 4x/1x" in r.output
 
 
 def test_each_scheme_has_one_stable_distinct_style_and_rope_variants_are_one_blue_family():
@@ -198,3 +198,25 @@ def test_each_scheme_has_one_stable_distinct_style_and_rope_variants_are_one_blu
     ft = style_for("rope+yarn ft512")
     assert ft.hollow and (ft.color, ft.linestyle) == (style_for("rope+yarn").color, style_for("rope+yarn").linestyle)
     assert style_for("my-scheme") == style_for("my-scheme")  # a user's scheme: stable too
+
+
+def test_a_cell_without_a_value_says_why(tmp_path):
+    """Undefined by the scheme, failed, not a number, a value the metric cannot take (ppl -1: never averaged in),
+    and no record at all are told apart in the cells; a damaged value beside a good one leaves the good one."""
+    rd = ResultsDir(tmp_path / "res")
+    rd.write_record(rec("a-s0", "a", 0, 16, 5.0))
+    rd.write_record(rec("a-s0", "a", 0, 64, None, status="undefined"))
+    rd.write_record(rec("b-s0", "b", 0, 16, 5.0))
+    rd.write_record(rec("b-s0", "b", 0, 64, None, status="failed"))
+    rd.write_record(rec("c-s0", "c", 0, 16, 5.0))
+    bad = rec("c-s0", "c", 0, 64, 5.0)
+    bad["metrics"]["ppl"] = -1.0
+    rd.write_record(bad)
+    rd.write_record(rec("d-s0", "d", 0, 16, 5.0))
+    rd.write_record(rec("e-s0", "e", 0, 16, float("nan")))
+    rd.write_record(rec("e-s1", "e", 1, 16, 6.0))
+    rd.write_record(rec("e-s0", "e", 0, 64, float("nan")))
+    t = rp.build_table(rp.records_frame(rd))
+    assert [t.text(x, 64) for x in "abcde"] == ["undefined", "failed", "invalid", "not evaluated", "not a number"]
+    assert t.text("e", 16) == "6.00" and t.cells[("e", 16)][2] == 1
+    assert "| d | **5.00** | not evaluated |" in rp.to_markdown(t)
