@@ -406,6 +406,7 @@ class ConfigFlags:
     compile: Optional[bool] = _flag("train.compile", "--compile")
     needles: Optional[float] = _flag("train.needles", "--needles")  # also joins the config name
     seed: Optional[int] = _flag("train.seed", "--seed")
+    lr: Optional[float] = _flag("train.lr", "--lr")  # every scheme's rate (the tuned ones set aside); joins the name
     precision: Optional[str] = _flag("train.precision", "--precision")
     sinks: Optional[bool] = _flag("model.attention_sinks", "--sinks")  # also joins the config name
     ssmax: Optional[bool] = _flag("model.ssmax", "--ssmax")  # also joins the config name
@@ -465,6 +466,11 @@ def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
         if flags.ssmax:
             cfg = replace(cfg, name=f"{cfg.name}-ssmax")
         notes: list[str] = []
+        if flags.lr is not None:  # one rate for every scheme: runs at it never take the tuned runs' names
+            if cfg.train.lr_by_scheme:
+                notes.append(f"--lr {flags.lr:g} trains every scheme at it (the config's per-scheme rates set aside)")
+            cfg = replace(cfg, name=f"{cfg.name}-lr{flags.lr:g}", train=replace(cfg.train, lr_by_scheme={}))
         if flags.steps is not None:
-            cfg, notes = with_steps(cfg, flags.steps)
+            cfg, more = with_steps(cfg, flags.steps)
+            notes += more
         return cfg.validate(), notes

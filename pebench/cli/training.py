@@ -23,6 +23,7 @@ from .options import (
     LauncherOptOpt,
     LayersOpt,
     LengthsOpt,
+    LrOpt,
     MaxTokensOpt,
     NeedlesOpt,
     OverlayOpt,
@@ -48,6 +49,7 @@ def train(
     config: str = typer.Option("tiny", "--config", help="tiny | small | PATH.yaml"),
     overlays: Optional[List[Path]] = OverlayOpt,
     steps: Optional[int] = StepsOpt,
+    lr: Optional[float] = LrOpt,
     seed: Optional[int] = SeedOpt,
     seeds: Optional[str] = SeedsOpt,
     data: Optional[str] = DataOpt,
@@ -108,6 +110,7 @@ def run(
     config: Optional[str] = typer.Option(None, "--config", help="default: the suite's"),
     overlays: Optional[List[Path]] = OverlayOpt,
     steps: Optional[int] = StepsOpt,
+    lr: Optional[float] = LrOpt,
     seeds: Optional[str] = SeedsOpt,
     data: Optional[str] = DataOpt,
     text_field: Optional[str] = TextFieldOpt,
@@ -190,7 +193,7 @@ def tune(
 
     lrs = parse_list(lr, "--lr", float, lo=1e-12)
     grid = parse_option_grid(option or [])
-    base, notes = resolve_flags(fields_from(ConfigFlags, locals()))
+    base, notes = resolve_flags(fields_from(ConfigFlags, locals(), lr=None))  # its --lr is the grid
     base = at_point(base, point, steps is not None) if point else base
     notes_of(notes)
 

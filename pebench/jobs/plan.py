@@ -51,7 +51,7 @@ def plan_runs(base: Config, schemes: list[str], seeds: list[int]) -> list[tuple[
     """(run name, config) for every scheme x seed, each with its scheme's learning rate from
     ``train.lr_by_scheme`` (else ``train.lr``); scheme options are validated before anything runs."""
     from ..checkpoint import build_model
-    from ..patterns import is_pattern, model_for
+    from ..patterns import is_pattern, model_for, uniform_scheme
     from ..pe import SCHEMES, SOURCES
 
     for name in base.train.lr_by_scheme:
@@ -61,7 +61,8 @@ def plan_runs(base: Config, schemes: list[str], seeds: list[int]) -> list[tuple[
     for s in schemes:
         model = model_for(base.model, s)
         for sd in seeds:
-            lr = float(base.train.lr_by_scheme.get(model.pe, base.train.lr))
+            key = uniform_scheme(model) or model.pe  # rope,rope,rope,rope trains at rope's rate
+            lr = float(base.train.lr_by_scheme.get(key, base.train.lr))
             cfg = replace(
                 base,
                 model=replace(model, pe_source=SOURCES.get(model.pe, "")),

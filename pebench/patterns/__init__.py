@@ -179,6 +179,16 @@ def layers_of(model_cfg) -> list[LayerSpec]:
     return [LayerSpec(model_cfg.pe) for _ in range(model_cfg.n_layers)]
 
 
+def uniform_scheme(model_cfg) -> str:
+    """The one scheme of a layer list whose every layer is that scheme as the plain model has it (no options,
+    span, logit scale or Scalable-Softmax of its own), so it trains as ``--pe SCHEME`` would; '' otherwise."""
+    if not model_cfg.layers:
+        return ""
+    plain = {LayerSpec(layer.pe) == layer for layer in layers_of(model_cfg)}
+    names = {layer.pe for layer in layers_of(model_cfg)}
+    return names.pop() if plain == {True} and len(names) == 1 else ""
+
+
 def layers_config(layers: list[LayerSpec]) -> list[dict]:
     """The config form of a list: each layer's dict without the keys at their defaults."""
     defaults = asdict(LayerSpec(""))

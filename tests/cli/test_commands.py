@@ -384,3 +384,21 @@ def test_list_checks_a_runs_state_against_its_folder(trained, tmp_path):
     out = invoke("list", "--results", res).output
     assert "alibi-micro-s0" in out and "stopped (its process is gone" in out
     assert "finished (checkpoint missing" in out
+
+
+def test_a_uniform_layer_list_trains_as_its_scheme_and_lr_sets_every_rate(tmp_path):
+    """`--layers rope,rope,rope,rope` is the plain RoPE model: it trains at RoPE's tuned rate (it took the config's
+    default); `--lr` trains every scheme at the rate given, says the tuned rates are set aside and names its runs
+    apart."""
+    from pebench.config import load_config
+
+    tuned = load_config("tiny").train.lr_by_scheme["rope"]
+    res = tmp_path / "res"
+    r = invoke("train", "--layers", "rope,rope,rope,rope", "--steps", "1", "--results", res)
+    assert r.exit_code == 0, r.output
+    (run,) = (res / "runs").iterdir()
+    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["lr"] == tuned
+    r = invoke("train", "--pe", "rope", "--lr", "0.002", "--steps", "1", "--results", res)
+    assert r.exit_code == 0 and "--lr 0.002 trains every scheme at it" in r.output, r.output
+    cfg = yaml.safe_load((res / "runs" / "rope-tiny-lr0.002-s0" / "config.yaml").read_text())
+    assert cfg["train"]["lr"] == 0.002 and cfg["train"]["lr_by_scheme"] == {} and tuned != 0.002
