@@ -435,11 +435,16 @@ def naming_flags(flags: dict[str, str]) -> Iterator[None]:
         raise
 
 
+def short_warmup(warmup: int, steps: int) -> int:
+    """The warmup of a run of ``steps`` steps: at most a tenth of them (the one rule for --steps and continuations)."""
+    return min(warmup, steps // 10)
+
+
 def with_steps(cfg: Config, steps: int) -> tuple[Config, list[str]]:
     """The config trained for ``steps`` steps; the warmup (at most a tenth) and checkpoint interval (at most the
     steps) follow, and each change is returned as a note for the user."""
     t = cfg.train
-    warm, every = min(t.warmup, max(0, steps // 10)), min(t.checkpoint_every, steps)
+    warm, every = short_warmup(t.warmup, steps), min(t.checkpoint_every, steps)
     changed = [
         f"train.{k} {a} -> {b}"
         for k, a, b in (("warmup", t.warmup, warm), ("checkpoint_every", t.checkpoint_every, every))

@@ -282,7 +282,7 @@ class ResultsDir:
         """What makes a record one measurement: its path, and the precision its model trained in (a pack may hold
         the same run name trained in fp32 and in bf16: two draws, never one replacing the other; records from before
         the precision was recorded trained in fp32)."""
-        return self.record_path(rec), (rec.get("provenance") or {}).get("train_precision") or "fp32"
+        return self.record_path(rec), record_precision(rec)
 
     def _packed_texts(self) -> list[tuple]:
         if not self.packed.is_file():
@@ -336,6 +336,12 @@ CLAIMS_FILE = "claims.yaml"  # a committed result set's findings (findings.claim
 
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+
+def record_precision(rec: dict) -> str:
+    """The precision a record's model trained in (``provenance.train_precision``); records from before it was
+    recorded trained in fp32, as pebench then trained on a CPU. The one reading of it."""
+    return (rec.get("provenance") or {}).get("train_precision") or "fp32"
 
 
 def check_run_name(name: str) -> str:

@@ -47,12 +47,20 @@ def fixed_bytes(form: str) -> int:
     return parts + (len(TASK) + 1 if form == "standard" else 0)
 
 
+def choose_form(form: str, need_standard: int, need_compact: int, length: int) -> Optional[str]:
+    """The prompt form of a window (the one rule of every retrieval task): ``form`` itself (None where it does not
+    fit), or for ``auto`` the standard form where it leaves at least half the window to the haystack, else the
+    compact one; ``need_*``: the tokens the form needs, its least haystack included."""
+    if form == "standard":
+        return "standard" if need_standard <= length else None
+    if form == "compact" or 2 * need_standard > length:
+        return "compact" if need_compact <= length else None
+    return "standard"
+
+
 def passkey_form(length: int) -> Optional[str]:
-    """The standard template where at least half the window is left for the haystack, else the compact one
-    (needle and question only); None where not even the compact form fits."""
-    if 2 * fixed_bytes("standard") <= length:
-        return "standard"
-    return "compact" if fixed_bytes("compact") < length else None
+    """``choose_form`` for the byte passkey: the compact form needs one haystack byte at least."""
+    return choose_form("auto", fixed_bytes("standard"), fixed_bytes("compact") + 1, length)
 
 
 def fill(haystack: Optional[np.ndarray], room: int, filler: Optional[np.ndarray] = None) -> np.ndarray:
@@ -108,7 +116,7 @@ def token_passkey(encode, length: int, depth: float, key: str, haystack: Optiona
     ``answer`` says how many tokens the key takes at the end."""
     pieces = {f: token_pieces(encode, key, f) for f in FORMS}
     fixed = {f: sum(len(p) for p in pieces[f]) for f in FORMS}
-    form = "standard" if 2 * fixed["standard"] <= length else "compact" if fixed["compact"] < length else None
+    form = choose_form("auto", fixed["standard"], fixed["compact"] + 1, length)
     if form is None:
         raise ValueError(f"a passkey window needs more than {fixed['compact']} tokens, got {length}")
     head, needle, question, answer = pieces[form]

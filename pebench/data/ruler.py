@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .needles import _b, doc_kind, fill
+from .needles import _b, choose_form, doc_kind, fill
 
 FORMS = ("standard", "compact")
 CONSONANTS, VOWELS = "bdfgklmnprstvz", "aeiou"
@@ -120,16 +120,6 @@ def assemble(
     tokens = np.concatenate(parts).astype(np.uint8)
     assert len(tokens) == length, (len(tokens), length)
     return tokens, starts
-
-
-def choose_form(form: str, need_standard: int, need_compact: int, length: int) -> Optional[str]:
-    """``form`` itself (None where it does not fit), or for ``auto`` the standard form where it leaves at least half
-    the window to the haystack, else the compact one."""
-    if form == "standard":
-        return "standard" if need_standard <= length else None
-    if form == "compact" or 2 * need_standard > length:
-        return "compact" if need_compact <= length else None
-    return "standard"
 
 
 # ----- needle in a haystack: single, multikey, multivalue, multiquery -----

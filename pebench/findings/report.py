@@ -13,7 +13,7 @@ from ..errors import PebenchError
 from ..fsutil import atomic_path, atomic_write_text
 from ..groups import row_key
 from ..registry import Registry
-from ..results import CLAIMS_FILE, ResultsDir, protocol_key
+from ..results import CLAIMS_FILE, ResultsDir, protocol_key, record_precision
 from ..stats import mean_ci
 from ..style import CONTEXT_LINE, legend_labels, save_figure, style_for
 from ..tasks import TASKS, task_names
@@ -50,8 +50,7 @@ def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.Dat
                 "details": rec.get("details") or {},
                 "position_buckets": (rec.get("details") or {}).get("position_buckets"),
                 "split": rec.get("split", "validation"),
-                # the precision the model trained in: records from before it was recorded trained in fp32
-                "precision": (rec.get("provenance") or {}).get("train_precision") or "fp32",
+                "precision": record_precision(rec),
                 "measured_as": (rec.get("provenance") or {}).get("measured_as"),
                 "config": (rec.get("provenance") or {}).get("config_name"),  # a scale suite's point: tiny-d64
                 "chance": rec.get("chance") or {},

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Optional
 
-from ..config import Config, ConfigFlags, naming_flags, resolve_config, with_overlays
+from ..config import Config, ConfigFlags, naming_flags, resolve_config, short_warmup, with_overlays
 from ..errors import UsageError
 from ..evaluate import EvalFlags, EvalRequest, parse_variants
 from ..parsing import parse_context, parse_lengths, parse_list
@@ -107,7 +107,7 @@ def recalibration_config(parent: Config, scheme: str, steps: int, source: str = 
     parent's optimisation), warmup shortened. The saved config states that rate alone: ``lr_by_scheme`` is
     cleared, so it can never be read as another rate than the one used."""
     model = replace(parent.model, pe=scheme, pe_source=source)
-    warm = min(parent.train.warmup, max(1, steps // 10))
+    warm = short_warmup(parent.train.warmup, steps)
     return replace(
         parent,
         model=model,
@@ -124,7 +124,7 @@ def finetune_config(parent: Config, context: int, scaling: str, factor: Optional
         scaling=scaling, factor=float(factor or context / parent.model.context), original_context=parent.model.context
     )
     model = replace(parent.model, context=context, pe_options=pe_options)
-    warm = min(parent.train.warmup, max(1, steps // 10))
+    warm = short_warmup(parent.train.warmup, steps)
     batch = max(1, parent.train.batch_size * parent.model.context // context)  # same tokens per step
     return replace(
         parent,
