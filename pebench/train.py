@@ -454,8 +454,9 @@ class _Loop:
         tc = self.cfg.train
         if self.is_main and (done % tc.log_every == 0 or done == tc.steps or stopping):
             self.log(done, loss, lr)
-        elif self.is_main and self.progress:  # the bar moves every step; the speed is the last log line's
-            self.progress(done, tc.steps, loss, self.last_tps)
+        elif self.is_main and self.progress:  # the bar moves every step; the speed is the last log line's, or
+            el = time.time() - self.window_t  # before the first log, the speed so far (never a 0 tok/s)
+            self.progress(done, tc.steps, loss, self.last_tps or (self.window_tokens / el if el > 0 else 0.0))
         if self.is_main and tc.eval_every and (done % tc.eval_every == 0 or done == tc.steps):
             point = curve_point(self.model, self.cfg, self.corpus.tokens("validation"), self.dev)
             append_line(

@@ -146,6 +146,12 @@ def handle_errors(fn):
     return wrapper
 
 
+def next_step(command: str, results, why: str) -> None:
+    """The line after a command's work that says what to run next (on stderr: stdout stays the command's output)."""
+    folder = "" if str(results) == "results" else f" --results {results}"
+    warn(f"next: pebench {command}{folder}  ({why})")
+
+
 def echo(line: str = "", err: bool = False) -> None:
     typer.echo(line, err=err)
 

@@ -77,7 +77,7 @@ def eval_cmd(
     if hf:
         rd.ensure_writable()
         outside_eval(rd, hf, lengths, rope_scaling, req, context, dtype, revision, data, console.reporter())
-        return
+        return console.next_step("report --metric bpb", results, "its rows beside your runs', in bits per byte")
     names = [n for r in run or [] for n in parse_list(r, "--run")] or rd.existing().runs_in(
         "finished"
     )  # repeat or comma list
@@ -85,6 +85,7 @@ def eval_cmd(
         raise UsageError(f"no finished runs to evaluate in {rd.runs}; train one first (pebench train)")
     if evaluate_runs(rd.ensure_writable(), names, req, rope_scaling is not None, console.reporter()):
         raise typer.Exit(1)
+    console.next_step("report", results, "the table and plots of every record")
 
 
 @app.command()

@@ -94,6 +94,7 @@ def train(
         resume=resume,
         overwrite=overwrite,
     )
+    console.next_step("eval", results, "measures the finished runs at 1x to 16x their context")
 
 
 @app.command()
@@ -158,6 +159,7 @@ def run(
     if done.table is not None:
         console.print_table(done.table)
         console.echo((done.context_md or "") + "\n" + done.summary)
+    console.next_step("compare", results, "your runs against the committed reference; report --html for a page")
 
 
 @app.command()

@@ -29,7 +29,7 @@ def train_run(cfg: Config, results: ResultsDir, name: str, reporter: Reporter, d
         )
 
         def on_step(step, total, loss, tps):
-            rep.progress.update(step, f"loss {loss:.3f}, {tps:,.0f} tok/s")
+            rep.progress.update(step, f"loss {loss:.3f}, " + (f"{tps:,.0f} tok/s" if tps > 0 else "tok/s measuring"))
 
         try:
             res = train(

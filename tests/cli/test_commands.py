@@ -32,6 +32,7 @@ def trained(tmp_path_factory, micro_config):
     assert r.exit_code == 0, r.output
     r = invoke("eval", "--lengths", "16,64", "--results", res)
     assert r.exit_code == 0, r.output
+    assert f"next: pebench report --results {res}" in r.output
     return res
 
 
@@ -396,6 +397,7 @@ def test_a_uniform_layer_list_trains_as_its_scheme_and_lr_sets_every_rate(tmp_pa
     res = tmp_path / "res"
     r = invoke("train", "--layers", "rope,rope,rope,rope", "--steps", "1", "--results", res)
     assert r.exit_code == 0, r.output
+    assert f"next: pebench eval --results {res}  (measures the finished runs" in r.output  # the next step
     (run,) = (res / "runs").iterdir()
     assert yaml.safe_load((run / "config.yaml").read_text())["train"]["lr"] == tuned
     r = invoke("train", "--pe", "rope", "--lr", "0.002", "--steps", "1", "--results", res)
