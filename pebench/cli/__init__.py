@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 
 from . import evaluation, findings, job, outside, reference, training  # noqa: F401  (commands; the docs' reference)
-from .app import app
+from .app import app, one_line_helps
 
 __all__ = ["app", "main"]
+one_line_helps(app)
 
 
 def main() -> None:

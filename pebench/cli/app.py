@@ -35,6 +35,19 @@ def main_callback(
     """--debug is taken off the line before parsing (OneLineErrors); declared here for --help."""
 
 
+def one_line_helps(typer_app: typer.Typer) -> None:
+    """Each command's help from its docstring with the source's line breaks joined (help wraps at the terminal's
+    width, never mid-sentence at the source's), and its line in the command list its first sentence."""
+    import re
+
+    for info in typer_app.registered_commands:
+        doc = (info.callback.__doc__ or "").strip()
+        paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", doc) if p.strip()]
+        info.help = "\n\n".join(paragraphs)
+        first = paragraphs[0] if paragraphs else ""
+        info.short_help = re.split(r"(?<=[.;])\s", first, maxsplit=1)[0].rstrip(";")
+
+
 def notes_of(notes: list[str]) -> None:
     for n in notes:
         warn(f"note: {n}")

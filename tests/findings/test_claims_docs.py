@@ -319,7 +319,7 @@ def test_every_committed_claim_holds_and_covers_every_findings_page():
     assert not failed, failed
     assert len(verdicts) >= 30
     for page in sorted((REPO / "docs").glob("*.md")):
-        reference = ("cli.md", "commands.md", "operations.md", "layout.md")  # the reference pages state no findings
+        reference = ("cli.md", "commands.md", "operations.md", "layout.md", "index.md")  # pages stating no findings
         if "<!-- pebench:claims" not in page.read_text() and page.name not in reference:
             pytest.fail(f"{page.name} shows no checked claims")
 
