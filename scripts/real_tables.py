@@ -1,9 +1,12 @@
-"""fp32 against bf16 for an outside model: the records ``scripts/real.sh`` writes under WORK/precision-float32 and
-WORK/precision-bfloat16 (the same windows of the same stream in each dtype) as one markdown table, written to
-results/real/precision.md: perplexity in each dtype, their relative difference against the tolerance the faster
-path must keep, the largest difference of a single window's loss, and the seconds per window of each.
+"""The tables of results/real from the records ``scripts/real.sh`` writes under WORK:
 
-Usage: python scripts/real_precision.py WORK [--out results/real/precision.md] [--tolerance 0.01]"""
+- ``precision.md``: fp32 against bf16 (WORK/precision-float32 and WORK/precision-bfloat16: the same windows of the
+  same stream in each dtype): perplexity in each, their relative difference against the tolerance the faster path
+  must keep, the largest difference of one window's loss, and the seconds per window of each;
+- ``profile.md``: the evaluation's time per length and scaling (seconds per window and tokens per second, bf16), from
+  WORK's own records.
+
+Usage: python scripts/real_tables.py WORK [--out results/real] [--tolerance 0.01]"""
 
 import argparse
 import datetime
@@ -26,7 +29,7 @@ def load(folder: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("work", type=Path)
-    ap.add_argument("--out", type=Path, default=Path("results/real/precision.md"))
+    ap.add_argument("--out", type=Path, default=Path("results/real"))
     ap.add_argument("--tolerance", type=float, default=0.01, help="the largest relative perplexity difference kept")
     a = ap.parse_args()
     fp32, bf16 = load(a.work / "precision-float32"), load(a.work / "precision-bfloat16")
@@ -45,7 +48,7 @@ def main() -> None:
     lines = [
         "# fp32 against bf16: SmolLM2-135M-Instruct",
         "",
-        f"`python scripts/real_precision.py WORK` on the records of `scripts/real.sh` "
+        f"`python scripts/real_tables.py WORK` on the records of `scripts/real.sh` "
         f"({datetime.date.today().isoformat()}, {any_rec['provenance'].get('device', 'cpu')}, torch "
         f"{any_rec['provenance'].get('torch_version')}): the same windows of sotu's validation split scored in each "
         "dtype; 'window' is the largest difference of one window's mean loss (nats).",
@@ -57,7 +60,36 @@ def main() -> None:
         f"Largest relative perplexity difference {100 * worst:.3f}% against the tolerance {100 * a.tolerance:g}%: "
         + ("bf16 is kept as the evaluation precision." if worst <= a.tolerance else "bf16 is NOT within it: use fp32."),
     ]
-    atomic_write_text(a.out, "\n".join(lines) + "\n")
+    atomic_write_text(a.out / "precision.md", "\n".join(lines) + "\n")
+    print("\n".join(lines))
+    profile(a.work, a.out / "profile.md")
+
+
+def profile(work: Path, out: Path) -> None:
+    """Seconds per window and tokens per second of every perplexity cell WORK holds, by length and scaling."""
+    rows, any_rec = [], None
+    recs = [r for r in ResultsDir(work).iter_records() if r["task"] == "ppl" and r["status"] == "ok"]
+    for r in sorted(recs, key=lambda r: (r["length"], r["variant"])):
+        any_rec = r
+        wall, win = r["provenance"]["wall_s"], r["details"]["windows"]
+        rows.append(
+            f"| {r['length']:,} | {r['label']} | {win} | {wall / win:.1f} | {win * r['length'] / wall:,.0f} | "
+            f"{wall / 60:.1f} |"
+        )
+    if any_rec is None:
+        raise SystemExit(f"error: no perplexity records under {work}")
+    p = any_rec["provenance"]
+    lines = [
+        "# The evaluation's time: SmolLM2-135M-Instruct",
+        "",
+        f"From the records of `scripts/real.sh` ({p.get('dtype')}, {p.get('device')}, {p.get('threads')} threads, "
+        f"torch {p.get('torch_version')}; a window's tokens per second count every position it runs, scored or not).",
+        "",
+        "| length | model | windows | s per window | tokens/s | minutes |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]
+    atomic_write_text(out, "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
