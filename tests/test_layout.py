@@ -41,3 +41,19 @@ def test_no_issue_number_in_the_product_text():
         if re.search(r"\bissues? #?\d+|\(#\d+\)", line, flags=re.I)
     ]
     assert not found, found
+
+
+def test_no_room_keeps_its_main_code_in_its_init():
+    """A package's ``__init__.py`` is its contract and its names (at most 40 lines of code: no docstring, blank or
+    comment lines); its work lives in modules named for it."""
+    import ast
+
+    big = {}
+    for init in sorted(PKG.rglob("__init__.py")):
+        tree = ast.parse(init.read_text())
+        doc = ast.get_docstring(tree, clean=False)
+        lines = [x for x in init.read_text().splitlines() if x.strip() and not x.strip().startswith("#")]
+        n = len(lines) - (len(doc.splitlines()) if doc else 0)
+        if n > 40:
+            big[str(init.relative_to(PKG))] = n
+    assert not big, big

@@ -5,7 +5,7 @@ beyond it only (``eval --logit-scale llama4@none`` applies it to a run trained w
 
 from __future__ import annotations
 
-from . import PATTERNS, LayerSpec, default_span, every
+from .base import PATTERNS, LayerSpec, default_span, every
 
 
 @PATTERNS.register("irope")

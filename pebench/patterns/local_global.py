@@ -5,7 +5,7 @@ window of 1/32 is 4 tokens at 128)."""
 
 from __future__ import annotations
 
-from . import PATTERNS, LayerSpec, default_span, every
+from .base import PATTERNS, LayerSpec, default_span, every
 
 
 @PATTERNS.register("local-global")

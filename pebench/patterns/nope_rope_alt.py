@@ -3,7 +3,7 @@ interleaving studied by Yang et al. 2025, "Rope to Nope and back again"); no win
 
 from __future__ import annotations
 
-from . import PATTERNS, LayerSpec
+from .base import PATTERNS, LayerSpec
 
 
 @PATTERNS.register("nope-rope-alt")

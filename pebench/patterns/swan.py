@@ -4,7 +4,7 @@ context."""
 
 from __future__ import annotations
 
-from . import PATTERNS, LayerSpec, default_span, every
+from .base import PATTERNS, LayerSpec, default_span, every
 
 
 @PATTERNS.register("swan")

@@ -331,3 +331,23 @@ def parse_floats(spec: Any, what: str, lo: float, hi: float) -> list[float]:
     from ..parsing import parse_list
 
     return parse_list(spec, what, float, lo=lo, hi=hi)
+
+
+__all__ = [
+    "METRICS",
+    "TASKS",
+    "EvalContext",
+    "Metric",
+    "Task",
+    "mean_interval",
+    "metric",
+    "parse_floats",
+    "record_line",
+    "parse_task_opts",
+    "register_task",
+    "resolve_tasks",
+    "task_names",
+    "task_options",
+    "unregister_task",
+    "wilson",
+]
