@@ -287,11 +287,21 @@ def _rows(t: Table, bold, cell=lambda s: s):
         )
 
 
+def _unit(t: Table) -> str:
+    """A perplexity's unit: per token of each model's own tokenizer, which differs between rows of pebench's byte
+    models and an outside model's subwords (then bpb, per byte, is the column that compares them)."""
+    if t.metric not in ("ppl", "ppl_far"):
+        return ""
+    return (
+        " per token (tokenizers differ across these rows: compare them by bpb)" if t.chance.startswith("varies") else ""
+    )
+
+
 def to_markdown(t: Table) -> str:
     head = _header(t)
     best = "highest" if t.higher_is_better else "lowest"
     lines = [
-        f"Metric: {t.metric}; protocol: {t.protocol}; split: {t.split}"
+        f"Metric: {t.metric}{_unit(t)}; protocol: {t.protocol}; split: {t.split}"
         + (f"; chance (a uniform guess): {t.chance}" if t.chance else "")
         + f"; best ({best}) value per column in bold."
         + (" Brackets: 95% interval over one seed's trials." if any(c[3] for c in t.cells.values()) else ""),

@@ -220,3 +220,17 @@ def test_a_cell_without_a_value_says_why(tmp_path):
     assert [t.text(x, 64) for x in "abcde"] == ["undefined", "failed", "invalid", "not evaluated", "not a number"]
     assert t.text("e", 16) == "6.00" and t.cells[("e", 16)][2] == 1
     assert "| d | **5.00** | not evaluated |" in rp.to_markdown(t)
+
+
+def test_a_table_mixing_tokenizers_says_its_perplexity_is_per_token(tmp_path):
+    """A byte model's perplexity is per byte, an outside model's per subword: a table with both says so and points
+    to bpb; a table of one tokenizer says nothing more."""
+    rd = ResultsDir(tmp_path / "res")
+    for run, V, ppl in (("byte-s0", 256, 4.0), ("hf-m", 49152, 20.0)):
+        r = rec(run, run, 0, 16, ppl)
+        r["chance"] = {"ppl": float(V)}
+        rd.write_record(r)
+    mixed = rp.to_markdown(rp.build_table(rp.records_frame(rd)))
+    assert mixed.startswith("Metric: ppl per token (tokenizers differ across these rows: compare them by bpb)")
+    one = rp.to_markdown(rp.build_table(rp.records_frame(rd), schemes=["byte-s0"]))
+    assert one.startswith("Metric: ppl; protocol")
