@@ -31,6 +31,7 @@ def main() -> None:
     ap.add_argument("work", type=Path)
     ap.add_argument("--out", type=Path, default=Path("results/real"))
     ap.add_argument("--tolerance", type=float, default=0.01, help="the largest relative perplexity difference kept")
+    ap.add_argument("--note", default="", help="a sentence on how the time was measured (other work on the cores)")
     a = ap.parse_args()
     fp32, bf16 = load(a.work / "precision-float32"), load(a.work / "precision-bfloat16")
     rows, worst = [], 0.0
@@ -62,10 +63,10 @@ def main() -> None:
     ]
     atomic_write_text(a.out / "precision.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
-    profile(a.work, a.out / "profile.md")
+    profile(a.work, a.out / "profile.md", a.note)
 
 
-def profile(work: Path, out: Path) -> None:
+def profile(work: Path, out: Path, note: str = "") -> None:
     """Seconds per window and tokens per second of every perplexity cell WORK holds, by length and scaling."""
     rows, any_rec = [], None
     recs = [r for r in ResultsDir(work).iter_records() if r["task"] == "ppl" and r["status"] == "ok"]
@@ -83,7 +84,8 @@ def profile(work: Path, out: Path) -> None:
         "# The evaluation's time: SmolLM2-135M-Instruct",
         "",
         f"From the records of `scripts/real.sh` ({p.get('dtype')}, {p.get('device')}, {p.get('threads')} threads, "
-        f"torch {p.get('torch_version')}; a window's tokens per second count every position it runs, scored or not).",
+        f"torch {p.get('torch_version')}; a window's tokens per second count every position it runs, scored or not)."
+        + (f" {note}" if note else ""),
         "",
         "| length | model | windows | s per window | tokens/s | minutes |",
         "|---|---|---|---|---|---|",

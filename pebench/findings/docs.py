@@ -87,6 +87,9 @@ def _table(root: Path, args: dict) -> str:
         args.get("split", "validation"),
     )
     used = df[df["label"].isin(t.rows)]
+    if used["run"].str.startswith("hf-").all():  # outside models: no seed or training precision of pebench's
+        dtypes = " and ".join(sorted({str(d) for d in used["dtype"]}))
+        return f"Outside models (trained elsewhere), evaluated in {dtypes}.\n" + rp.to_markdown(t)
     seeds = sorted(int(x) for x in used["seed"].unique())
     n = f"{len(seeds)} seeds" if len(seeds) > 1 else "one seed"
     trained = " and ".join(sorted(used["precision"].unique()))

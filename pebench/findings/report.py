@@ -56,6 +56,7 @@ def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.Dat
                 "chance": rec.get("chance") or {},
                 "git_commit": (rec.get("provenance") or {}).get("git_commit"),
                 "steps": (rec.get("provenance") or {}).get("steps"),
+                "dtype": (rec.get("provenance") or {}).get("dtype"),  # an outside model's evaluation precision
             }
         )
     return pd.DataFrame(rows)
