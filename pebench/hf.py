@@ -197,11 +197,10 @@ def _is_local(spec: str) -> bool:
     """A file or folder here; one that is written as a path but is not here is an error (never a Hub request)."""
     if Path(spec).exists():
         return True
-    hub_id = spec.count("/") <= 1 and not spec.startswith(("/", ".", "~")) and not is_gguf(spec)  # gpt2, owner/name
-    if not hub_id and not spec.endswith(".json") and not is_gguf(spec):
-        raise UsageError(f"--hf {spec}: no such file or folder (a Hub model is named owner/name)")
     if spec.endswith(".json") or is_gguf(spec):
         raise UsageError(f"--hf {spec}: no such {'GGUF ' if is_gguf(spec) else ''}file")
+    if spec.count("/") > 1 or spec.startswith(("/", ".", "~")):  # a path; a Hub id is gpt2 or owner/name
+        raise UsageError(f"--hf {spec}: no such file or folder (a Hub model is named owner/name)")
     return False
 
 

@@ -25,15 +25,21 @@ def prediction_interval(values: list[float]) -> tuple[float, float] | None:
     return m - h, m + h
 
 
-def _settings(df: pd.DataFrame, metric: str, split: str, protocol: str) -> dict:
-    """Per (label, length): what makes two cells comparable: the steps trained, the config's name (its hash holds
-    the seed) and the tokens scored (the evaluation stream), each as the set of values its records hold."""
+def _records(df: pd.DataFrame, metric: str, split: str, protocol: str) -> pd.DataFrame:
+    """The records a comparison reads: the metric's task on one split and protocol."""
     from ..tasks import metric as find_metric
 
+    if df.empty:  # a folder without records: nothing to compare (the caller says so in one line)
+        return df
+    return df[(df["task"] == find_metric(metric).task) & (df["split"] == split) & (df["protocol"] == protocol)]
+
+
+def _settings(df: pd.DataFrame) -> dict:
+    """Per (label, length): what makes two cells comparable: the steps trained, the config's name (its hash holds
+    the seed) and the tokens scored (the evaluation stream), each as the set of values its records hold."""
     out: dict = {}
     if df.empty:
         return out
-    df = df[(df["task"] == find_metric(metric).task) & (df["split"] == split) & (df["protocol"] == protocol)]
     for lab, L, steps, h, d in zip(df["label"], df["length"], df["steps"], df["config"], df["details"]):
         s = out.setdefault((lab, int(L)), {"steps": set(), "config": set(), "tokens": set()})
         s["steps"].add(_count(steps))
@@ -64,17 +70,10 @@ def _one(values: set) -> str:
     return "/".join(sorted(f"{v:,}" if isinstance(v, int) else str(v) for v in values))
 
 
-def _cells(df: pd.DataFrame, metric: str, split: str, protocol: str) -> dict:
-    from ..tasks import metric as find_metric
-
-    if df.empty:  # a folder without records: nothing to compare (the caller says so in one line)
+def _cells(df: pd.DataFrame, metric: str) -> dict:
+    if df.empty:
         return {}
-    df = df[
-        (df["task"] == find_metric(metric).task)
-        & (df["split"] == split)
-        & (df["protocol"] == protocol)
-        & (df["status"] == "ok")
-    ]
+    df = df[df["status"] == "ok"]
     out: dict = {}
     for lab, L, seed, prec, v in zip(df["label"], df["length"], df["seed"], df["precision"], df[metric]):
         if v is not None and not pd.isna(v):
@@ -87,13 +86,14 @@ def compare_runs(
 ) -> pd.DataFrame:
     """One row per cell of your run: yours, reference (same seed), reference mean ± ci (n), expected range,
     and whether your value lies inside it."""
-    mine, theirs = _cells(yours, metric, split, protocol), _cells(ref, metric, split, protocol)
+    yours, ref = _records(yours, metric, split, protocol), _records(ref, metric, split, protocol)
+    mine, theirs = _cells(yours, metric), _cells(ref, metric)
     if not theirs:
         raise PebenchError(f"no {metric} records on the {split} split ({protocol}) in the reference")
     if not mine:
         raise PebenchError(f"no {metric} records on the {split} split ({protocol}) in your results")
     rows = []
-    mine_set, theirs_set = _settings(yours, metric, split, protocol), _settings(ref, metric, split, protocol)
+    mine_set, theirs_set = _settings(yours), _settings(ref)
     for (lab, L, prec), seeds in sorted(mine.items(), key=lambda kv: kv[0]):
         ref_seeds = theirs.get((lab, L, prec), {})  # the reference's draws in your run's training precision
         apart = comparable(mine_set[(lab, L)], theirs_set[(lab, L)]) if (lab, L) in theirs_set else ""
