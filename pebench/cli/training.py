@@ -159,7 +159,7 @@ def run(
     if done.table is not None:
         console.print_table(done.table)
         console.echo((done.context_md or "") + "\n" + done.summary)
-    console.next_step("compare", results, "your runs against the committed reference; report --html for a page")
+    console.next_step("compare", sp.results, "your runs against the committed reference; report --html for a page")
 
 
 @app.command()
