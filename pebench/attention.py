@@ -67,11 +67,15 @@ def _grid(q: torch.Tensor, q_offset: int, n_q: int, n_k: int):
     return b, h, qi, ki
 
 
-def _masked_bias(q: torch.Tensor, mod: Optional[ScoreMod], q_offset: int, n_k: int) -> torch.Tensor:
-    """The term for queries q_offset .. q_offset + len(q) against n_k keys (zero without one), in q's dtype, -inf
-    above the causal diagonal: the ``attn_mask`` SDPA takes where the kernel cannot apply the causal mask itself."""
+def _masked_bias(
+    q: torch.Tensor, mod: Optional[ScoreMod], q_offset: int, n_k: int, dtype: Optional[torch.dtype] = None
+) -> torch.Tensor:
+    """The term for queries q_offset .. q_offset + len(q) against n_k keys (zero without one), in ``dtype`` (q's by
+    default), -inf above the causal diagonal: the ``attn_mask`` SDPA takes where the kernel cannot apply the causal
+    mask itself."""
     b, h, qi, ki = _grid(q, q_offset, q.shape[2], n_k)
-    term = torch.zeros((), dtype=q.dtype, device=q.device) if mod is None else mod.bias(b, h, qi, ki).to(q.dtype)
+    dtype = dtype or q.dtype
+    term = torch.zeros((), dtype=dtype, device=q.device) if mod is None else mod.bias(b, h, qi, ki).to(dtype)
     return term.masked_fill(ki > qi, float("-inf"))
 
 
@@ -123,14 +127,26 @@ def attention_math(q, k, v, mod: Optional[ScoreMod], scale: float, chunk: Option
     return torch.cat(outs, dim=2).to(dt), torch.cat(lses, dim=2)
 
 
-def _sdpa_kernels(q: torch.Tensor):
-    """bf16 CPU training takes SDPA's math kernel: the fused CPU kernel's backward is slow in bf16 (31.6 ms against
-    17.4 for the math one at 32 x 4 x 128 x 32, forward and backward, one thread; in fp32 the fused one wins)."""
-    if q.dtype == torch.bfloat16 and q.device.type == "cpu" and torch.is_grad_enabled():
-        from torch.nn.attention import SDPBackend, sdpa_kernel
+def _cpu_half_training(q: torch.Tensor, v: torch.Tensor) -> bool:
+    """Half-precision q or v on the CPU with gradients (bf16 autocast training): SDPA's math kernel would upcast it to fp32
+    anyway, and in half precision the fused CPU kernel's backward is slow; ``_fp32_training_attention`` is neither."""
+    half = (torch.bfloat16, torch.float16)
+    return (q.dtype in half or v.dtype in half) and q.device.type == "cpu" and torch.is_grad_enabled()
 
-        return sdpa_kernel(SDPBackend.MATH)
-    return contextlib.nullcontext()
+
+@_no_autocast
+def _fp32_training_attention(q, k, v, mask: Optional[torch.Tensor], scale: float) -> torch.Tensor:
+    """CPU half-precision training attention computed in fp32, as SDPA's math kernel computes it (``_fp32``), but
+    faster (docs/speed.md, the attention rows of the lever table): without a term the fused causal kernel in fp32
+    (1.6x the math kernel's forward and backward at 32 x 4 x 128 x 32 on an AMX Xeon); with one (``mask``: the
+    term, -inf above the diagonal) one fp32 matmul added to it, softmax, and the value matmul (1.4x). The output is
+    in v's dtype; the term keeps its gradient."""
+    dt = v.dtype
+    q, k, v = _fp32(q, k, v)
+    if mask is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale).to(dt)
+    s = torch.add(mask.float(), q @ k.transpose(-1, -2), alpha=scale)
+    return (torch.softmax(s, dim=-1) @ v).to(dt)
 
 
 def _inference_bias(mod: ScoreMod, q: torch.Tensor) -> torch.Tensor:
@@ -158,8 +174,9 @@ def attention_sdpa(q, k, v, mod: Optional[ScoreMod], scale: float):
         out, lse = attention_sdpa(q, k, F.pad(v, (0, q.shape[-1] - v.shape[-1])), mod, scale)
         return out[..., : v.shape[-1]], lse
     if mod is None:
-        with _sdpa_kernels(q):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale), None
+        if _cpu_half_training(q, v):
+            return _fp32_training_attention(q, k, v, None, scale), None
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale), None
     if mod.needs_lse:  # the log-sum-exp is needed anyway: one explicit softmax beats SDPA + a second q.k
         return attention_math(q, k, v, mod, scale, chunk=q.shape[2])
     if q.device.type == "cpu" and not torch.is_grad_enabled():
@@ -170,8 +187,9 @@ def attention_sdpa(q, k, v, mod: Optional[ScoreMod], scale: float):
             q, k, v, 0.0, True, attn_mask=_inference_bias(mod, q), scale=scale
         )[0]
         return out, None
-    with _sdpa_kernels(q):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=_masked_bias(q, mod, 0, k.shape[2]), scale=scale), None
+    if _cpu_half_training(q, v):  # the term in fp32, not rounded to q's dtype
+        return _fp32_training_attention(q, k, v, _masked_bias(q, mod, 0, k.shape[2], torch.float32), scale), None
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=_masked_bias(q, mod, 0, k.shape[2]), scale=scale), None
 
 
 def attention_banded(q, k, v, mod: ScoreMod, scale: float):
@@ -477,13 +495,15 @@ def attend_spanned(q, k, v, mod: Optional[ScoreMod], backend: str, sink: Optiona
         return fn(q, k, v, score_mod=mod, block_mask=_block_mask(T, str(q.device), span), scale=scale)
     if backend in ("sdpa", "math") and direct:
         b, h, qi, ki = _grid(q, 0, T, T)
-        term = torch.zeros((), dtype=q.dtype, device=q.device) if mod is None else mod.bias(b, h, qi, ki).to(q.dtype)
+        dt = torch.float32 if backend == "sdpa" and _cpu_half_training(q, v) else q.dtype  # the fp32 path's term
+        term = torch.zeros((), dtype=dt, device=q.device) if mod is None else mod.bias(b, h, qi, ki).to(dt)
         if backend == "math":
             s = (q @ k.transpose(-1, -2)) * scale + term
             return torch.softmax(s.masked_fill(~span.visible(qi, ki), float("-inf")), dim=-1) @ v
-        with _sdpa_kernels(q):
-            mask = term.masked_fill(~span.visible(qi, ki), float("-inf"))
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+        mask = term.masked_fill(~span.visible(qi, ki), float("-inf"))
+        if _cpu_half_training(q, v):
+            return _fp32_training_attention(q, k, v, mask, scale)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     out, lse = attention_spanned(q, k, v, mod, scale, span)
     return out if sink is None else with_sink(out, lse, sink)
 

@@ -177,6 +177,111 @@ def breakdown(pe: str, steps: int, threads: int, peak: float, autocast: bool = F
     return rows
 
 
+def _median_s(fn, reps: int = 20) -> float:
+    """Median seconds of ``fn()`` over ``reps`` calls after three warm-up calls."""
+    for _ in range(3):
+        fn()
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def _fwd_bwd(fn, *shapes, dtype=torch.float32):
+    """A callable running ``fn`` forward and backward on fresh random inputs of ``shapes`` in ``dtype``."""
+    xs = [torch.randn(*sh, dtype=dtype, requires_grad=True) for sh in shapes]
+    out = fn(*xs)
+    g = torch.randn_like(out)
+    return lambda: torch.autograd.grad(fn(*xs), xs, g)
+
+
+def cpu_kind() -> str:
+    """The CPU's model name and its native bf16 flags (``amx_bf16``, ``avx512_bf16``), as the tables name it."""
+    from pebench.device import NATIVE_BF16_FLAGS, cpu_info
+
+    info = cpu_info()
+    flags = [f for f in (*NATIVE_BF16_FLAGS, "amx_tile") if f in info.get("flags", "").split()]
+    return f"{info.get('model name', 'unknown CPU')} ({', '.join(flags) or 'no native bf16'})"
+
+
+def work_rows(cfg) -> list[tuple]:
+    """The step's work item by item at the model's own shapes, each (work, shape, FLOPs, fp32 s, bf16 s): the four
+    matmuls of a layer and the head (forward), attention forward and backward per layer (the fp32 column on fp32
+    inputs; the bf16 column on bf16 inputs, through pebench's training path, with SDPA's math kernel beside it),
+    the elementwise work forward and backward, and the fused AdamW step."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from pebench.attention import attend
+
+    m, d, f, V = cfg.train.batch_size * cfg.model.context, cfg.model.d_model, cfg.model.d_mlp, cfg.model.vocab_size
+    B, H, T = cfg.train.batch_size, cfg.model.n_heads, cfg.model.context
+    qkv = (B, H, T, d // H)
+    rows = []
+    for label, (a, b, c) in (
+        ("q, k, v projection", (m, d, 3 * d)),
+        ("attention output", (m, d, d)),
+        ("MLP up", (m, d, f)),
+        ("MLP down", (m, f, d)),
+        ("output head", (m, d, V)),
+    ):
+        times = []
+        for dt in (torch.float32, torch.bfloat16):
+            x, w = torch.randn(a, b, dtype=dt), torch.randn(b, c, dtype=dt)
+            times.append(_median_s(lambda x=x, w=w: x @ w))
+        rows.append((label + " (forward)", f"{a} x {b} x {c}", 2 * a * b * c, *times))
+    attn_flops = 3 * 4 * B * H * T * T * (d // H)  # forward and backward over the full T x T, as the floor counts
+    causal = lambda q, k, v: attend(q, k, v, None, "sdpa")  # noqa: E731
+
+    def math_kernel(q, k, v):
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    for label, fn in (
+        ("attention, pebench's path (per layer)", causal),
+        ("attention, SDPA's math kernel", math_kernel),
+    ):
+        times = [_median_s(_fwd_bwd(fn, qkv, qkv, qkv, dtype=dt)) for dt in (torch.float32, torch.bfloat16)]
+        rows.append((label + ", forward and backward", "x".join(map(str, qkv)), attn_flops, *times))
+    return rows + elementwise_rows(cfg)
+
+
+def elementwise_rows(cfg) -> list[tuple]:
+    """LayerNorm, GELU and the loss forward and backward at the model's shapes (fp32, and bf16 inputs), and the
+    fused AdamW step over the model's parameters (fp32 master weights in both columns)."""
+    import torch.nn.functional as F
+
+    m, d, f, V = cfg.train.batch_size * cfg.model.context, cfg.model.d_model, cfg.model.d_mlp, cfg.model.vocab_size
+    y = torch.randint(0, V, (m,))
+    items = (
+        ("LayerNorm (per norm)", lambda x: F.layer_norm(x, (d,)), (m, d)),
+        ("GELU (per layer)", F.gelu, (m, f)),
+        ("cross-entropy loss", lambda x: F.cross_entropy(x.float(), y), (m, V)),
+    )
+    rows = []
+    for label, fn, shape in items:
+        times = [_median_s(_fwd_bwd(fn, shape, dtype=dt)) for dt in (torch.float32, torch.bfloat16)]
+        rows.append((label + ", forward and backward", " x ".join(map(str, shape)), 0, *times))
+    adam = optimizer_times("fused")
+    rows.append(("AdamW step (fused, fp32 master weights)", "all parameters", 0, adam, adam))
+    return rows
+
+
+def print_work_table(cfg, threads: int, peak: float, peak_bf16: float) -> None:
+    print(
+        f"\nThe step's work at the model's own shapes on {cpu_kind()}, {threads} thread(s), medians of 20 calls: fp32 "
+        f"matmul peak {peak / 1e9:,.0f} GFLOP/s, bf16 {peak_bf16 / 1e9:,.0f} GFLOP/s (n x n at 2,048, this run)\n"
+    )
+    print("| work | shape | fp32 ms | fp32 GFLOP/s (of peak) | bf16 ms | bf16 GFLOP/s (of bf16 peak) |")
+    print("|---|---|---|---|---|---|")
+    for work, shape, flops, t32, t16 in work_rows(cfg):
+        r32 = f"{flops / t32 / 1e9:,.0f} ({flops / t32 / peak:.0%})" if flops else ""
+        r16 = f"{flops / t16 / 1e9:,.0f} ({flops / t16 / peak_bf16:.0%})" if flops else ""
+        print(f"| {work} | {shape} | {t32 * 1e3:.2f} | {r32} | {t16 * 1e3:.2f} | {r16} |")
+
+
 def optimizer_times(mode: str, steps: int = 50) -> float:
     cfg = load_config("tiny")
     model = build_model(cfg)
@@ -307,6 +412,7 @@ def main() -> None:
         print(f"\n{line}")
     if not args.suite:
         print_breakdown(args.pe, args.steps, cores, peak, bf16)
+        print_work_table(cfg, cores, peak, matmul_peak("cpu", dtype=torch.bfloat16) if bf16 else peak)
 
 
 def print_breakdown(pe: str, steps: int, cores: int, peak: float, bf16: bool) -> None:

@@ -263,3 +263,33 @@ def test_half_precision_attention_is_computed_in_fp32_like_sdpas_math_kernel(pat
     assert out.dtype == torch.bfloat16 and lse.dtype == torch.float32
     assert (lse.double() - ref_lse).abs().max() < 1e-4
     assert (out.double() - ref_out).abs().max() < 0.05  # the output's own rounding to bf16
+
+
+
+@pytest.mark.parametrize("name", [None, "alibi", "t5"])
+def test_cpu_bf16_training_attention_is_computed_in_fp32(name):
+    """bf16 training on the CPU (q, k, v in bf16 under autocast): the sdpa path scores, normalises and weighs in fp32
+    (the fused causal kernel in fp32 without a term; one fp32 matmul plus the fp32 term with one), so its output and
+    its gradients (to q, k, v and to a learned term) match an fp64 computation on the same rounded inputs to within
+    the output's own bf16 rounding."""
+    torch.manual_seed(0)
+    pe = _pe(name, dh=32) if name else None
+    q0, k0, v0 = (torch.randn(2, 4, 128, 32).bfloat16() * 3 for _ in range(3))
+
+    def run(dtype, backend):
+        # the scheme's parameters in fp32 as autocast keeps them (fp64 for the reference), never rounded to bf16
+        scheme = pe.to(torch.float64 if dtype == torch.float64 else torch.float32) if pe is not None else None
+        q, k, v = (t.to(dtype).requires_grad_() for t in (q0, k0, v0))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+            out = attend(q, k, v, _mod(scheme, q, k) if scheme else None, backend)
+        params = list(scheme.parameters()) if scheme else []
+        return out.double(), [g.double() for g in torch.autograd.grad(out.float().square().sum(), [q, k, v, *params])]
+
+    out, grads = run(torch.bfloat16, "sdpa")
+    ref, ref_grads = run(torch.float64, "math")
+    assert out.dtype == torch.float64 and len(grads) == len(ref_grads) == 3 + (name == "t5")
+    assert (out - ref).abs().max() <= 0.01 * ref.abs().max()  # the output's own rounding to bf16 (2^-8)
+    for g, r in zip(grads[:3], ref_grads):  # q, k, v
+        assert (g - r).abs().max() <= 0.03 * r.abs().max()
+    for g, r in zip(grads[3:], ref_grads[3:]):  # T5's table: a sum over every pair, of the bf16 output gradient
+        assert (g - r).abs().max() <= 0.06 * r.abs().max()
