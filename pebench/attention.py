@@ -27,7 +27,6 @@ fastest there), flex beyond; chunked where nothing faster is exact.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from typing import Optional
 
@@ -128,8 +127,9 @@ def attention_math(q, k, v, mod: Optional[ScoreMod], scale: float, chunk: Option
 
 
 def _cpu_half_training(q: torch.Tensor, v: torch.Tensor) -> bool:
-    """Half-precision q or v on the CPU with gradients (bf16 autocast training): SDPA's math kernel would upcast it to fp32
-    anyway, and in half precision the fused CPU kernel's backward is slow; ``_fp32_training_attention`` is neither."""
+    """Half-precision q or v on the CPU with gradients (bf16 autocast training): SDPA's math kernel would upcast them
+    to fp32 anyway, and in half precision the fused CPU kernel's backward is slow; ``_fp32_training_attention`` is
+    neither."""
     half = (torch.bfloat16, torch.float16)
     return (q.dtype in half or v.dtype in half) and q.device.type == "cpu" and torch.is_grad_enabled()
 

@@ -265,7 +265,6 @@ def test_half_precision_attention_is_computed_in_fp32_like_sdpas_math_kernel(pat
     assert (out.double() - ref_out).abs().max() < 0.05  # the output's own rounding to bf16
 
 
-
 @pytest.mark.parametrize("name", [None, "alibi", "t5"])
 def test_cpu_bf16_training_attention_is_computed_in_fp32(name):
     """bf16 training on the CPU (q, k, v in bf16 under autocast): the sdpa path scores, normalises and weighs in fp32
