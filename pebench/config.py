@@ -57,6 +57,10 @@ class ModelConfig:
     # Scalable-Softmax (Nakanishi 2025): every logit times s_h ln(n), n the keys a query sees, s learned per layer and
     # head (from 0.43), so attention does not flatten as n grows.
     ssmax: bool = False
+    # The output gate of gated attention (Qiu et al. 2025, arXiv 2505.06708, in Qwen3-Next): each head's output times
+    # sigmoid(x W_g), x the block's normed input at the query, W_g learned per head; elementwise (a gate per output
+    # channel, the paper's best) or headwise (one per head); empty: no gate.
+    output_gate: str = ""
     # A scheme and a span per layer (pebench.patterns.LayerSpec as a dict: pe, options, window, chunk, logit_scale,
     # ssmax); empty: ``pe`` in every layer. With a list, ``pe`` is the runs' name for it (a pattern's name).
     layers: list = field(default_factory=list)
@@ -69,11 +73,15 @@ class ModelConfig:
             raise UsageError(f"model.d_model ({self.d_model}) must be divisible by model.n_heads ({self.n_heads})")
         if not 0 <= self.dropout < 1:
             raise UsageError(f"model.dropout must be in [0, 1), got {self.dropout}")
+        if self.output_gate not in OUTPUT_GATES:
+            allowed = ", ".join(repr(g) for g in OUTPUT_GATES)
+            raise UsageError(f"model.output_gate must be one of {allowed}, got {self.output_gate!r}")
         if self.layers and len(self.layers) != self.n_layers:
             raise UsageError(f"model.layers has {len(self.layers)} entries for model.n_layers {self.n_layers}")
 
 
 PRECISIONS = ("auto", "fp32", "bf16")
+OUTPUT_GATES = ("", "elementwise", "headwise")
 MAX_STEPS = 10**9  # a billion optimizer steps: beyond any run this tool plans; a larger number is a typo
 
 
@@ -189,6 +197,7 @@ class EvalConfig:
 HASH_OMITTED: dict[str, Callable[[dict], bool]] = {
     "model.attention_sinks": lambda d: not d["model"]["attention_sinks"],
     "model.ssmax": lambda d: not d["model"]["ssmax"],
+    "model.output_gate": lambda d: not d["model"]["output_gate"],
     "model.layers": lambda d: not d["model"]["layers"],
     "train.needles": lambda d: not d["train"]["needles"],
     "train.needle_lengths": lambda d: not d["train"]["needles"],
@@ -410,6 +419,7 @@ class ConfigFlags:
     precision: Optional[str] = _flag("train.precision", "--precision")
     sinks: Optional[bool] = _flag("model.attention_sinks", "--sinks")  # also joins the config name
     ssmax: Optional[bool] = _flag("model.ssmax", "--ssmax")  # also joins the config name
+    gate: Optional[str] = _flag("model.output_gate", "--gate")  # also joins the config name
     layers: Optional[str] = None  # --layers: a pattern or a list, one layer each (sets model.layers and model.pe)
 
     def given(self) -> dict[str, tuple[str, Any]]:
@@ -456,8 +466,8 @@ def with_steps(cfg: Config, steps: int) -> tuple[Config, list[str]]:
 
 def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
     """The config a command trains with, validated once, and notes on what a flag changed beyond itself. A needles
-    fraction, attention sinks and Scalable-Softmax join the config name, so such runs never take the names of runs
-    without."""
+    fraction, attention sinks, Scalable-Softmax and an output gate join the config name, so such runs never take the
+    names of runs without."""
     given = flags.given()
     with naming_flags({k: f for k, (f, _) in given.items()}):
         cfg = load_config(flags.config or "tiny", tuple(flags.overlays))
@@ -470,6 +480,8 @@ def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
             cfg = replace(cfg, name=f"{cfg.name}-sinks")
         if flags.ssmax:
             cfg = replace(cfg, name=f"{cfg.name}-ssmax")
+        if flags.gate:
+            cfg = replace(cfg, name=f"{cfg.name}-gate" + ("" if flags.gate == "elementwise" else f"-{flags.gate}"))
         notes: list[str] = []
         if flags.lr is not None:  # one rate for every scheme: runs at it never take the tuned runs' names
             if cfg.train.lr_by_scheme:

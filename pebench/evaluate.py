@@ -176,6 +176,8 @@ def variant_label(
         label += " sink"  # trained with a sink logit per head
     if cfg.model.ssmax:
         label += " ssmax"  # trained with Scalable-Softmax
+    if cfg.model.output_gate:  # trained with gated attention's output gate
+        label += " gate" + ("" if cfg.model.output_gate == "elementwise" else f"-{cfg.model.output_gate}")
     if meta.get("recalibration"):
         return v, label + f" from-{meta['recalibration']['from_scheme']}"
     return v, label + (f" ft{cfg.model.context}" if meta.get("parent") else "")

@@ -44,6 +44,18 @@ class CausalSelfAttention(nn.Module):
         self.sink = nn.Parameter(torch.zeros(cfg.n_heads)) if cfg.attention_sinks else None  # one logit per head
         ssmax = cfg.ssmax or (spec is not None and spec.ssmax)
         self.ssmax = nn.Parameter(torch.full((cfg.n_heads,), SSMAX_INIT)) if ssmax else None  # s per head
+        width = {"elementwise": cfg.d_model, "headwise": cfg.n_heads}.get(cfg.output_gate)
+        self.gate = nn.Linear(cfg.d_model, width, bias=False) if width else None  # gated attention's W_g
+
+    def gated(self, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Gated attention's output gate (Qiu et al. 2025): each head's output y [B, H, T, d_h] times sigmoid(x W_g),
+        x [B, T, C] the block's normed input at the same queries; a gate per channel of each head (elementwise) or
+        one per head (headwise). Without a gate, y as it is."""
+        if self.gate is None:
+            return y
+        B, H, T, _ = y.shape
+        g = torch.sigmoid(self.gate(x)).view(B, T, H, -1).transpose(1, 2)  # [B, H, T, d_h or 1]
+        return y * g.to(y.dtype)
 
     def span(self, pe: PositionalEncoding) -> Optional[Span]:
         """The keys this layer's queries see beyond the causal rule: its own span, else an evaluation window."""
@@ -88,7 +100,7 @@ class CausalSelfAttention(nn.Module):
             y = attend_normalised(q, k, v, scheme, j, x, span=self.span(pe))
         else:
             y = attend(q, k, v, mod, self.backend, self.sink, self.span(pe))
-        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+        return self.proj(self.gated(y, x).transpose(1, 2).reshape(B, T, C))
 
     def forward_from(self, x, pe, positions, logit_scale, start: int) -> torch.Tensor:
         """The output at positions ``start`` .. T-1 only (keys and the scheme's term from the whole of x)."""
@@ -99,7 +111,7 @@ class CausalSelfAttention(nn.Module):
             y = attend_normalised(q, k, v, scheme, j, x, start, span=self.span(pe))
         else:
             y = attend_from(q, k, v, mod, start, self.sink, self.span(pe))
-        return self.proj(y.transpose(1, 2).reshape(B, T - start, C))
+        return self.proj(self.gated(y, x[:, start:]).transpose(1, 2).reshape(B, T - start, C))
 
 
 class Block(nn.Module):

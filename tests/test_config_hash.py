@@ -88,6 +88,7 @@ def test_a_key_added_later_is_left_out_at_its_default_and_counts_when_set(key):
         "train.induction_kinds": {"repeat": 1},
         "model.attention_sinks": True,
         "model.ssmax": True,
+        "model.output_gate": "elementwise",
         "model.layers": [{"pe": "rope", "window": 8}, {"pe": "none"}],
     }[key]
     assert value != changed

@@ -26,6 +26,9 @@ CompileOpt = typer.Option(None, "--compile/--no-compile", help="torch.compile th
 SsmaxOpt = typer.Option(
     None, "--ssmax/--no-ssmax", help="Scalable-Softmax: logits times a learned s ln n (model.ssmax)"
 )
+GateOpt = typer.Option(
+    None, "--gate", help="gated attention's output gate: elementwise | headwise (model.output_gate; default: none)"
+)
 LayersOpt = typer.Option(
     None,
     "--layers",

@@ -18,6 +18,7 @@ from .options import (
     DataOpt,
     DeviceOpt,
     EmitSbatchOpt,
+    GateOpt,
     GroupPeOpt,
     LauncherOpt,
     LauncherOptOpt,
@@ -67,6 +68,7 @@ def train(
     compile: Optional[bool] = CompileOpt,
     sinks: Optional[bool] = SinksOpt,
     ssmax: Optional[bool] = SsmaxOpt,
+    gate: Optional[str] = GateOpt,
     precision: Optional[str] = PrecisionOpt,
     needles: Optional[float] = NeedlesOpt,
     results: Path = ResultsOpt,
@@ -134,6 +136,7 @@ def run(
     compile: Optional[bool] = CompileOpt,
     sinks: Optional[bool] = SinksOpt,
     ssmax: Optional[bool] = SsmaxOpt,
+    gate: Optional[str] = GateOpt,
     precision: Optional[str] = PrecisionOpt,
     final: bool = typer.Option(False, "--final", help="evaluate and report on the test split"),
     results: Optional[Path] = typer.Option(None, "--results", help="results folder (default: the suite's)"),
@@ -221,6 +224,22 @@ def list_cmd(results: Path = ResultsOpt):
         console.echo(line)
 
 
+def _model_flags() -> list[tuple[str, str, str]]:
+    """(flag, config key, help) of each flag that sets a model key (``ConfigFlags``), its help as the command has it."""
+    from dataclasses import fields
+
+    from ..config import ConfigFlags
+    from . import options
+
+    helps = {
+        o.param_decls[0].split("/")[0]: o.help
+        for o in vars(options).values()
+        if isinstance(o, typer.models.OptionInfo) and o.param_decls
+    }
+    keyed = [f.metadata for f in fields(ConfigFlags) if f.metadata.get("key", "").startswith("model.")]
+    return [(m["flag"], m["key"], helps.get(m["flag"], "")) for m in keyed]
+
+
 def _catalog(results) -> list[str]:
     """`pebench list`: schemes (with their positional parameters at the tiny config), variants, tasks and their
     metrics, corpora, configs and the runs in the results folder."""
@@ -247,6 +266,8 @@ def _catalog(results) -> list[str]:
         f"  {n:<14} {text}; settings: {', '.join(f'{k}={v}' for k, v in pattern_settings(n).items()) or 'none'}"
         for n, text in described().items()
     ]
+    out.append("model options (train/run flags, on any scheme):")
+    out += [f"  {flag:<9} {text or key}" for flag, key, text in _model_flags()]
     out.append("evaluation-time variants (--rope-scaling): " + ", ".join(all_variants()))
     out.append(
         "evaluation tasks (eval --task), their options (--task-opt TASK.NAME=V) and metrics (report "

@@ -95,6 +95,15 @@ def test_list_shows_runs(trained):
     assert r.exit_code == 0 and "alibi-micro-s0" in r.output and "finished" in r.output
 
 
+def test_list_shows_every_model_option_with_its_help():
+    """Each flag that sets a model key (sinks, ssmax, the output gate) is listed with the help its command gives."""
+    out = invoke("list").output
+    section = out.split("model options", 1)[1].split("evaluation-time variants", 1)[0]
+    flags = [line.split()[0] for line in section.splitlines()[1:] if line.strip()]
+    assert flags == ["--sinks", "--ssmax", "--gate"], section
+    assert "elementwise | headwise" in section
+
+
 def test_refuses_to_overwrite_a_finished_run(trained, micro_config):
     r = invoke("train", "--pe", "alibi", "--config", micro_config, "--results", trained)
     assert r.exit_code == 2 and "--overwrite" in r.output
