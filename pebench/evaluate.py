@@ -18,7 +18,7 @@ from .data import prepare_corpus
 from .device import resolve_device, tune_cpu_allocator
 from .errors import PebenchError, PositionOutOfRange, UsageError
 from .logit_scales import check_logit_scale
-from .parsing import parse_list, parse_spec, typed_value
+from .parsing import parse_list, parse_scaling, parse_spec, typed_value
 from .progress import Reporter
 from .registry import unknown_name_message
 from .results import EVAL_SPLITS, SCHEMA_VERSION, ResultsDir, environment, now, protocol_key
@@ -122,12 +122,13 @@ def parse_variants(spec: Optional[str], factor: Optional[float] = None) -> list[
         if name not in known:
             raise UsageError(unknown_name_message("RoPE scaling", name, known + ["all"]))
         keys = variant_settings(name)
-        _, texts = parse_spec(item, "--rope-scaling", list(keys))
-        if factor is not None and "factor" in keys:
-            texts.setdefault("factor", repr(float(factor)))
-        values = {k: typed_value(v, keys[k], f"--rope-scaling {item}: {k}") for k, v in sorted(texts.items())}
-        if values.get("factor", 1.0) < 1:
-            raise UsageError(f"--rope-scaling {item}: factor must be >= 1, got {values['factor']:g}")
+        given = {"factor": repr(float(factor))} if factor is not None and "factor" in keys else None
+        values = parse_scaling(
+            item,
+            list(keys),
+            lambda k, v, item=item, keys=keys: typed_value(v, keys[k], f"--rope-scaling {item}: {k}"),
+            given,
+        )
         out.append(variant_spec(name, values))
     return out
 

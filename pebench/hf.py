@@ -73,7 +73,7 @@ def _value(key: str, text: str):
 def parse_hf_scalings(spec: Optional[str]) -> list[Scaling]:
     """``--rope-scaling`` for an outside model: a comma list of NAME[:key=value...] (the form pebench's own runs
     take too; ``dynamic-ntk`` is pebench's name for Hugging Face's ``dynamic``)."""
-    from .parsing import parse_spec
+    from .parsing import parse_scaling
 
     out = []
     for item in parse_list(spec, "--rope-scaling") or []:
@@ -82,16 +82,7 @@ def parse_hf_scalings(spec: Optional[str]) -> list[Scaling]:
         if name not in HF_SCALINGS:
             known = ", ".join([*HF_SCALINGS, *HF_ALIASES])
             raise UsageError(f"--rope-scaling {item}: unknown scaling {name!r}; with --hf: {known}")
-        _, texts = parse_spec(item, "--rope-scaling", HF_SCALINGS[name])
-        params = {}
-        for k, v in texts.items():
-            try:
-                params[k] = _value(k, v)
-            except ValueError:
-                raise UsageError(f"--rope-scaling {item}: {k}={v} is not a valid value") from None
-        if params.get("factor", 1.0) < 1:
-            raise UsageError(f"--rope-scaling {item}: factor must be >= 1")
-        out.append(Scaling(name, params))
+        out.append(Scaling(name, parse_scaling(item, HF_SCALINGS[name], _value)))
     return out
 
 

@@ -65,6 +65,25 @@ def parse_spec(item: str, what: str, keys: Sequence[str]) -> tuple[str, dict[str
     return name, params
 
 
+def parse_scaling(
+    item: str, keys: Sequence[str], convert: Callable[[str, str], Any], given: Optional[dict[str, str]] = None
+) -> dict[str, Any]:
+    """The settings of one ``--rope-scaling`` item, ``NAME[:key=value...]`` (the one parser of that spelling, for
+    pebench's own runs and for outside models alike), over ``given`` texts it does not set (``--rope-factor``): each
+    value converted by ``convert(key, text)``; a value it refuses (ValueError) and a factor below 1 are one line
+    naming the item."""
+    texts = {**(given or {}), **parse_spec(item, "--rope-scaling", keys)[1]}
+    values = {}
+    for k, v in sorted(texts.items()):
+        try:
+            values[k] = convert(k, v)
+        except ValueError:
+            raise UsageError(f"--rope-scaling {item}: {k}={v} is not a valid value") from None
+    if values.get("factor", 1.0) < 1:
+        raise UsageError(f"--rope-scaling {item}: factor must be >= 1, got {values['factor']:g}")
+    return values
+
+
 def typed_value(value, default, what: str):
     """A value given as text (``--task-opt trials=20``, ``--launcher-opt pack=2``) in the type of the option's
     default; other values as they are. A bad one is one line: '{what} must be int, got 'x''."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #13's table: all fourteen schemes (and every RoPE-family scaling) on the default config, seed 0, on the
+# The fourteen-scheme table: all fourteen schemes (and every RoPE-family scaling) on the default config, seed 0, on the
 # 2-core CPU as two single-threaded workers. The classic seven are the main job's runs (results/runs), copied
 # rather than retrained (same config, same seed: the same models); the modern seven are trained here.
 # Output: results/all/report.md, plot_length.png; and their speed: results/bench-modern/bench.md.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #16's experiments on the 2-core CPU, as single-threaded jobs side by side (two 2-thread processes on 2
+# The fair-baselines experiments on the 2-core CPU, as single-threaded jobs side by side (two 2-thread processes on 2
 # cores oversubscribe them: a 2-thread training slowed 6x beside one more thread). Outputs (committed):
 #   results/fair/tune/tune.md, tuned.yaml   learning rate per classic scheme (1e-3 .. 3e-2)
 #   results/fair/options/tune/tune.md        sinusoidal table_scale and learned weight_decay, with lr

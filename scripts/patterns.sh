@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduce results/patterns (issue #41): the layer patterns long-context models ship (irope, local-global, swan,
+# Reproduce results/patterns: the layer patterns long-context models ship (irope, local-global, swan,
 # nope-rope-alt), with and without a learned attention sink per head (perplexity as trained), and PoPE, stick-breaking and PaTH, beside RoPE (with
 # YaRN at evaluation) and ALiBi, at the tiny config and budget, seeds 0-2 (bf16 where the CPU multiplies bf16
 # natively); perplexity, passkey and copying from 1x to 16x; the patterns with NoPE layers evaluated again (perplexity)

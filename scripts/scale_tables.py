@@ -1,4 +1,4 @@
-"""The learned position table along the scale suite's axes (issue #40): does it grow the survey's sinusoid-like
+"""The learned position table along the scale suite's axes: does it grow the survey's sinusoid-like
 multi-scale structure once it trains longer or wider? For every finished ``learned`` run of the scale suite it
 measures, as `pebench analyze` does (``pebench.analysis.encodings``), the table's spectral concentration: the mean
 over dimensions of the share of a dimension's power in its strongest frequency (+-1 bin), about 1 for a sinusoid

@@ -1,4 +1,4 @@
-"""The scale set's trend plots and fits (issue #40): for each axis, perplexity at 1x and at 16x and the 16x/1x ratio
+"""The scale set's trend plots and fits: for each axis, perplexity at 1x and at 16x and the 16x/1x ratio
 against the axis, one line per scheme with its band over draws (log-scale axes; the colours of every other plot);
 and, for each axis, each scheme's 16x/1x ratio at each point with the lack-of-fit test of a log-log line through
 the points (the point as the unit: ``pebench.findings.trends.fit_table``), the slope and its extrapolation to the

@@ -1,4 +1,4 @@
-"""One scale point's learning-rate grid into ``results/scale/tune.md`` (issue #40). The grids that
+"""One scale point's learning-rate grid into ``results/scale/tune.md``. The grids that
 `pebench tune --point P` wrote into one or more results folders (one grid split over several invocations: by
 learning-rate set, or over parallel lanes) are merged into one table, a row per scheme and a column per rate (1x
 validation perplexity, the best in bold), beside the rate the suite trains the point at (``lr_by_scheme`` of

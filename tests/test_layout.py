@@ -30,10 +30,13 @@ def test_the_package_keeps_at_most_25_modules_at_the_top():
 
 
 def test_no_issue_number_in_the_product_text():
-    """The code, the README and the docs speak of the project, not of its tracker: no 'issue #N' in them."""
+    """The code, the scripts, the README, the docs and the committed claims files speak of the project, not of its
+    tracker: no 'issue #N' in them."""
 
     root = Path(__file__).resolve().parents[1]
     files = [*root.joinpath("pebench").rglob("*.py"), root / "README.md", *root.joinpath("docs").glob("*.md")]
+    files += [*root.joinpath("scripts").glob("*.py"), *root.joinpath("scripts").glob("*.sh")]
+    files += [*root.joinpath("results").glob("*/claims.yaml")]
     found = [
         f"{p.relative_to(root)}:{i}"
         for p in files

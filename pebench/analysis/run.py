@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -24,16 +23,7 @@ from .encodings import (
     rope_bound_curves,
     table_spectrum,
 )
-
-WINDOW_K = math.log(100)  # a key's weight falls to 1% of an equally scored key at distance 0
-
-
-@dataclass
-class AnalyzeOptions:
-    lengths: Optional[list[int]] = None  # default: the run's evaluation multiples
-    tokens: int = 8192  # validation tokens per length
-    window_k: float = WINDOW_K
-    device: str = "auto"
+from .options import AnalyzeOptions
 
 
 def _ppl_by_length(results: ResultsDir, run: str) -> dict:

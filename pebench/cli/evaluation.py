@@ -8,6 +8,7 @@ from typing import List, Optional
 
 import typer
 
+from ..analysis.options import AnalyzeOptions
 from ..errors import UsageError
 from . import console
 from .app import app
@@ -95,15 +96,16 @@ def analyze(
         None, "--run", help="run name (repeatable or a comma list; default: every finished run)"
     ),
     lengths: Optional[str] = LengthsOpt,
-    tokens: int = typer.Option(8192, "--tokens", help="validation tokens analysed per length"),
-    window_k: float = typer.Option(4.605, "--window-k", help="window: distance where a head's bias falls k nats"),
+    tokens: int = typer.Option(AnalyzeOptions.tokens, "--tokens", help="validation tokens analysed per length"),
+    window_k: float = typer.Option(
+        round(AnalyzeOptions.window_k, 3), "--window-k", help="window: distance where a head's bias falls k nats"
+    ),
     figure_format: str = FigureFormatOpt,
     device: str = DeviceOpt,
     results: Path = ResultsOpt,
 ):
     """Why schemes break: attention distance, entropy and far-key share per head; encodings' spectra, biases and
     RoPE's decay bound. Writes RESULTS/analysis/ (markdown, JSON, PNGs)."""
-    from ..analysis import AnalyzeOptions
     from ..analysis import analyze as run_analyze
     from ..fsutil import figure_format as figures
     from ..parsing import parse_lengths, parse_list

@@ -1,4 +1,5 @@
-"""Reports: records -> pandas -> tables (rich, markdown, CSV, LaTeX, JSON) and plots. Reads records only."""
+"""Reports: records -> pandas -> tables (rich, markdown, CSV, LaTeX, JSON) and plots. Reads records, and for the
+learning curves beside the main report every run's training log (``ResultsDir.learning_curves``)."""
 
 from __future__ import annotations
 
