@@ -3,9 +3,10 @@
 GROUPS = {
     "classic": ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"],  # the survey's seven
     "modern": ["kerple", "fire", "xpos", "p-rope", "sandwich", "fox", "cope"],  # after ALiBi
-    "2025": ["pope", "stick-breaking", "path"],  # the newest
+    "2025": ["pope", "stick-breaking", "path"],
+    "2026": ["rope-alibi"],  # the newest
 }
-SCHEME_ORDER = GROUPS["classic"] + GROUPS["modern"] + GROUPS["2025"]
+SCHEME_ORDER = GROUPS["classic"] + GROUPS["modern"] + GROUPS["2025"] + GROUPS["2026"]
 
 
 def scheme_of(label: str) -> str:
