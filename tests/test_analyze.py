@@ -41,11 +41,12 @@ def _uniform(n_q, K, offset=0):
 
 def test_uniform_attention_has_distance_half_i_and_entropy_log_i_plus_one():
     p = _uniform(32, 64, offset=32)  # queries 32..63 of a 64-token window
-    mean_d, ent, far, mass = query_stats(p, 32, far=40)
+    mean_d, ent, far, sink, mass = query_stats(p, 32, far=40)
     i = torch.arange(32, 64).double()
     assert torch.allclose(mean_d[0, 0], i / 2)
     assert torch.allclose(ent[0, 0], torch.log(i + 1))
     assert torch.allclose(far[0, 0], torch.clamp(i - 40 + 1, min=0) / (i + 1))  # keys at distance >= 40
+    assert torch.allclose(sink[0, 0], 1 / (i + 1))  # uniform: key 0 takes 1 / (i + 1)
     assert torch.allclose(mass.sum(-1), torch.ones(1, 1, 32, dtype=torch.float64))
     # query 40: 1 key at distance 0, 1 at 1, 2 at 2-3, 4, 8, 16 at 16-31, 9 at 32-40
     assert mass[0, 0, 8].tolist() == pytest.approx([c / 41 for c in (1, 1, 2, 4, 8, 16, 9)])
@@ -57,10 +58,27 @@ def test_one_hot_attention_is_exact():
     for i in range(K):
         p[0, 0, i, max(i - 3, 0)] = 1.0  # head 0: three back
         p[0, 1, i, i] = 1.0  # head 1: itself
-    mean_d, ent, far, _ = query_stats(p, 0, far=3)
+    mean_d, ent, far, sink, _ = query_stats(p, 0, far=3)
     assert mean_d[0, 0].tolist() == [min(i, 3) for i in range(K)] and mean_d[0, 1].abs().max() == 0
     assert ent.abs().max() == 0
     assert far[0, 0].tolist() == [float(i >= 3) for i in range(K)] and far[0, 1].abs().max() == 0
+    # head 0 puts all its weight on key 0 for queries 1-3 (the first query's own key is not a sink); head 1 never
+    assert sink[0, 0].tolist() == [float(1 <= i <= 3) for i in range(K)] and sink[0, 1].abs().max() == 0
+
+
+def test_sink_mass_is_the_mean_over_the_queries_after_the_first():
+    """Every query after the first puts 0.7 on key 0 (in blocks, as the hook passes them): the sink mass is 0.7,
+    not diluted by the first query, whose only key is itself."""
+    from pebench.analysis.attention import AttentionStats
+
+    K, stats = 16, AttentionStats(16, 8, 1, 1)
+    p = torch.zeros(1, 1, K, K, dtype=torch.float64)
+    p[0, 0, 0, 0] = 1.0
+    for i in range(1, K):
+        p[0, 0, i, 0], p[0, 0, i, i] = 0.7, 0.3
+    stats.add(0, p[:, :, :8], 0)
+    stats.add(0, p[:, :, 8:], 8)
+    assert stats.summary()["sink"] == [[pytest.approx(0.7)]]
 
 
 def test_distance_bins_are_log2():

@@ -2,7 +2,8 @@
 
 For every layer and head, over the queries of the evaluation windows: the mean attention distance
 sum_j p_ij (i - j), the entropy -sum_j p_ij log p_ij, the share of mass on keys at distance >= the training
-context (keys no training window ever held), and the mass by distance in log2 bins (0, 1, 2-3, 4-7, ...).
+context (keys no training window ever held), the sink mass (the weight on the first token, key 0, over the queries
+after it), and the mass by distance in log2 bins (0, 1, 2-3, 4-7, ...).
 The probabilities are recomputed from the model's own q, k and logit term (the exact chunked path), so no
 T x T tensor exists: memory is one block of queries x T per head.
 """
@@ -36,10 +37,11 @@ def bin_edges(length: int) -> list[int]:
 
 
 def query_stats(p: torch.Tensor, q_offset: int, far: int):
-    """Per query of a block: (mean distance, entropy, mass at distance >= far, mass per log2 bin).
+    """Per query of a block: (mean distance, entropy, mass at distance >= far, mass on key 0, mass per log2 bin).
 
     ``p`` [B, H, n, K] are attention probabilities of queries q_offset .. q_offset + n - 1 over keys 0 .. K-1
-    (zero on masked keys). Returns tensors [B, H, n] (three) and [B, H, n, bins]."""
+    (zero on masked keys). Returns tensors [B, H, n] (four; the first query's mass on key 0, its only key, counts
+    as 0 there and ``AttentionStats`` leaves it out of the sink's mean) and [B, H, n, bins]."""
     n, K = p.shape[-2:]
     i = torch.arange(q_offset, q_offset + n, device=p.device)[:, None]
     d = (i - torch.arange(K, device=p.device)[None, :]).clamp(min=0)
@@ -47,13 +49,14 @@ def query_stats(p: torch.Tensor, q_offset: int, far: int):
     mean_d = (p64 * d).sum(-1)
     entropy = -torch.special.xlogy(p64, p64).sum(-1)
     far_mass = (p64 * (d >= far)).sum(-1)
+    sink = p64[..., 0] * (i[:, 0] > 0)
     bins = distance_bin(d).expand_as(p64)
     mass = torch.zeros(*p64.shape[:-1], n_bins(max(K, q_offset + n)), dtype=torch.float64, device=p.device)
     mass.scatter_add_(-1, bins, p64)
-    return mean_d, entropy, far_mass, mass
+    return mean_d, entropy, far_mass, sink, mass
 
 
-KEYS = ("distance", "entropy", "far", "bins")
+KEYS = ("distance", "entropy", "far", "sink", "bins")
 
 
 @dataclass
@@ -65,6 +68,7 @@ class AttentionStats:
     n_layers: int
     n_heads: int
     queries: int = 0
+    sink_queries: int = 0  # the queries after the first token (the first's only key is itself)
     sums: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -80,11 +84,12 @@ class AttentionStats:
                 self.sums[key][layer] += v
         if layer == 0:
             self.queries += p.shape[0] * p.shape[2]
+            self.sink_queries += p.shape[0] * (p.shape[2] - (q_offset == 0))
 
     def summary(self) -> dict:
         """Means per query, as lists [layer][head] (and [layer][head][bin] for the mass by distance)."""
         out = {"length": self.length, "far": self.far, "queries": self.queries, "bin_edges": bin_edges(self.length)}
-        out.update({k: (self.sums[k] / self.queries).tolist() for k in KEYS})
+        out.update({k: (self.sums[k] / (self.sink_queries if k == "sink" else self.queries)).tolist() for k in KEYS})
         return out
 
 

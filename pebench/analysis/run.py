@@ -56,6 +56,10 @@ def _encoding(pe, context: int, longest: int, k: float) -> dict:
     return out
 
 
+def _share(x) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
 def analyze_run(results: ResultsDir, run: str, opts: AnalyzeOptions) -> dict:
     """Attention statistics at each length and the encoding's own numbers for one finished run."""
     from ..checkpoint import load_run_model
@@ -176,15 +180,15 @@ def _markdown(data: dict) -> str:
     if drift:
         lines += [
             "| rank | run | length | entropy 1x | entropy long | mean abs entropy change | share beyond context "
-            "| mean distance 1x | mean distance long | ppl ratio |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| mean distance 1x | mean distance long | sink mass 1x | sink mass long | ppl ratio |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in drift:
             ratio = f"{r['ppl_ratio']:.2f}" if summary.has_ratio(r) else "-"
             lines.append(
                 f"| {r['rank']} | {r['run']} | {r['length']} | {r['entropy_1x']:.2f} | {r['entropy_long']:.2f} "
                 f"| {r['entropy_drift']:.2f} | {r['far_share']:.1%} | {r['distance_1x']:.1f} "
-                f"| {r['distance_long']:.1f} | {ratio} |"
+                f"| {r['distance_long']:.1f} | {_share(r['sink_1x'])} | {_share(r['sink_long'])} | {ratio} |"
             )
         context = {a["run"]: a["context"] for a in analyses}
         lines += [""] + [f"- {summary.attention_sentence(r, context[r['run']])}" for r in drift]

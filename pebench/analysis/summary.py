@@ -34,6 +34,8 @@ def run_row(a: dict) -> Optional[dict]:
         "far_share": head_means(sL, "far"),
         "distance_1x": head_means(s1, "distance"),
         "distance_long": head_means(sL, "distance"),
+        "sink_1x": head_means(s1, "sink") if "sink" in s1 else None,  # analyses written before it have none
+        "sink_long": head_means(sL, "sink") if "sink" in sL else None,
         "ppl_ratio": (pL / p1) if p1 and pL else None,
     }
 

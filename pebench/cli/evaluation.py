@@ -104,8 +104,8 @@ def analyze(
     device: str = DeviceOpt,
     results: Path = ResultsOpt,
 ):
-    """Why schemes break: attention distance, entropy and far-key share per head; encodings' spectra, biases and
-    RoPE's decay bound. Writes RESULTS/analysis/ (markdown, JSON, PNGs)."""
+    """Why schemes break: attention distance, entropy, far-key share and sink mass per head; encodings' spectra,
+    biases and RoPE's decay bound. Writes RESULTS/analysis/ (markdown, JSON, PNGs)."""
     from ..analysis import analyze as run_analyze
     from ..fsutil import figure_format as figures
     from ..parsing import parse_lengths, parse_list
