@@ -326,7 +326,7 @@ def test_a_precision_outside_the_list_is_one_line_and_auto_keeps_the_config_hash
     d.pop("name"), d.pop("eval"), d["train"].pop("precision")
     for k in ("needles", "needle_lengths", "needle_kinds", "induction_steps", "induction_lengths", "induction_kinds"):
         d["train"].pop(k)
-    for k in ("attention_sinks", "ssmax", "layers"):  # added later, left out at their defaults
+    for k in ("attention_sinks", "ssmax", "output_gate", "layers"):  # added later, left out at their defaults
         d["model"].pop(k)
     from pebench.config import LR_HASHED  # the rates of schemes added later: resolved into train.lr, left out
 
@@ -336,14 +336,13 @@ def test_a_precision_outside_the_list_is_one_line_and_auto_keeps_the_config_hash
 
 
 @pytest.mark.parametrize("scheme", ["rope", "alibi"])
-def test_bf16_cpu_training_attention_takes_the_math_kernel_and_matches_fp32(scheme):
-    """bf16 CPU training attention (SDPA's math kernel, with and without a logit term) agrees with the fp32 reference
-    to bf16's precision, in values and in gradients."""
-    import contextlib
-
+def test_bf16_cpu_training_attention_takes_the_fp32_path_and_matches_fp32(scheme):
+    """bf16 CPU training attention (the fp32 path: the fused causal kernel, or one fp32 matmul plus the term) agrees
+    with the fp32 reference to bf16's precision, in values and in gradients; fp32 and inference keep the fused
+    kernel."""
     import torch
 
-    from pebench.attention import _sdpa_kernels, attend, attention_math
+    from pebench.attention import _cpu_half_training, attend, attention_math
     from pebench.pe import PEContext, build_pe
 
     torch.manual_seed(0)
@@ -361,10 +360,10 @@ def test_bf16_cpu_training_attention_takes_the_math_kernel_and_matches_fp32(sche
         out = fn(*leaves)
         out.float().pow(2).sum().backward()
         outs[dt] = [out.float()] + [t.grad.float() for t in leaves]
-    assert isinstance(_sdpa_kernels(q), contextlib.nullcontext)  # fp32: the fused kernel
-    assert not isinstance(_sdpa_kernels(q.bfloat16()), contextlib.nullcontext)  # bf16 training: the math kernel
+    assert not _cpu_half_training(q, v)  # fp32: the fused kernel
+    assert _cpu_half_training(q.bfloat16(), v.bfloat16())  # bf16 training: the fp32 path
     with torch.no_grad():
-        assert isinstance(_sdpa_kernels(q.bfloat16()), contextlib.nullcontext)  # not for inference
+        assert not _cpu_half_training(q.bfloat16(), v.bfloat16())  # not for inference
     for ref, got in zip(outs[torch.float32], outs[torch.bfloat16]):
         assert (ref - got).abs().max() <= 0.03 * ref.abs().max() + 1e-3
 
