@@ -495,13 +495,14 @@ def attend_spanned(q, k, v, mod: Optional[ScoreMod], backend: str, sink: Optiona
         return fn(q, k, v, score_mod=mod, block_mask=_block_mask(T, str(q.device), span), scale=scale)
     if backend in ("sdpa", "math") and direct:
         b, h, qi, ki = _grid(q, 0, T, T)
-        dt = torch.float32 if backend == "sdpa" and _cpu_half_training(q, v) else q.dtype  # the fp32 path's term
+        fp32 = backend == "sdpa" and _cpu_half_training(q, v)  # the fp32 training path, its term in fp32
+        dt = torch.float32 if fp32 else q.dtype
         term = torch.zeros((), dtype=dt, device=q.device) if mod is None else mod.bias(b, h, qi, ki).to(dt)
         if backend == "math":
             s = (q @ k.transpose(-1, -2)) * scale + term
             return torch.softmax(s.masked_fill(~span.visible(qi, ki), float("-inf")), dim=-1) @ v
         mask = term.masked_fill(~span.visible(qi, ki), float("-inf"))
-        if _cpu_half_training(q, v):
+        if fp32:
             return _fp32_training_attention(q, k, v, mask, scale)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     out, lse = attention_spanned(q, k, v, mod, scale, span)

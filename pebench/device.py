@@ -47,6 +47,13 @@ def cpu_info(cpuinfo: str = "/proc/cpuinfo") -> dict:
     return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in first.splitlines()) if k.strip()}
 
 
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what the platform says."""
+    import platform
+
+    return cpu_info().get("model name") or platform.processor() or platform.machine()
+
+
 def native_bf16_cpu(cpuinfo: str = "/proc/cpuinfo") -> bool:
     """Whether this CPU multiplies bf16 matrices natively (Linux: the flags in /proc/cpuinfo; elsewhere False)."""
     flags = cpu_info(cpuinfo).get("flags", "").split()

@@ -199,11 +199,10 @@ def _fwd_bwd(fn, *shapes, dtype=torch.float32):
 
 def cpu_kind() -> str:
     """The CPU's model name and its native bf16 flags (``amx_bf16``, ``avx512_bf16``), as the tables name it."""
-    from pebench.device import NATIVE_BF16_FLAGS, cpu_info
+    from pebench.device import NATIVE_BF16_FLAGS, cpu_info, cpu_name
 
-    info = cpu_info()
-    flags = [f for f in (*NATIVE_BF16_FLAGS, "amx_tile") if f in info.get("flags", "").split()]
-    return f"{info.get('model name', 'unknown CPU')} ({', '.join(flags) or 'no native bf16'})"
+    flags = [f for f in (*NATIVE_BF16_FLAGS, "amx_tile") if f in cpu_info().get("flags", "").split()]
+    return f"{cpu_name()} ({', '.join(flags) or 'no native bf16'})"
 
 
 def work_rows(cfg) -> list[tuple]:

@@ -183,14 +183,12 @@ def facts(p: Profile, precisions: list, machine: dict) -> dict:
 def machine() -> dict:
     """The CPU model (Linux: /proc/cpuinfo; else the platform's word), the cores and torch's version."""
     import os
-    import platform
 
     import torch
 
-    from ..device import cpu_info
+    from ..device import cpu_name
 
-    model = cpu_info().get("model name") or platform.processor() or platform.machine()
-    return {"cpu": model, "cores": os.cpu_count(), "torch": torch.__version__}
+    return {"cpu": cpu_name(), "cores": os.cpu_count(), "torch": torch.__version__}
 
 
 def write(rd: ResultsDir, p: Profile, precisions: list = ()) -> list[Path]:

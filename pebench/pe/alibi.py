@@ -24,6 +24,11 @@ def alibi_slopes(n_heads: int) -> list[float]:
     return power_of_two(closest) + power_of_two(2 * closest)[0::2][: n_heads - closest]
 
 
+def add_slopes(scheme: PositionalEncoding, n_heads: int) -> None:
+    """The paper's slopes as the scheme's (non-persistent) ``slopes`` buffer, which ``ALiBi.score_mod`` reads."""
+    scheme.register_buffer("slopes", torch.tensor(alibi_slopes(n_heads)), persistent=False)
+
+
 @SCHEMES.add
 class ALiBi(PositionalEncoding):
     name = "alibi"
@@ -32,7 +37,7 @@ class ALiBi(PositionalEncoding):
 
     def __init__(self, ctx, options=None):
         super().__init__(ctx, options)
-        self.register_buffer("slopes", torch.tensor(alibi_slopes(ctx.n_heads)), persistent=False)
+        add_slopes(self, ctx.n_heads)
 
     def score_mod(self, q, layer, k=None, x=None):
         slopes = self.slopes.to(q.dtype)

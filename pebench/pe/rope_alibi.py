@@ -5,9 +5,7 @@ every RoPE scaling applies to the rotation, the penalty is left as trained."""
 
 from __future__ import annotations
 
-import torch
-
-from .alibi import ALiBi, alibi_slopes
+from .alibi import ALiBi, add_slopes
 from .base import SCHEMES
 from .rope import RoPE
 
@@ -20,6 +18,6 @@ class RoPEALiBi(RoPE):
 
     def __init__(self, ctx, options=None):
         super().__init__(ctx, options)
-        self.register_buffer("slopes", torch.tensor(alibi_slopes(ctx.n_heads)), persistent=False)
+        add_slopes(self, ctx.n_heads)
 
     score_mod = ALiBi.score_mod  # the same term, read from this scheme's slopes
