@@ -8,6 +8,7 @@ reset between measurements instead.
 from __future__ import annotations
 
 import json
+import re
 import resource
 import statistics
 import subprocess
@@ -20,6 +21,7 @@ import torch
 
 from .config import Config, ModelConfig
 from .device import autocast_for
+from .errors import PebenchError
 from .model import DecoderLM
 
 
@@ -200,8 +202,23 @@ def _isolated(fn: str, device: str, **kw) -> dict:
     args = json.dumps({"fn": fn, "device": device, **kw})
     p = subprocess.run([sys.executable, "-m", "pebench.bench", args], capture_output=True, text=True)
     if p.returncode != 0:
-        raise RuntimeError(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "benchmark worker failed")
+        raise PebenchError(worker_failure(p.returncode, p.stderr, kw))
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def worker_failure(code: int, stderr: str, kw: dict) -> str:
+    """One line for a benchmark worker that failed: what it measured, how it ended (its exit code, or the signal
+    that killed it), and its error (the last line that names an exception; never a warning that happened to be
+    printed last)."""
+    scheme = (kw.get("model_cfg") or {}).get("pe")
+    what = " ".join(
+        f"{k}={v}" for k, v in (("scheme", scheme), *((k, kw.get(k)) for k in ("phase", "path", "length"))) if v
+    )
+    what = what or "the matmul peak"
+    how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+    errors = [x.strip() for x in stderr.splitlines() if re.match(r"^[\w.]+(Error|Exception|Interrupt)\b", x.strip())]
+    tail = f": {errors[-1]}" if errors else " without an error message (out of memory, or a crash in a library)"
+    return f"bench: the worker measuring {what} {how}{tail}; rerun with --debug or alone to see it"
 
 
 def run_bench(

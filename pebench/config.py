@@ -451,17 +451,26 @@ def short_warmup(warmup: int, steps: int) -> int:
 
 
 def with_steps(cfg: Config, steps: int) -> tuple[Config, list[str]]:
-    """The config trained for ``steps`` steps; the warmup (at most a tenth) and checkpoint interval (at most the
-    steps) follow, and each change is returned as a note for the user."""
+    """The config trained for ``steps`` steps; the warmup (at most a tenth), the checkpoint interval (at most the
+    steps) and an induction warm-up (the same share of the steps, and at least one language-model step after it)
+    follow, and each change is returned as a note for the user."""
     t = cfg.train
     warm, every = short_warmup(t.warmup, steps), min(t.checkpoint_every, steps)
+    induction = t.induction_steps
+    if induction and steps != t.steps:
+        induction = min(steps - 1, max(1 if steps > 1 else 0, round(induction * steps / t.steps)))
     changed = [
         f"train.{k} {a} -> {b}"
-        for k, a, b in (("warmup", t.warmup, warm), ("checkpoint_every", t.checkpoint_every, every))
+        for k, a, b in (
+            ("warmup", t.warmup, warm),
+            ("checkpoint_every", t.checkpoint_every, every),
+            ("induction_steps", t.induction_steps, induction),
+        )
         if a != b
     ]
     notes = [f"--steps {steps} also set {', '.join(changed)}"] if changed else []
-    return replace(cfg, train=replace(t, steps=steps, warmup=warm, checkpoint_every=every)), notes
+    train = replace(t, steps=steps, warmup=warm, checkpoint_every=every, induction_steps=induction)
+    return replace(cfg, train=train), notes
 
 
 def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
@@ -472,6 +481,8 @@ def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
     with naming_flags({k: f for k, (f, _) in given.items()}):
         cfg = load_config(flags.config or "tiny", tuple(flags.overlays))
         for key, (_, value) in given.items():
+            if key == "train.steps":
+                continue  # with_steps, below: what follows the steps changes with them
             section, name = key.split(".")
             cfg = replace(cfg, **{section: replace(getattr(cfg, section), **{name: value})})
         if flags.needles is not None:

@@ -109,6 +109,7 @@ def parse_variants(spec: Optional[str], factor: Optional[float] = None) -> list[
     takes), checked against every scheme's list and the variant's settings; ``all`` means each run's own list.
     ``factor`` (``--rope-factor``) is ``:factor=F`` on every variant. A variant with settings is named by them
     (``yarn:factor=4``), so its records never take the place of the automatic factor's."""
+    from .parsing import canonical_scaling
     from .pe import all_variants
 
     if not spec:
@@ -117,7 +118,7 @@ def parse_variants(spec: Optional[str], factor: Optional[float] = None) -> list[
     if names == ["all"]:
         return names
     known, out = all_variants(), []
-    for item in names:
+    for item in (canonical_scaling(x)[0] for x in names):
         name = item.split(":")[0].strip()
         if name not in known:
             raise UsageError(unknown_name_message("RoPE scaling", name, known + ["all"]))
@@ -348,7 +349,7 @@ def _evaluate_task(
     label measured (``measured_as``)."""
     cfg, pe = ctx.cfg, ctx.model.pe
     T = cfg.model.context
-    prot, params = task.protocol(ctx.options, req.protocol)
+    prot, params = _protocol(task, ctx, req)
     out, prepared = [], False
     for L in lengths:
         t0 = time.time()
@@ -402,6 +403,22 @@ def _evaluate_task(
     return out
 
 
+def _protocol(task: Task, ctx: EvalContext, req: EvalRequest) -> tuple[str, dict]:
+    """The task's protocol and the settings that key its records, the stream's cap among them (``stream_cap``)."""
+    prot, params = task.protocol(ctx.options, req.protocol)
+    if (cap := stream_cap(req.max_tokens)) is not None:
+        params = {**params, "max_tokens": cap}  # another stream: another measurement, never the default's
+    return prot, params
+
+
+def stream_cap(asked: Optional[int]) -> Optional[int]:
+    """The evaluation stream's cap as a record's key: ``--max-tokens`` when one was given (None otherwise: the
+    config's own ``eval.max_tokens``), so a record measured on another stream never takes the place of the default's,
+    the same cap given to a run and to an outside model keys both alike, and a report never shows two streams in one
+    row (the protocol says ``-mN``)."""
+    return None if asked is None else int(asked)
+
+
 def _require_finite(rec: dict, what: str) -> None:
     """A measured record whose metric is NaN or infinite is an error of the evaluation, never a record (a metric a
     record cannot have is None, not NaN)."""
@@ -449,11 +466,11 @@ def evaluate_outside(
     tasks, options = req.resolved_tasks()
     _check_outside(o, tasks, scalings, lengths)
     corpus = prepare_corpus(data, results.cache, "text")  # a local or hf: corpus is read from its text column
-    ids, nbytes = tokenize_split(o.tokenizer, corpus.tokens(req.split), req.max_tokens or 32768)
+    cfg = eval_config(o, batch_tokens=16384)
+    ids, nbytes = tokenize_split(o.tokenizer, corpus.tokens(req.split), req.max_tokens or cfg.eval.max_tokens)
     for task in tasks:
         task.check(options[task.name], lengths, o.context, len(ids), req.protocol)
     dev = next(o.model.parameters()).device
-    cfg = eval_config(o, batch_tokens=16384)
     prov = {
         **environment(str(dev)),
         **o.provenance,

@@ -3,7 +3,7 @@ records and reports apply to it unchanged (``pebench eval --hf``), its RoPE scal
 (through the model's own config), and what a scaling does printed beside pebench's own implementation
 (``pebench rope --hf``). ``transformers`` is imported only here and only when used.
 
-Scalings: ``NAME[:key=value[:key=value...]]``, NAME one of linear, dynamic, yarn, llama3, longrope; keys: factor,
+Scalings: ``NAME[:key=value[:key=value...]]``, NAME one of linear, dynamic-ntk, yarn, llama3, longrope; keys: factor,
 original (the original context), beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim, low_freq_factor,
 high_freq_factor, short_factor, long_factor (lists as 1.0/1.1/...). ``factor`` defaults to length / original context
 (dynamic: 1, since dynamic NTK follows the sequence length itself).
@@ -55,7 +55,8 @@ class Scaling:
 
     @property
     def label(self) -> str:
-        return self.name + "".join(
+        """pebench's name of the scaling (``dynamic-ntk`` for transformers' ``dynamic``) and its settings."""
+        return PEBENCH_NAME.get(self.name, self.name) + "".join(
             f":{k}={v:g}" if isinstance(v, float) else f":{k}={v}" for k, v in sorted(self.params.items())
         )
 
@@ -71,17 +72,19 @@ def _value(key: str, text: str):
 
 
 def parse_hf_scalings(spec: Optional[str]) -> list[Scaling]:
-    """``--rope-scaling`` for an outside model: a comma list of NAME[:key=value...] (the form pebench's own runs
-    take too; ``dynamic-ntk`` is pebench's name for Hugging Face's ``dynamic``)."""
-    from .parsing import parse_scaling
+    """``--rope-scaling`` for an outside model: a comma list of NAME[:key=value...] under pebench's names (the form
+    its own runs take; ``dynamic-ntk`` is Hugging Face's ``dynamic``, and ``dynamic`` is read as it, with a note
+    from the command line), each a Scaling under transformers' name."""
+    from .parsing import canonical_scaling, parse_scaling
 
     out = []
-    for item in parse_list(spec, "--rope-scaling") or []:
+    for given in parse_list(spec, "--rope-scaling") or []:
+        item = canonical_scaling(given)[0]
         name = item.split(":")[0].strip()
         name = HF_ALIASES.get(name, name)
         if name not in HF_SCALINGS:
-            known = ", ".join([*HF_SCALINGS, *HF_ALIASES])
-            raise UsageError(f"--rope-scaling {item}: unknown scaling {name!r}; with --hf: {known}")
+            known = ", ".join(PEBENCH_NAME.get(n, n) for n in HF_SCALINGS)
+            raise UsageError(f"--rope-scaling {given}: unknown scaling {name!r}; with --hf: {known}")
         out.append(Scaling(name, parse_scaling(item, HF_SCALINGS[name], _value)))
     return out
 
@@ -486,12 +489,15 @@ def tokenize_split(tok, byte_tokens: np.ndarray, max_tokens: int) -> tuple[np.nd
     return np.asarray(ids[:max_tokens], dtype=np.int64), np.asarray(nbytes[:max_tokens], dtype=np.int64)
 
 
+OUTSIDE_MAX_TOKENS = 32768  # an outside model's evaluation stream, in its own tokens, unless --max-tokens says
+
+
 def eval_config(o: Outside, batch_tokens: int):
     """The slice of a pebench config that tasks and records read, for an outside model."""
     return SimpleNamespace(
         model=SimpleNamespace(context=o.context, pe=f"hf:{o.config.model_type}"),
         train=SimpleNamespace(seed=0, steps=None),
-        eval=SimpleNamespace(batch_tokens=batch_tokens),
+        eval=SimpleNamespace(batch_tokens=batch_tokens, max_tokens=OUTSIDE_MAX_TOKENS),
     )
 
 

@@ -3,6 +3,7 @@ the same rules everywhere, and one line saying what was wrong and what is allowe
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Optional, Sequence
 
 from .errors import UsageError
@@ -63,6 +64,34 @@ def parse_spec(item: str, what: str, keys: Sequence[str]) -> tuple[str, dict[str
             raise UsageError(f"{what} {item}: {p!r} is not a setting; {name} takes {allowed} as key=value")
         params[k] = v
     return name, params
+
+
+SCALING_ALIASES = {"dynamic": "dynamic-ntk"}  # another spelling (transformers' rope_type) -> the one name pebench uses
+
+
+def canonical_scaling(item: str) -> tuple[str, Optional[str]]:
+    """One ``--rope-scaling`` item under the one name pebench's runs, outside models, records and reports use
+    (``dynamic`` -> ``dynamic-ntk``, settings kept), and a note when another spelling was given (None otherwise)."""
+    name, sep, rest = item.strip().partition(":")
+    new = SCALING_ALIASES.get(name.strip())
+    if new is None:
+        return item, None
+    return new + sep + rest, f"note: --rope-scaling {name.strip()} is read as {new}, the name pebench's records use"
+
+
+def scaling_notes(spec: Optional[str]) -> list[str]:
+    """The notes of every item of a ``--rope-scaling`` list given under another spelling (none for a bad list: its
+    parser names the error)."""
+    items = [x for x in (spec or "").split(",") if x.strip()]
+    return [note for x in items if (note := canonical_scaling(x)[1]) is not None]
+
+
+def canonical_label(label: str) -> str:
+    """A record's row label with its scaling under the one name (``X (hf)+dynamic`` -> ``X (hf)+dynamic-ntk``):
+    records written before the names were one read as those written after, and a claim naming either finds both."""
+    for old, new in SCALING_ALIASES.items():
+        label = re.sub(rf"\+{re.escape(old)}(?=$|[:\s])", "+" + new, label)
+    return label
 
 
 def parse_scaling(

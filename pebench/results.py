@@ -29,7 +29,8 @@ RECORD_FIELDS = {
     "label": "row name in reports: scheme[+variant][ ftN for fine-tuned runs]",
     "seed": "training seed",
     "protocol": "ppl: nonoverlap | sliding | fixed; passkey: filler | corpus (the haystack); copy: text",
-    "protocol_params": "settings that key the record: stride (sliding), targets (fixed), trials, string_length, ...",
+    "protocol_params": "settings that key the record: stride (sliding), targets (fixed), trials, string_length, ...; "
+    "max_tokens when --max-tokens was given",
     "length": "evaluation window length in tokens",
     "train_context": "training context of the run",
     "multiple": "length / train_context",
@@ -395,6 +396,7 @@ _ABBREV = {
     "pairs": "P",
     "chains": "C",
     "hops": "H",
+    "max_tokens": "m",
 }
 
 

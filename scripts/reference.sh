@@ -18,7 +18,8 @@ for s in linear yarn; do
   pebench train --pe rope --init-from rope-tiny-s0 --context 4x --rope-scaling "$s" --steps 125 --resume --results "$W-fp32"
   pebench eval --run "rope-tiny-s0-ft-$s-512" --lengths 128,256,512,1024,2048 --results "$W-fp32"
 done
-# the three evaluation protocols on the same seed-0 runs (first 16,384 validation tokens for sliding and fixed)
+# the three evaluation protocols on the same seed-0 runs (first 16,384 validation tokens for sliding and fixed;
+# written now as sliding-m16384-s64 and fixed-m16384-k256: the committed records predate the cap's key)
 for pe in sinusoidal rope alibi; do
   pebench eval --run "$pe-tiny-s0" --protocol sliding --stride 64 --max-tokens 16384 --rope-scaling "" --results "$W-fp32"
   pebench eval --run "$pe-tiny-s0" --protocol fixed --targets 256 --max-tokens 16384 --rope-scaling "" --results "$W-fp32"

@@ -124,3 +124,18 @@ def test_mfu_is_over_the_higher_peak_and_an_implausible_one_is_flagged():
     assert "MFU up to 92% (alibi, fast) is implausibly high" in md
     apply_peak(rows[:1], peak)
     assert "implausibly" not in summary_markdown(rows[:1], peak, "cpu")
+
+
+def test_a_failed_worker_is_one_line_naming_what_it_measured_and_its_error_not_a_warning():
+    """A worker killed without a traceback (its last stderr line a compiler warning) and one that raised: the line
+    names the scheme, phase, path and length, the signal or exit code, and the exception, never the warning."""
+    from pebench.bench import worker_failure
+
+    kw = {"model_cfg": {"pe": "xpos"}, "phase": "train", "path": "fast+compile", "length": 128}
+    warning = "W1205 13:15:49.401000 9471 torch/_dynamo/variables/tensor.py:1759] [0/0] Graph break"
+    line = worker_failure(-9, f"{warning}\n", kw)
+    assert line.startswith("bench: the worker measuring scheme=xpos phase=train path=fast+compile length=128")
+    assert "killed by signal 9" in line and "without an error message" in line and "W1205" not in line
+    raised = worker_failure(1, f"Traceback (most recent call last):\nRuntimeError: bad shape\n{warning}\n", kw)
+    assert "exited with code 1: RuntimeError: bad shape" in raised and "W1205" not in raised
+    assert worker_failure(1, "", {}).startswith("bench: the worker measuring the matmul peak exited with code 1")

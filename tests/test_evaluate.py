@@ -1,5 +1,6 @@
 """Protocols checked by index on synthetic streams; per-token averaging; per-position buckets."""
 
+import json
 import math
 
 import numpy as np
@@ -278,3 +279,38 @@ def test_a_non_finite_metric_is_an_error_of_the_evaluation_and_writes_no_record(
     r = invoke("eval", "--run", "r", "--lengths", "16", "--task", "ppl", "--max-tokens", "200", "--results", rd.root)
     assert r.exit_code != 0 and "r: ppl at 16 tokens gave ppl = nan, not a finite number" in r.output, r.output
     assert "Traceback" not in r.output and not list((rd.root / "records").rglob("*.json"))
+
+
+def test_the_streams_cap_keys_a_record_so_no_evaluation_takes_the_place_of_another(tmp_path):
+    """``--max-tokens`` is part of a record's identity (its protocol says ``-mN``): evaluating again on another
+    stream writes beside the default's record, never over it; the same cap with ``--resume`` measures nothing
+    again; a report shows the streams as separate protocols, never in one row."""
+    from dataclasses import replace
+
+    from pebench.config import config_from_dict
+    from pebench.evaluate import EvalRequest, evaluate_run, stream_cap
+    from pebench.findings.report import records_frame
+    from pebench.results import ResultsDir
+    from pebench.train import train
+    from support import micro
+
+    assert stream_cap(None) is None and stream_cap(300) == 300
+    cfg = config_from_dict(micro(), name="micro")
+    cfg = replace(cfg, model=replace(cfg.model, pe="rope"))
+    rd = ResultsDir(tmp_path / "res")
+    train(cfg, rd, "r", device="cpu")
+    base = EvalRequest(lengths=[16], device="cpu")
+    (default,) = evaluate_run(rd, "r", base)
+    (short,) = evaluate_run(rd, "r", replace(base, max_tokens=200))
+    assert default["protocol_params"] == {} and short["protocol_params"] == {"max_tokens": 200}
+    assert rd.record_path(short) != rd.record_path(default) and rd.record_path(short).name.endswith("-m200__L16.json")
+    assert short["details"]["tokens_scored"] < default["details"]["tokens_scored"]
+    assert json.loads(rd.record_path(default).read_text())["metrics"] == default["metrics"]  # not overwritten
+    mark = {**short, "metrics": {**short["metrics"], "ppl": 1.0}}  # a mark: measuring again would replace it
+    rd.write_record(mark)
+    (again,) = evaluate_run(rd, "r", replace(base, max_tokens=200, skip_existing=True))
+    assert again["metrics"]["ppl"] == 1.0  # the cell of that cap is there: not measured again
+    (other,) = evaluate_run(rd, "r", replace(base, max_tokens=300, skip_existing=True))
+    assert other["protocol_params"] == {"max_tokens": 300} and other["metrics"]["ppl"] != 1.0  # another: measured
+    assert short["details"]["tokens_scored"] < other["details"]["tokens_scored"]
+    assert sorted(records_frame(rd)["protocol"]) == ["nonoverlap", "nonoverlap-m200", "nonoverlap-m300"]

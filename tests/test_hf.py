@@ -168,14 +168,17 @@ def test_token_mode_passkey_and_copy_prompts_decode_to_their_text(llama_bpe, tmp
     "args,msg",
     [
         (["--hf", "{notmodel}"], "not a model folder (no config.json)"),
-        (["--hf", "{llama}", "--rope-scaling", "ropeish"], "unknown scaling 'ropeish'; with --hf: linear, dynamic"),
+        (
+            ["--hf", "{llama}", "--rope-scaling", "ropeish"],
+            "unknown scaling 'ropeish'; with --hf: linear, dynamic-ntk, yarn",
+        ),
         (["--hf", "{llama}", "--rope-scaling", "yarn:beta=3"], "yarn takes factor, original, beta_fast"),
         (
             ["--hf", "{gpt2}", "--lengths", "1x,2x"],
             "learned absolute positions 0..63; it cannot position lengths [128]",
         ),
         (["--hf", "{gpt2}", "--rope-scaling", "yarn", "--lengths", "1x"], "applies no rotary embedding"),
-        (["--hf", "{llama}", "--task", "niah"], "with --hf the tasks are ppl, passkey, copy"),
+        (["--hf", "{llama}", "--task", "vt"], "with --hf the tasks are ppl, passkey, copy, niah"),
         (["--hf", "no-such-model"], "no such folder, and with HF_HUB_OFFLINE=1"),
         (["--hf", "/no/such/folder"], "--hf /no/such/folder: no such file or folder"),
         (["--hf", "./missing.gguf"], "--hf ./missing.gguf: no such GGUF file"),
@@ -195,7 +198,8 @@ def test_export_round_trip_gives_the_runs_own_loss_and_one_table(tmp_path):
     res = tmp_path / "res"
     for pe in ("rope", "none", "alibi"):
         assert invoke("train", "--pe", pe, "--config", cfg, "--results", res).exit_code == 0
-    assert invoke("eval", "--results", res, "--lengths", "16,32", "--task", "ppl").exit_code == 0
+    # the same stream for both (the cap keys a record, so an explicit one is given to the runs too)
+    assert invoke("eval", "--results", res, "--lengths", "16,32", "--task", "ppl", "--max-tokens", "600").exit_code == 0
     for run in ("rope-micro-s0", "none-micro-s0"):
         r = invoke("export", run, "--hf", tmp_path / run, "--results", res)
         assert r.exit_code == 0, r.output
@@ -310,3 +314,126 @@ def test_an_outside_model_evaluates_on_a_local_corpus_and_refuses_runs_beside_it
 def test_rope_of_a_missing_folder_is_one_line_and_never_asks_the_hub():
     r = invoke("rope", "--hf", "/no/such/folder")
     assert r.exit_code == 2 and "no such file or folder" in r.output and "Repo id" not in r.output, r.output
+
+
+def test_one_name_per_scaling_for_runs_and_outside_models(llama_bpe, tmp_path):
+    """Dynamic NTK is ``dynamic-ntk`` everywhere: for pebench's runs and for outside models, in records and reports.
+    transformers' ``dynamic`` is read as it, with a note; records written under the old label are read as the new
+    one, and a claim naming either finds them."""
+    from pebench.evaluate import parse_variants
+    from pebench.findings.report import records_frame
+    from pebench.parsing import canonical_label, canonical_scaling, scaling_notes
+
+    assert hf.parse_hf_scalings("dynamic:factor=2") == hf.parse_hf_scalings("dynamic-ntk:factor=2")
+    (s,) = hf.parse_hf_scalings("dynamic")
+    assert s.name == "dynamic" and s.label == "dynamic-ntk"  # transformers' rope_type inside, pebench's name outside
+    assert parse_variants("dynamic") == parse_variants("dynamic-ntk") == ["dynamic-ntk"]
+    assert canonical_scaling("yarn:factor=4") == ("yarn:factor=4", None)
+    assert canonical_scaling("dynamic:factor=2")[0] == "dynamic-ntk:factor=2"
+    assert scaling_notes("yarn,dynamic") == [
+        "note: --rope-scaling dynamic is read as dynamic-ntk, the name pebench's records use"
+    ]
+    assert canonical_label("X (hf)+dynamic") == "X (hf)+dynamic-ntk" == canonical_label("X (hf)+dynamic-ntk")
+    assert canonical_label("X (hf)+dynamic:factor=2") == "X (hf)+dynamic-ntk:factor=2"
+    assert canonical_label("rope+dynamic-ntk ft2") == "rope+dynamic-ntk ft2"
+    res = tmp_path / "res"
+    args = ["eval", "--hf", llama_bpe, "--lengths", "2x", "--max-tokens", "600", "--results", res]
+    r = invoke(*args, "--rope-scaling", "dynamic")
+    assert r.exit_code == 0 and "read as dynamic-ntk" in r.output, r.output
+    assert {x["label"] for x in records(res)} == {"tiny-llama (hf)", "tiny-llama (hf)+dynamic-ntk"}
+    old = next(p for p in Path(res, "records").rglob("*dynamic-ntk*.json"))  # as a record of before the one name
+    rec = json.loads(old.read_text())
+    rec["label"] = "tiny-llama (hf)+dynamic"
+    old.unlink()
+    ResultsDir(res).write_record(rec)
+    assert set(records_frame(ResultsDir(res))["label"]) == {"tiny-llama (hf)", "tiny-llama (hf)+dynamic-ntk"}
+    claims = Path(res) / "claims.yaml"
+    claims.write_text("- id: x\n")
+    bad = invoke("check", res)
+    assert bad.exit_code == 2 and "a claims file is a mapping with `claims:`" in bad.output, bad.output
+    claims.write_text(
+        "claims:\n- id: old-name\n  text: lower in 0 of 1 draws\n"
+        "  a: {label: tiny-llama (hf)+dynamic, length: 2x, protocol: nonoverlap-m600}\n"
+        "  b: {label: tiny-llama (hf)}\n  relation: lower\n  rule: seeds\n  of: 1\n  count: 0\n"
+    )
+    c = invoke("check", res)
+    assert c.exit_code == 0 and "[observed] old-name" in c.output and "+dynamic ppl @2x" in c.output, c.output
+
+
+class TokenOracle(torch.nn.Module):
+    """Logits one-hot on the next token of its own input, over a tokenizer's vocabulary."""
+
+    def __init__(self, vocab: int):
+        super().__init__()
+        self.vocab = vocab
+
+    def forward(self, x):
+        out = torch.full((*x.shape, self.vocab), -10.0)
+        out[:, :-1].scatter_(-1, x[:, 1:, None], 10.0)
+        return out
+
+
+class TokenUniform(TokenOracle):
+    def forward(self, x):
+        return torch.zeros(*x.shape, self.vocab)
+
+
+NIAH = {"trials": 3, "depths": "0,0.5,1", "haystack": "filler", "form": "auto", "keys": 4, "values": 4, "queries": 2}
+
+
+@pytest.mark.parametrize("variant", ["single", "multikey", "multivalue", "multiquery"])
+@pytest.mark.parametrize("form", ["standard", "compact"])
+def test_a_niah_prompt_in_an_outside_tokenizers_tokens_says_what_the_byte_prompt_says(llama_bpe, variant, form):
+    """Exactly L tokens; each answer slice decodes to its value, each needle start to its needle; the haystack is
+    the filler's tokens; multivalue's values and distractors fill one slot of equal width."""
+    from pebench.data import ruler
+
+    tok = hf.open_model(str(llama_bpe)).tokenizer
+    encode = lambda t: np.asarray(tok(t, add_special_tokens=False)["input_ids"], dtype=np.int64)  # noqa: E731
+    L = 600 if form == "standard" else 160
+    rng = np.random.default_rng(7)
+    p = ruler.token_niah_prompt(encode, rng, variant, L, 0.5, form, keys=4, values=4, queries=2, distractors=3)
+    assert len(p.tokens) == L and p.form == form and p.tokens.dtype == np.int64
+    text = tok.decode(p.tokens.tolist())
+    last = tok.decode(p.tokens[p.answers[-1][0] :].tolist()).strip(" .")
+    assert "The grass is green." in text and last == (p.texts[0] if variant == "multivalue" else p.texts[-1])
+    asked = p.texts if variant != "multivalue" else p.texts[:1]
+    for (a, b), value in zip(p.answers, asked):
+        assert tok.decode(p.tokens[a:b].tolist()).strip() == value
+    for start, (key, value) in zip(p.inserts, zip(p.meta["keys"], p.meta["values"])):
+        needle = ruler.NEEDLE[form].format(key=key, value=value)
+        assert tok.decode(p.tokens[start : start + len(encode(" " + needle))].tolist()).strip() == needle
+    if variant == "multivalue":
+        width = p.answers[0][1] - p.answers[0][0]
+        assert len(p.candidates) == 3 and not set(p.candidates) & set(p.texts)
+        assert {len(ids) for ids in p.meta["slot"].values()} == {width}
+    with pytest.raises(ValueError, match="does not fit 20 tokens"):
+        ruler.token_niah_prompt(encode, rng, variant, 20, 0.5, form)
+
+
+def test_niah_in_tokens_handed_the_answer_scores_one_and_uniform_scores_chance(llama_bpe):
+    """The token path end to end: a model that copies its input's next token finds every value (single, multikey,
+    multiquery); a uniform one finds none of them and ranks multivalue's values at exactly 1/(1 + distractors)."""
+    from pebench.tasks import TASKS
+    from support import task_ctx
+
+    tok = hf.open_model(str(llama_bpe)).tokenizer
+    task, opts = TASKS.get("niah"), {**TASKS.get("niah").options, **NIAH}
+    for model, want in ((TokenOracle(len(tok)), 1.0), (TokenUniform(len(tok)), 0.0)):
+        ctx = task_ctx(model, **opts)
+        ctx.tokenizer = tok
+        out = task.measure(ctx, 256)
+        for v in ("single", "multikey", "multiquery"):
+            assert out["metrics"][f"niah_{v}"] == pytest.approx(want, abs=1e-9), v
+        assert out["details"]["tokens"] == type(tok).__name__
+    assert out["metrics"]["niah_multivalue"] == pytest.approx(1 / (1 + opts["distractors"]))
+
+
+def test_eval_hf_measures_niah_in_the_models_tokens(llama_bpe, tmp_path):
+    res = tmp_path / "res"
+    # 2x: the check counts a prompt's bytes, which its tokens never outnumber (64 tokens hold no multikey prompt)
+    r = invoke("eval", "--hf", llama_bpe, "--task", "niah", "--lengths", "2x", "--trials", "2", "--results", res)
+    assert r.exit_code == 0, r.output
+    (rec,) = records(res)
+    assert rec["task"] == "niah" and rec["details"]["tokens"] != "bytes" and rec["length"] == 128
+    assert all(0 <= rec["metrics"][f"niah_{v}"] <= 1 for v in ("single", "multikey", "multivalue", "multiquery"))

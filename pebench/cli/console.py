@@ -160,6 +160,14 @@ def warn(line: str) -> None:
     typer.echo(line, err=True)
 
 
+def scaling_notes(spec) -> None:
+    """A note for each ``--rope-scaling`` item given under another spelling than pebench's (``dynamic``)."""
+    from ..parsing import scaling_notes as notes
+
+    for line in notes(spec):
+        warn(line)
+
+
 def reporter():
     """The terminal's reporter: lines on stdout, warnings and errors on stderr, each record as a line, a progress
     bar on a terminal (heartbeat lines in a log)."""

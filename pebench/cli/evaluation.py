@@ -70,6 +70,7 @@ def eval_cmd(
     from ..parsing import fields_from, parse_list
     from ..results import ResultsDir
 
+    console.scaling_notes(rope_scaling)
     own = {"rope_scaling": "all" if rope_scaling is None else rope_scaling}  # the default of `run` too
     outside = {"lengths": None, "rope_scaling": None} if hf else own  # --hf parses its own (Kx lengths, NAME:k=v)
     req, rd = eval_request(fields_from(EvalFlags, locals(), **outside)), ResultsDir(results)

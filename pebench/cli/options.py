@@ -42,7 +42,11 @@ PrecisionOpt = typer.Option(
     None, "--precision", help="training: auto (bf16 on CUDA and on CPUs with native bf16) | fp32 | bf16"
 )
 TrialsOpt = typer.Option(None, "--trials", help="prompts per cell (= --task-opt trials=N)")
-MaxTokensOpt = typer.Option(None, "--max-tokens", help="evaluation stream length")
+MaxTokensOpt = typer.Option(
+    None,
+    "--max-tokens",
+    help="evaluation stream length in tokens (default: the config's); it keys the records (protocol -mN)",
+)
 LengthsOpt = typer.Option(None, "--lengths", help="e.g. 512,2048,8192 (default: 1-16x context)")
 SplitOpt = typer.Option("validation", "--split", help="validation (day to day, tuning) | test (final numbers)")
 GroupPeOpt = typer.Option("classic", "--pe", help="classic, modern, all, or a comma list")

@@ -33,6 +33,7 @@ def rope(
 
     if length is not None:
         raise UsageError(f"--length is now --lengths (tokens or Kx, as every command takes it): --lengths {length}")
+    console.scaling_notes(rope_scaling)
     r = rope_report(hf, rope_scaling, lengths)
     console.echo(
         "  ".join(f"{k}: {v:.6g}" if isinstance(v, float) else f"{k}: {v}" for k, v in r.facts.items() if v is not None)

@@ -81,6 +81,7 @@ def train(
     from ..results import ResultsDir
 
     options = locals()
+    console.scaling_notes(rope_scaling)
     if init_from is None and (context or rope_scaling or rope_factor):
         raise UsageError("--context, --rope-scaling and --rope-factor need --init-from RUN")
     continued = None if init_from is None else fields_from(Continuation, options, parent=init_from)
@@ -152,6 +153,7 @@ def run(
     if devices is not None:
         raise UsageError(f"--devices is now --workers (--device is the kind: auto | cpu | cuda): --workers {devices}")
     clock, options = profile.Clock(), locals()
+    console.scaling_notes(rope_scaling)
     flags, ev = fields_from(ConfigFlags, options), fields_from(EvalFlags, options)
     sp = suite_plan(suite, pe, flags, seeds, results, ev, overwrite, final, workers, points)
     lp = launch.launch_plan(launcher, launcher_opt, emit_sbatch, sp.config, workers)

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .needles import _b, choose_form, doc_kind, fill
+from .needles import FILLER, _b, choose_form, doc_kind, fill
 
 FORMS = ("standard", "compact")
 CONSONANTS, VOWELS = "bdfgklmnprstvz", "aeiou"
@@ -70,11 +70,12 @@ def random_word(rng: np.random.Generator) -> str:
     )
 
 
-def distinct(rng: np.random.Generator, make, n: int, avoid=()) -> list[str]:
+def distinct(rng: np.random.Generator, make, n: int, avoid=(), ok=None) -> list[str]:
+    """``n`` different draws of ``make``, none in ``avoid`` (and each ``ok``, if given)."""
     out: list[str] = []
     while len(out) < n:
         s = make(rng)
-        if s not in out and s not in avoid:
+        if s not in out and s not in avoid and (ok is None or ok(s)):
             out.append(s)
     return out
 
@@ -168,6 +169,47 @@ def niah_form(variant: str, form: str, length: int, keys: int, values: int, quer
     )
 
 
+@dataclass
+class NiahContent:
+    """What a needle prompt says, before it is laid out in bytes or in an outside tokenizer's tokens: the needles in
+    the order they are placed (the asked one first) with their depths, the head, and the tail as segments, each
+    (text, whether it is an answer the model is scored on)."""
+
+    pairs: list[tuple[str, str]]  # (key, value) of every needle, in the order of `values`
+    order: list[int]  # pairs' indices in the order they are inserted (the asked one first)
+    asked: list[int]
+    inserts: list[tuple[float, str]]  # (depth, needle text), in `order`
+    head: str
+    tail: list[tuple[str, bool]]
+    answers: list[str]  # the scored values (multivalue: the key's true values)
+    digits: int
+
+
+def niah_content(
+    rng: np.random.Generator, variant: str, fm: str, depth: float, keys: int, values: int, queries: int
+) -> NiahContent:
+    """The needles, question and answers of one prompt of ``variant`` in form ``fm`` (the generator's draws: digits,
+    keys, values, the asked keys, the other needles' depths)."""
+    digits = int(rng.integers(VALUE_DIGITS[0], VALUE_DIGITS[1] + 1))
+    n_keys = {"single": 1, "multikey": keys, "multivalue": 1, "multiquery": keys}[variant]
+    ks = distinct(rng, random_word, n_keys)
+    n_vals = values if variant == "multivalue" else n_keys
+    vs = distinct(rng, lambda r: random_number(r, digits), n_vals)
+    pairs = [(ks[0], v) for v in vs] if variant == "multivalue" else list(zip(ks, vs))
+    order, asked = list(range(len(pairs))), [0]
+    if variant == "multiquery":
+        asked = [int(i) for i in rng.permutation(len(pairs))[:queries]]
+        order = asked + [i for i in order if i not in asked]
+    depths = [depth] + [float(rng.random()) for _ in order[1:]]
+    inserts = [(d, NEEDLE[fm].format(key=pairs[i][0], value=pairs[i][1])) for d, i in zip(depths, order)]
+    if variant == "multiquery":
+        tail = multiquery_tail(fm, [pairs[i][0] for i in asked], [pairs[i][1] for i in asked])
+    else:
+        tail = [((ASK_ALL if variant == "multivalue" else ASK_ONE)[fm].format(key=ks[0]) + " ", False), (vs[0], True)]
+    answers = list(vs) if variant == "multivalue" else [t for t, scored in tail if scored]
+    return NiahContent(pairs, order, asked, inserts, HEAD if fm == "standard" else "", tail, answers, digits)
+
+
 def niah_prompt(
     rng: np.random.Generator,
     variant: str,
@@ -187,60 +229,132 @@ def niah_prompt(
     fm = niah_form(variant, form, length, keys, values, queries)
     if fm is None:
         raise ValueError(f"niah {variant} ({form} form) does not fit {length} bytes")
-    digits = int(rng.integers(VALUE_DIGITS[0], VALUE_DIGITS[1] + 1))
-    n_keys = {"single": 1, "multikey": keys, "multivalue": 1, "multiquery": keys}[variant]
-    ks = distinct(rng, random_word, n_keys)
-    n_vals = values if variant == "multivalue" else n_keys
-    vs = distinct(rng, lambda r: random_number(r, digits), n_vals)
-    pairs = [(ks[0], v) for v in vs] if variant == "multivalue" else list(zip(ks, vs))
-    order = list(range(len(pairs)))
-    asked = [0]
-    if variant == "multiquery":
-        asked = [int(i) for i in rng.permutation(len(pairs))[:queries]]
-        order = asked + [i for i in order if i not in asked]
-    depths = [depth] + [float(rng.random()) for _ in order[1:]]
-    inserts = [(d, NEEDLE[fm].format(key=pairs[i][0], value=pairs[i][1])) for d, i in zip(depths, order)]
-    head = HEAD if fm == "standard" else ""
-    if variant == "multiquery":
-        qv = [pairs[i][1] for i in asked]
-        tail, offs = multiquery_tail(fm, [pairs[i][0] for i in asked], qv)
-    else:
-        qv = [pairs[0][1]]
-        tail = (ASK_ALL if variant == "multivalue" else ASK_ONE)[fm].format(key=ks[0]) + " "
-        offs = [len(tail)]
-        tail += qv[0]
-    tokens, starts = assemble(length, inserts, tail, fill_source(haystack, length, rng), head)
-    t0 = length - len(tail)
-    answers = [(t0 + o, t0 + o + len(v)) for o, v in zip(offs, qv)]
-    starts = [starts[order.index(i)] for i in range(len(pairs))]  # back to the order of `pairs`
-    cands = distinct(rng, lambda r: random_number(r, digits), distractors, avoid=vs) if variant == "multivalue" else []
+    c = niah_content(rng, variant, fm, depth, keys, values, queries)
+    tail = "".join(t for t, _ in c.tail)
+    tokens, starts = assemble(length, c.inserts, tail, fill_source(haystack, length, rng), c.head)
+    t0, answers, at = length - len(tail), [], 0
+    for text, scored in c.tail:
+        if scored:
+            answers.append((t0 + at, t0 + at + len(text)))
+        at += len(text)
+    return niah_result(rng, variant, tokens, fm, starts, answers, c, distractors)
+
+
+def niah_result(rng, variant: str, tokens, fm: str, starts, answers, c: NiahContent, distractors: int) -> Prompt:
+    """The Prompt of a laid-out needle prompt (``starts`` in insertion order), with multivalue's distractors drawn
+    last (random values of the prompt's digits, none a true value)."""
+    vs = [v for _, v in c.pairs]
+    starts = [starts[c.order.index(i)] for i in range(len(c.pairs))]  # back to the order of `pairs`
+    multivalue = variant == "multivalue"
+    cands = distinct(rng, lambda r: random_number(r, c.digits), distractors, avoid=vs) if multivalue else []
     return Prompt(
         tokens,
         fm,
         starts,
         answers,
-        list(vs) if variant == "multivalue" else qv,
+        c.answers,
         cands,
-        {
-            "variant": variant,
-            "keys": [p[0] for p in pairs],
-            "values": [p[1] for p in pairs],
-            "asked": asked,
-            "digits": digits,
-        },
+        {"variant": variant, "keys": [p[0] for p in c.pairs], "values": vs, "asked": c.asked, "digits": c.digits},
     )
 
 
-def multiquery_tail(form: str, keys: list[str], values: list[str]) -> tuple[str, list[int]]:
-    """The question and answers of a multiquery prompt, and where each value starts in it. Compact: "k1: v1. k2:
-    v2."; standard: RULER's question for all the keys, then "v1, v2."."""
-    tail, offs = ("", []) if form == "compact" else (ASK_ALL[form].format(key=", ".join(keys)) + " ", [])
+def token_niah_prompt(
+    encode,
+    rng: np.random.Generator,
+    variant: str,
+    length: int,
+    depth: float,
+    form: str = "auto",
+    keys: int = 4,
+    values: int = 4,
+    queries: int = 2,
+    distractors: int = 3,
+    haystack=None,
+) -> Prompt:
+    """``niah_prompt`` in an outside tokenizer's tokens (``encode``: text -> ids): the same content, each piece
+    encoded on its own with the space before it (a word's usual tokens), the haystack cut at token granularity (the
+    filler's tokens repeated, or ``haystack`` ids), exactly ``length`` tokens. ``answers`` are the values' tokens;
+    multivalue's values and distractors are drawn until each takes as many tokens as the first value, so one answer
+    slot holds any of them (``meta['slot']``: each candidate's ids)."""
+    fm = token_niah_form(encode, variant, form, length, keys, values, queries)
+    if fm is None:
+        raise ValueError(f"niah {variant} ({form} form) does not fit {length} tokens")
+    for _ in range(64):  # multivalue: values of one token count (almost always the first draw)
+        c = niah_content(rng, variant, fm, depth, keys, values, queries)
+        if variant != "multivalue" or len({len(encode(" " + v)) for _, v in c.pairs}) == 1:
+            break
+    else:
+        raise ValueError("niah multivalue: this tokenizer gave the values different token counts in 64 draws")
+    head = encode(c.head) if c.head else np.zeros(0, dtype=np.int64)
+    inserts = [(d, encode(" " + text)) for d, text in c.inserts]
+    tail = [(encode(text), scored) for text, scored in _spaces_forward(c.tail)]
+    room = length - len(head) - sum(len(x) for _, x in inserts) - sum(len(x) for x, _ in tail)
+    if room < 0:
+        raise ValueError(
+            f"niah {variant}: its needles and question take {length - room} tokens; the window has {length}"
+        )
+    hay = fill(fill_source(haystack, length, rng), room, encode(" " + FILLER))
+    parts, starts, prev, pos = [head], [0] * len(inserts), 0, len(head)
+    for i in sorted(range(len(inserts)), key=lambda i: inserts[i][0]):
+        a = max(prev, min(room, int(round(inserts[i][0] * room))))
+        parts.append(hay[prev:a])
+        starts[i], prev = pos + a - prev, a
+        parts.append(inserts[i][1])
+        pos = starts[i] + len(inserts[i][1])
+    parts.append(hay[prev:])
+    answers, at = [], length - sum(len(x) for x, _ in tail)
+    for ids, scored in tail:
+        if scored:
+            answers.append((at, at + len(ids)))
+        parts.append(ids)
+        at += len(ids)
+    tokens = np.concatenate(parts).astype(np.int64)
+    assert len(tokens) == length, (len(tokens), length)
+    p = niah_result(rng, variant, tokens, fm, starts, answers, c, distractors)
+    if variant == "multivalue":
+        width = answers[0][1] - answers[0][0]
+        p.candidates = distinct(
+            rng,
+            lambda r: random_number(r, c.digits),
+            distractors,
+            avoid=list(p.texts),
+            ok=lambda x: len(encode(" " + x)) == width,
+        )
+        p.meta["slot"] = {x: encode(" " + x).tolist() for x in [*p.texts, *p.candidates]}
+    return p
+
+
+def _spaces_forward(tail: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """Tail segments with each segment's trailing space moved to the start of the next, so an answer is encoded
+    as a word after a space (" 12345"), the way a tokenizer reads it in running text; the first segment, which
+    follows the haystack, starts with a space too."""
+    out, carry = [], " "
+    for text, scored in tail:
+        body = text.rstrip(" ")
+        out.append(((carry + body.lstrip(" ")) if carry else body, scored))
+        carry = " " if text.endswith(" ") else ""
+    return out
+
+
+def token_niah_form(encode, variant: str, form: str, length: int, keys: int, values: int, queries: int):
+    """``niah_form`` counted in an outside tokenizer's tokens (the longest keys and values of the layout)."""
+
+    def need(fm: str) -> int:
+        ins, tail, head = niah_layout(variant, fm, keys, values, queries)
+        return len(encode(head)) + sum(len(encode(" " + x)) for x in ins) + len(encode(" " + tail)) + 1
+
+    return choose_form(form, need("standard"), need("compact"), length)
+
+
+def multiquery_tail(form: str, keys: list[str], values: list[str]) -> list[tuple[str, bool]]:
+    """The question and answers of a multiquery prompt as segments (text, scored). Compact: "k1: v1. k2: v2.";
+    standard: RULER's question for all the keys, then "v1, v2."."""
+    tail = [] if form == "compact" else [(ASK_ALL[form].format(key=", ".join(keys)) + " ", False)]
     for j, (k, v) in enumerate(zip(keys, values)):
         if form == "compact":
-            tail += (" " if tail else "") + f"{k}: "
-        offs.append(len(tail))
-        tail += v + ("." if form == "compact" or j == len(values) - 1 else ", ")
-    return tail, offs
+            tail.append(((" " if j else "") + f"{k}: ", False))
+        tail += [(v, True), ("." if form == "compact" or j == len(values) - 1 else ", ", False)]
+    return tail
 
 
 def fill_source(haystack, length: int, rng: np.random.Generator):

@@ -69,6 +69,7 @@ from typing import Any, Optional
 import yaml
 
 from ..errors import PebenchError, UsageError
+from ..parsing import canonical_label
 from ..results import CLAIMS_FILE
 from .rules import Cell, decide, draw_name, expand
 
@@ -144,6 +145,8 @@ def load_claims(path: Path) -> list[dict]:
         data = yaml.safe_load(Path(path).read_text()) or {}
     except (OSError, yaml.YAMLError) as e:
         raise UsageError(f"cannot read claims file {path}: {e}") from e
+    if not isinstance(data, dict) or not isinstance(data.get("claims") or [], list):
+        raise UsageError(f"{path}: a claims file is a mapping with `claims:` (a list) and optional `defaults:`")
     defaults, out = data.get("defaults") or {}, []
     for i, c in enumerate(data.get("claims") or []):
         out.append(_checked_claim(c, defaults, f"{path}: claim {i + 1}"))
@@ -343,7 +346,7 @@ class Evidence:
             df = df[df["config"] == spec["config"]]
         ctx = int(df["train_context"].mode().iloc[0]) if not df.empty else 0
         sel = df[
-            (df["label"] == spec["label"])
+            (df["label"] == canonical_label(spec["label"]))  # a scaling's other spelling is read as its one name
             & (df["length"] == parse_length(spec["length"], ctx))
             & (df["split"] == spec.get("split", "validation"))
             & (df["protocol"] == spec.get("protocol", "nonoverlap"))

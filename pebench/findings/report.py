@@ -13,6 +13,7 @@ import pandas as pd
 from ..errors import PebenchError
 from ..fsutil import atomic_path, atomic_write_text
 from ..groups import row_key
+from ..parsing import canonical_label
 from ..registry import Registry
 from ..results import CLAIMS_FILE, ResultsDir, protocol_key, record_precision
 from ..stats import mean_ci
@@ -38,7 +39,7 @@ def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.Dat
             {
                 "task": rec["task"],
                 "run": rec["run"],
-                "label": rec["label"],
+                "label": canonical_label(rec["label"]),  # records written under a scaling's other spelling too
                 "scheme": rec["scheme"],
                 "variant": rec["variant"],
                 "seed": rec["seed"],

@@ -189,6 +189,7 @@ def _continued_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
 
 
 def _finetune_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
+    from ..parsing import canonical_scaling
     from ..pe import SCHEMES
 
     if c.overlays or c.needles is not None:
@@ -196,7 +197,7 @@ def _finetune_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
             "--overlay and --needles with --init-from apply to a run continued at its own context (without --context)"
         )
     ctx = parse_context(c.context, parent_cfg.model.context)
-    scaling = c.rope_scaling or "linear"
+    scaling = canonical_scaling(c.rope_scaling or "linear")[0]
     if ":" in scaling or "," in scaling:
         raise UsageError(
             f"--rope-scaling with --init-from takes one scaling's name, got {scaling!r} (its factor: --rope-factor)"
@@ -391,7 +392,7 @@ def outside_eval(
 
     if req.logit_scale or req.rope_factor:
         raise UsageError(
-            "with --hf, scalings are --rope-scaling NAME[:key=value...] (linear, dynamic, yarn, llama3, "
+            "with --hf, scalings are --rope-scaling NAME[:key=value...] (linear, dynamic-ntk, yarn, llama3, "
             "longrope); --rope-factor and --logit-scale do not apply"
         )
     scalings = parse_hf_scalings(rope_scaling)

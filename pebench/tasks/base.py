@@ -320,7 +320,8 @@ def ranking_scores(ctx, prompts: list) -> list[list[float]]:
         s, e = p.answers[0]
         rows = np.stack([p.tokens] * (len(p.texts) + len(p.candidates)))
         for r, c in zip(rows, list(p.texts) + list(p.candidates)):
-            r[s:e] = np.frombuffer(c.encode("ascii"), dtype=np.uint8)
+            slot = p.meta.get("slot")  # an outside tokenizer's prompt: each candidate's ids, as many as the slot's
+            r[s:e] = np.frombuffer(c.encode("ascii"), dtype=np.uint8) if slot is None else slot[c]
         slots.append((rows, s, e))
     ll = [lp.sum(1) for lp in slot_logprobs(ctx, slots)]
     return [rank_credit(list(x[: len(p.texts)]), list(x[len(p.texts) :])) for p, x in zip(prompts, ll)]

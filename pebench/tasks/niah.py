@@ -1,4 +1,5 @@
-"""``niah``: RULER's needle-in-a-haystack variants (Hsieh et al. 2024) on byte windows.
+"""``niah``: RULER's needle-in-a-haystack variants (Hsieh et al. 2024) on byte windows, or for an outside model
+(``eval --hf``) the same prompts in its own tokens.
 
 Needles "One of the special magic numbers for {key} is: {value}." (compact form "{key}: {value}.") with short random
 words as keys and 5-7 digit values, over the filler or evaluation text, then RULER's question and answer prefix and
@@ -8,8 +9,9 @@ the answer. Variants (one record holds them all, a metric each):
 - ``multivalue``: one key with ``values`` needles; each true value is ranked by log-likelihood in the answer slot
   against ``distractors`` random values of as many digits (order-free recall; chance 1/(1 + distractors)).
 Teacher-forced values are scored per digit among the ten digits (ties split, so chance is exactly 10^-digits for a
-value). The asked needle (multivalue: the first value; multiquery: the first asked key) sits at each depth, the
-others at random depths. Prompts from the evaluation stream (seed, length, variant, depth), never training's.
+value); in an outside model's tokens, per token among its whole vocabulary (exact match of every token). The asked
+needle (multivalue: the first value; multiquery: the first asked key) sits at each depth, the others at random
+depths. Prompts from the evaluation stream (seed, length, variant, depth), never training's.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.needles import EVAL
-from ..data.ruler import NIAH_VARIANTS, niah_form, niah_need, niah_prompt
+from ..data.ruler import NIAH_VARIANTS, niah_form, niah_need, niah_prompt, token_niah_prompt
 from ..errors import UsageError
 from ..parsing import parse_list
 from .base import (
@@ -26,6 +28,7 @@ from .base import (
     answer_scores,
     check_choice,
     check_int,
+    encoder,
     mean_interval,
     parse_floats,
     ranking_scores,
@@ -45,14 +48,20 @@ def variants(options: dict) -> list[str]:
     return out
 
 
-def cell_prompts(variant: str, length: int, depth_index: int, depth: float, o: dict, seed: int, haystack=None):
+def cell_prompts(
+    variant: str, length: int, depth_index: int, depth: float, o: dict, seed: int, haystack=None, encode=None
+):
+    """The prompts of one cell, from the evaluation stream (seed, length, variant, depth): bytes, or with ``encode``
+    (an outside tokenizer) the same content in its tokens."""
     rng = np.random.default_rng([seed, EVAL, 3, length, NIAH_VARIANTS.index(variant), depth_index])
-    return [
-        niah_prompt(
-            rng, variant, length, depth, o["form"], o["keys"], o["values"], o["queries"], o["distractors"], haystack
-        )
-        for _ in range(o["trials"])
-    ]
+    args = (variant, length, depth, o["form"], o["keys"], o["values"], o["queries"], o["distractors"], haystack)
+    try:
+        return [
+            niah_prompt(rng, *args) if encode is None else token_niah_prompt(encode, rng, *args)
+            for _ in range(o["trials"])
+        ]
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def summarize(scores: list[list[float]], one_answer: bool) -> tuple[float, list[float]]:
@@ -94,6 +103,7 @@ class NiahTask(Task):
         "trials": "prompts per variant and depth",
         "options": "keys, values, queries, distractors",
         "cells": "per variant and depth: {variant, depth, trials, score, score_ci}",
+        "tokens": "bytes, or the outside tokenizer's class (eval --hf: the prompts in its tokens)",
     }
     options = {
         "variants": ",".join(NIAH_VARIANTS),
@@ -107,6 +117,7 @@ class NiahTask(Task):
         "distractors": 3,
     }
     headline = "niah_single"
+    any_tokenizer = True  # an outside model's prompts are its tokens (data.ruler.token_niah_prompt)
     summary = tuple(f"niah_{v}" for v in NIAH_VARIANTS)
     order = 30
 
@@ -144,12 +155,16 @@ class NiahTask(Task):
         o = ctx.options
         depths = parse_floats(o["depths"], "niah.depths", 0.0, 1.0)
         hay = ctx.split_tokens if o["haystack"] == "corpus" else None
+        encode = encoder(ctx)  # an outside model's tokenizer: the values' tokens among its whole vocabulary
         metrics = {m.name: None for m in self.metrics}
         intervals, cells, forms = {}, [], set()
         for v in variants(o):
-            prompts = [p for i, d in enumerate(depths) for p in cell_prompts(v, length, i, d, o, ctx.seed, hay)]
+            prompts = [p for i, d in enumerate(depths) for p in cell_prompts(v, length, i, d, o, ctx.seed, hay, encode)]
             forms |= {p.form for p in prompts}
-            scores = ranking_scores(ctx, prompts) if v == "multivalue" else answer_scores(ctx, prompts, DIGITS)[0]
+            if v == "multivalue":
+                scores = ranking_scores(ctx, prompts)
+            else:
+                scores = answer_scores(ctx, prompts, DIGITS if encode is None else None)[0]
             one = v in ("single", "multikey")
             metrics[f"niah_{v}"], intervals[f"niah_{v}"] = summarize(scores, one)
             t = o["trials"]
@@ -163,6 +178,7 @@ class NiahTask(Task):
             "intervals": intervals,
             "details": {
                 "form": "/".join(sorted(forms)),
+                "tokens": "bytes" if encode is None else type(ctx.tokenizer).__name__,
                 "haystack": o["haystack"],
                 "trials": o["trials"],
                 "options": {k: o[k] for k in ("keys", "values", "queries", "distractors")},

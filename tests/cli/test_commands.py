@@ -250,9 +250,9 @@ def test_suite_context_scores_ppl_with_long_context_and_writes_the_context_table
     )
     assert r.exit_code == 0, r.output
     keys = sorted(p.name.split("__")[-2] for p in (res / "records" / "alibi-micro-s0").glob("alibi__*.json"))
-    assert keys == ["sliding-s64", "sliding-s64"]  # ppl scored with at least L - 64 tokens of context
+    assert keys == ["sliding-m3000-s64"] * 2  # ppl scored with at least L - 64 tokens of context, its stream said
     ctx = (res / "report-context.md").read_text()
-    assert "ppl (sliding-s64" in ctx and "passkey_exact (filler-t2" in ctx and "| alibi | ppl |" in ctx
+    assert "ppl (sliding-m3000-s64" in ctx and "passkey_exact (filler-m3000-t2" in ctx and "| alibi | ppl |" in ctx
     assert len(list(res.glob("heatmap_passkey_alibi_*.png"))) == 1
 
 
@@ -327,6 +327,23 @@ def test_steps_says_what_else_it_changed(tmp_path):
     r = invoke("train", "--pe", "alibi", "--config", cfg, "--steps", "3", "--results", tmp_path / "res")
     assert r.exit_code == 0
     assert "note: --steps 3 also set train.warmup 5 -> 0, train.checkpoint_every 50 -> 3" in r.output
+
+
+def test_steps_keeps_an_induction_warm_up_at_its_share_of_the_training():
+    """The context suite's 4,000 warm-up steps of 5,000: --steps 1000 keeps the share (800), any --steps leaves at
+    least one language-model step after the warm-up, and one step has no room for one (off)."""
+    from dataclasses import replace
+
+    from pebench.config import load_config, with_steps
+
+    cfg = load_config("context")
+    assert (cfg.train.steps, cfg.train.induction_steps) == (5000, 4000)
+    for steps, want in ((1000, 800), (10000, 8000), (2, 1), (1, 0), (5000, 4000)):
+        got, notes = with_steps(cfg, steps)
+        assert got.validate().train.induction_steps == want, steps
+        assert ("train.induction_steps 4000 -> " in " ".join(notes)) == (want != 4000), notes
+    plain = replace(cfg, train=replace(cfg.train, induction_steps=0))
+    assert with_steps(plain, 1000)[0].train.induction_steps == 0
 
 
 def test_precision_flag_sets_the_training_precision_and_the_run_records_it(tmp_path, micro_config):

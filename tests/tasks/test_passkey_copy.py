@@ -314,7 +314,7 @@ def test_a_task_added_outside_shows_up_in_eval_and_report(outside_task, tmp_path
         ["eval", "--task", "window-size,ppl", "--lengths", "16,32", "--max-tokens", "200", "--results", str(tmp_path)],
     )
     assert r.exit_code == 0, r.output
-    assert (rd.records / "alibi-s0" / "window-size__alibi__plain__L32.json").exists()
+    assert (rd.records / "alibi-s0" / "window-size__alibi__plain-m200__L32.json").exists()
     r = runner.invoke(app, ["report", "--metric", "window_tokens", "--format", "md", "--results", str(tmp_path)])
     assert r.exit_code == 0 and "| alibi | **16.00** | **32.00** | 2.00 |" in r.output, r.output
     r = runner.invoke(app, ["eval", "--task", "window-size", "--task-opt", "depths=0,1", "--results", str(tmp_path)])
