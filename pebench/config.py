@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Optional
 import yaml
 
 from .data.needles import DOC_KINDS
-from .errors import UsageError
+from .util.errors import UsageError
 
 
 def _config_dir() -> Path:
@@ -352,7 +352,7 @@ def load_config(spec: str = "tiny", overlays: tuple = ()) -> Config:
     if not (spec.endswith((".yaml", ".yml")) or path.exists()):
         path = CONFIG_DIR / f"{spec}.yaml"
         if not path.exists():
-            from .registry import unknown_name_message
+            from .util.registry import unknown_name_message
 
             raise UsageError(unknown_name_message("config", spec, builtin_configs()) + " or a path to a .yaml file")
     if not path.is_file():

@@ -16,8 +16,8 @@ from typing import Iterator, Optional
 import yaml
 
 from . import __version__
-from .errors import PebenchError, UsageError
-from .fsutil import RunLock, atomic_write_json
+from .util.errors import PebenchError, UsageError
+from .util.fsutil import RunLock, atomic_write_json
 
 SCHEMA_VERSION = 2  # 2: the task, metrics, intervals and details fields (1: perplexity only, upgraded on reading)
 RECORD_FIELDS = {
@@ -326,7 +326,7 @@ def pack_records(sources: list[ResultsDir], dest: Path, runs: Optional[list] = N
     if not recs:
         raise PebenchError(f"no records to pack in {', '.join(str(s.root) for s in sources)}")
     text = "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in recs)
-    from .fsutil import atomic_write_bytes
+    from .util.fsutil import atomic_write_bytes
 
     atomic_write_bytes(Path(dest), gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
     return len(recs)

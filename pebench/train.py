@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Callable, Optional
 import torch
 import yaml
 
-from .checkpoint import CHECKPOINT, build_model, check_compatible, load_checkpoint, load_shared_weights
 from .config import Config
 from .data import prepare_corpus, sample_batch
-from .device import resolve_device, train_autocast, train_precision, tune_cpu_allocator
-from .errors import PebenchError, TrainingDiverged, UsageError
-from .fsutil import RunLock, WriteFailed, append_line, atomic_save, atomic_write_text
-from .model import DecoderLM
+from .eval.scoring import Protocol, score_stream
+from .model.checkpoint import CHECKPOINT, build_model, check_compatible, load_checkpoint, load_shared_weights
+from .model.decoder import DecoderLM
+from .model.device import resolve_device, train_autocast, train_precision, tune_cpu_allocator
 from .results import ResultsDir, environment, now
-from .scoring import Protocol, score_stream
+from .util.errors import PebenchError, TrainingDiverged, UsageError
+from .util.fsutil import RunLock, WriteFailed, append_line, atomic_save, atomic_write_text
 
 if TYPE_CHECKING:
     import numpy as np

@@ -6,8 +6,8 @@ import math
 import sys
 
 from pebench.findings.report import records_frame
-from pebench.groups import row_key
 from pebench.results import ResultsDir
+from pebench.util.groups import row_key
 
 
 def cell(g, task: str, metric: str, L: int, interval: bool = False) -> str:

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pebench.checkpoint import build_model, load_checkpoint
 from pebench.data.needles import pairs_window
+from pebench.model.checkpoint import build_model, load_checkpoint
 from pebench.results import ResultsDir
 
 

@@ -14,7 +14,7 @@ CHILD = r"""
 import json, resource, sys, time
 import numpy as np, torch
 from pebench import hf
-from pebench.scoring import Protocol, score_stream
+from pebench.eval.scoring import Protocol, score_stream
 spec, length, dtype, whole = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
 torch.set_num_threads(int(sys.argv[5]))
 o = hf.open_model(spec, dtype=dtype)

@@ -12,8 +12,8 @@ import argparse
 import datetime
 from pathlib import Path
 
-from pebench.fsutil import atomic_write_text
 from pebench.results import ResultsDir
+from pebench.util.fsutil import atomic_write_text
 
 
 def load(folder: Path) -> dict:

@@ -18,12 +18,12 @@ from pathlib import Path
 import torch
 
 from pebench.analysis.encodings import learned_vs_reference, table_components, table_spectrum
-from pebench.checkpoint import load_run_model
 from pebench.config import load_config
 from pebench.jobs.suites import SCALE_POINTS
+from pebench.model.checkpoint import load_run_model
 from pebench.pe.sinusoidal import sinusoidal_table
 from pebench.results import ResultsDir
-from pebench.stats import mean_ci
+from pebench.util.stats import mean_ci
 
 ap = argparse.ArgumentParser()
 ap.add_argument("work", nargs="+", type=Path)

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import yaml
 
-from pebench import estimate as es
 from pebench.config import load_config
 from pebench.findings import trends as tr
 from pebench.findings.report import records_frame
 from pebench.jobs.suites import SCALE_POINTS
+from pebench.perf import estimate as es
 from pebench.results import ResultsDir
 
 ROOT = Path(sys.argv[1])

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from pebench.config import load_config
 from pebench.findings.claims import markdown_tables, table_value
-from pebench.fsutil import atomic_write_text
-from pebench.groups import SCHEME_ORDER
 from pebench.jobs.plan import at_point
 from pebench.jobs.tune import pick_best
+from pebench.util.fsutil import atomic_write_text
+from pebench.util.groups import SCHEME_ORDER
 
 ap = argparse.ArgumentParser()
 ap.add_argument("grids", nargs="+", type=Path, help="results folders a `pebench tune --point` wrote (DIR/tune/tune.md)")

@@ -1,6 +1,6 @@
 """The speed levers for the main job's training step, measured side by side in one run on this machine: a RoPE
 step of the default config (batch 32 x 128) with glibc's default allocator and with pebench's tuned one
-(``pebench.device.tune_cpu_allocator``), fp32 and bf16 autocast (pebench's default on a CPU with native bf16
+(``pebench.model.device.tune_cpu_allocator``), fp32 and bf16 autocast (pebench's default on a CPU with native bf16
 matmuls, ``device.train_precision``), both cores in one process against one core in each of two processes running
 at once (throughput of the pair), torch.compile (its compile time beside it), where the default's step goes, and the
 optimizer step alone with the for-loop, foreach and fused AdamW. Medians of timed steps after warm-up; minor page
@@ -27,14 +27,14 @@ from dataclasses import replace
 
 import torch
 
-from pebench.bench import matmul_peak
-from pebench.checkpoint import build_model
 from pebench.config import load_config
-from pebench.device import train_precision, tune_cpu_allocator
-from pebench.errors import UsageError
 from pebench.jobs.plan import select_points
 from pebench.jobs.suites import get_suite
+from pebench.model.checkpoint import build_model
+from pebench.model.device import train_precision, tune_cpu_allocator
+from pebench.perf.bench import matmul_peak
 from pebench.train import make_optimizer
+from pebench.util.errors import UsageError
 
 
 def config_of(point: str = ""):
@@ -199,7 +199,7 @@ def _fwd_bwd(fn, *shapes, dtype=torch.float32):
 
 def cpu_kind() -> str:
     """The CPU's model name and its native bf16 flags (``amx_bf16``, ``avx512_bf16``), as the tables name it."""
-    from pebench.device import NATIVE_BF16_FLAGS, cpu_info, cpu_name
+    from pebench.model.device import NATIVE_BF16_FLAGS, cpu_info, cpu_name
 
     flags = [f for f in (*NATIVE_BF16_FLAGS, "amx_tile") if f in cpu_info().get("flags", "").split()]
     return f"{cpu_name()} ({', '.join(flags) or 'no native bf16'})"
@@ -213,7 +213,7 @@ def work_rows(cfg) -> list[tuple]:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from pebench.attention import attend
+    from pebench.model.attention import attend
 
     m, d, f, V = cfg.train.batch_size * cfg.model.context, cfg.model.d_model, cfg.model.d_mlp, cfg.model.vocab_size
     B, H, T = cfg.train.batch_size, cfg.model.n_heads, cfg.model.context

@@ -98,7 +98,7 @@ def task_ctx(model, stream=None, **options):
     import numpy as np
 
     from pebench.config import EvalConfig, ModelConfig
-    from pebench.scoring import Protocol
+    from pebench.eval.scoring import Protocol
     from pebench.tasks import EvalContext
 
     cfg = type("Cfg", (), {"eval": EvalConfig(batch_tokens=4096), "model": ModelConfig(context=128)})()
@@ -115,7 +115,7 @@ def task_ctx(model, stream=None, **options):
 
 def byte_tokenizer():
     """Token id = byte value (pebench's byte stream), the library's own (what export writes)."""
-    from pebench.export import byte_tokenizer as tok
+    from pebench.eval.export import byte_tokenizer as tok
 
     return tok()
 

@@ -27,7 +27,7 @@ from pebench.analysis.encodings import (
 )
 from pebench.analysis.summary import spearman
 from pebench.cli import app
-from pebench.model import DecoderLM
+from pebench.model.decoder import DecoderLM
 from pebench.pe import PEContext, build_pe
 from pebench.pe.alibi import alibi_slopes
 from support import SCHEMES, micro, runner, tiny_model_config

@@ -5,9 +5,9 @@ import warnings
 import pytest
 import torch
 
-from pebench import attention
-from pebench.attention import attend
-from pebench.model import DecoderLM
+from pebench.model import attention
+from pebench.model.attention import attend
+from pebench.model.decoder import DecoderLM
 from pebench.pe import PEContext, build_pe
 from support import SCHEMES, tiny_model_config
 
@@ -246,7 +246,7 @@ def test_half_precision_attention_is_computed_in_fp32_like_sdpas_math_kernel(pat
     """bf16 q, k, v (training under autocast): the exact chunked and spanned paths score, normalise and weigh in
     fp32, so the log-sum-exp (which a sink reads) matches an fp64 computation on the same rounded inputs; all in
     bf16 it drifted by tenths of a nat at T = 128, and sink runs diverged in training."""
-    from pebench.spans import Span
+    from pebench.model.spans import Span
 
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 4, 128, 32).bfloat16() * 3 for _ in range(3))

@@ -5,8 +5,8 @@ from dataclasses import replace
 import pandas as pd
 import yaml
 
-from pebench.bench import matmul_peak, measure
 from pebench.cli import app
+from pebench.perf.bench import matmul_peak, measure
 from support import runner
 
 
@@ -46,8 +46,8 @@ def test_bench_cli_writes_table_and_csv(tmp_path):
     assert "best of 7 runs of >= 0.3 s" in md and "before and" in md
     gflops = df["matmul_peak_gflops"].unique()
     assert len(gflops) == 1 and gflops[0] > 1 and df["threads"].iloc[0] >= 1  # recorded with the table
-    from pebench.checkpoint import train_flops
     from pebench.config import load_config
+    from pebench.model.checkpoint import train_flops
 
     base = load_config(str(cfg))
     flops = train_flops(replace(base, model=replace(base.model, pe="alibi")))
@@ -57,8 +57,8 @@ def test_bench_cli_writes_table_and_csv(tmp_path):
 def test_every_path_is_measured_at_every_length_a_scheme_can_represent(tmp_path, monkeypatch):
     """The plan of measurements (in this process, to keep it quick): training on each path at the context,
     evaluation on the fast path and the reference at each length, none past the learned table's last position."""
-    from pebench import bench
     from pebench.config import load_config
+    from pebench.perf import bench
 
     monkeypatch.setattr(bench, "_isolated", lambda fn, device, **kw: getattr(bench, fn)(device=device, **kw))
     tiny_peak = {"n": 128, "runs": 1, "seconds": 0.01}
@@ -87,7 +87,7 @@ def test_every_path_is_measured_at_every_length_a_scheme_can_represent(tmp_path,
 
 
 def test_summary_ratios_are_side_by_side_and_the_table_is_contiguous():
-    from pebench.bench import Measurement, Peak, summary_markdown
+    from pebench.perf.bench import Measurement, Peak, summary_markdown
 
     rows = [
         Measurement("rope", "train", "fast", 16, 1000.0, 100.0, 10.0, 0.4),
@@ -109,7 +109,7 @@ def test_summary_ratios_are_side_by_side_and_the_table_is_contiguous():
 
 
 def test_mfu_is_over_the_higher_peak_and_an_implausible_one_is_flagged():
-    from pebench.bench import Measurement, Peak, apply_peak, summary_markdown
+    from pebench.perf.bench import Measurement, Peak, apply_peak, summary_markdown
 
     rows = [
         Measurement("rope", "train", "fast", 16, 1000.0, 100.0, 10.0, model_flops=0.6e12),
@@ -129,7 +129,7 @@ def test_mfu_is_over_the_higher_peak_and_an_implausible_one_is_flagged():
 def test_a_failed_worker_is_one_line_naming_what_it_measured_and_its_error_not_a_warning():
     """A worker killed without a traceback (its last stderr line a compiler warning) and one that raised: the line
     names the scheme, phase, path and length, the signal or exit code, and the exception, never the warning."""
-    from pebench.bench import worker_failure
+    from pebench.perf.bench import worker_failure
 
     kw = {"model_cfg": {"pe": "xpos"}, "phase": "train", "path": "fast+compile", "length": 128}
     warning = "W1205 13:15:49.401000 9471 torch/_dynamo/variables/tensor.py:1759] [0/0] Graph break"

@@ -12,7 +12,7 @@ import torch
 from pebench.data import corpora, prepare_corpus, sample_batch
 from pebench.data.dataset import split_of
 from pebench.data.tokenizer import ByteTokenizer
-from pebench.errors import PebenchError, UsageError
+from pebench.util.errors import PebenchError, UsageError
 
 
 def test_byte_tokenizer_roundtrip():

@@ -12,10 +12,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
-from pebench import estimate as es
 from pebench.cli import app
 from pebench.config import config_from_dict
-from pebench.model import DecoderLM
+from pebench.model.decoder import DecoderLM
+from pebench.perf import estimate as es
 from support import runner
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from pebench.errors import UsageError
-from pebench.scoring import Protocol, bucket_edges, score_stream, windows
+from pebench.eval.scoring import Protocol, bucket_edges, score_stream, windows
+from pebench.util.errors import UsageError
 
 
 def scored(n, L, proto, Lmax=None):
@@ -157,7 +157,7 @@ def test_sliding_windows_run_only_their_scored_tail_with_the_same_accounting():
 def test_scored_positions_near_the_end_run_only_the_tail():
     """Teacher-forced targets in the last quarter of the rows: the model is asked from the first target's logit on,
     and the credits and log-probabilities are those of running the rows whole."""
-    from pebench.scoring import score_positions
+    from pebench.eval.scoring import score_positions
     from support import task_ctx
 
     rows = np.random.default_rng(0).integers(0, 256, (10, 128))
@@ -186,7 +186,7 @@ def test_variants_that_compute_the_same_function_share_one_measurement(tmp_path,
     from dataclasses import replace
 
     from pebench.config import config_from_dict
-    from pebench.evaluate import EvalRequest, evaluate_run
+    from pebench.eval.evaluate import EvalRequest, evaluate_run
     from pebench.pe.rope import RoPE
     from pebench.results import ResultsDir
     from pebench.train import train
@@ -220,7 +220,7 @@ def test_a_share_of_the_lengths_measures_what_the_whole_evaluation_measures(tmp_
     from dataclasses import replace
 
     from pebench.config import config_from_dict
-    from pebench.evaluate import EvalRequest, evaluate_run
+    from pebench.eval.evaluate import EvalRequest, evaluate_run
     from pebench.results import ResultsDir
     from pebench.tasks import TASKS, task_options
     from pebench.train import train
@@ -288,7 +288,7 @@ def test_the_streams_cap_keys_a_record_so_no_evaluation_takes_the_place_of_anoth
     from dataclasses import replace
 
     from pebench.config import config_from_dict
-    from pebench.evaluate import EvalRequest, evaluate_run, stream_cap
+    from pebench.eval.evaluate import EvalRequest, evaluate_run, stream_cap
     from pebench.findings.report import records_frame
     from pebench.results import ResultsDir
     from pebench.train import train

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from pebench.config import ConfigFlags, load_config, resolve_config
-from pebench.errors import UsageError
-from pebench.model import DecoderLM
+from pebench.model.decoder import DecoderLM
+from pebench.util.errors import UsageError
 from support import tiny_model_config
 
 

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 pytest.importorskip("transformers")
-from pebench import hf  # noqa: E402
-from pebench.evaluate import EvalRequest  # noqa: E402
+from pebench.eval import hf  # noqa: E402
+from pebench.eval.evaluate import EvalRequest  # noqa: E402
+from pebench.eval.scoring import Protocol, windows  # noqa: E402
 from pebench.jobs.plan import outside_eval  # noqa: E402
 from pebench.results import ResultsDir  # noqa: E402
-from pebench.scoring import Protocol, windows  # noqa: E402
 from pebench.tasks import resolve_tasks  # noqa: E402
 from support import bpe_tokenizer, invoke, tiny_gpt2, tiny_llama, tiny_llama_gguf, write_micro  # noqa: E402
 
@@ -320,9 +320,9 @@ def test_one_name_per_scaling_for_runs_and_outside_models(llama_bpe, tmp_path):
     """Dynamic NTK is ``dynamic-ntk`` everywhere: for pebench's runs and for outside models, in records and reports.
     transformers' ``dynamic`` is read as it, with a note; records written under the old label are read as the new
     one, and a claim naming either finds them."""
-    from pebench.evaluate import parse_variants
+    from pebench.eval.evaluate import parse_variants
     from pebench.findings.report import records_frame
-    from pebench.parsing import canonical_label, canonical_scaling, scaling_notes
+    from pebench.util.parsing import canonical_label, canonical_scaling, scaling_notes
 
     assert hf.parse_hf_scalings("dynamic:factor=2") == hf.parse_hf_scalings("dynamic-ntk:factor=2")
     (s,) = hf.parse_hf_scalings("dynamic")

@@ -83,17 +83,18 @@ def test_no_import_cycle_in_the_package():
 
 # The rooms' directions (docs/layout.md): the CLI on top, then the job machinery, then the findings and the
 # core. Nothing imports the CLI; the findings read records, never models; results and config know no task or model.
+MODEL = ("decoder", "attention", "checkpoint", "spans", "logit_scales")  # the findings never reach a model
 CORE = (
-    "pebench.model",
+    "pebench.model.decoder",
     "pebench.train",
-    "pebench.evaluate",
+    "pebench.eval.evaluate",
     "pebench.tasks",
-    "pebench.scoring",
-    "pebench.checkpoint",
+    "pebench.eval.scoring",
+    "pebench.model.checkpoint",
     "pebench.results",
     "pebench.config",
     "pebench.pe",
-    "pebench.attention",
+    "pebench.model.attention",
     "pebench.data",
     "pebench.analysis",
 )
@@ -105,15 +106,17 @@ CORE = (
         *[(m, "pebench.cli") for m in CORE + ("pebench.jobs.sweep", "pebench.jobs.plan", "pebench.findings.report")],
         *[(m, "pebench.jobs.sweep") for m in CORE + ("pebench.findings.report", "pebench.findings.claims")],
         *[(m, "pebench.findings.report") for m in CORE],
-        ("pebench.findings.report", "pebench.model"),
-        ("pebench.findings.claims", "pebench.model"),
+        *[(f, f"pebench.model.{m}") for f in ("pebench.findings.report", "pebench.findings.claims") for m in MODEL],
         ("pebench.results", "pebench.tasks"),
-        ("pebench.results", "pebench.evaluate"),
+        ("pebench.results", "pebench.eval"),
         ("pebench.config", "pebench.model"),
-        ("pebench.scoring", "pebench.evaluate"),
-        ("pebench.scoring", "pebench.train"),
-        ("pebench.checkpoint", "pebench.train"),
-        ("pebench.tasks.base", "pebench.evaluate"),
+        ("pebench.model.decoder", "pebench.eval"),
+        ("pebench.model.checkpoint", "pebench.eval"),
+        ("pebench.perf.estimate", "pebench.eval"),
+        ("pebench.eval.scoring", "pebench.eval.evaluate"),
+        ("pebench.eval.scoring", "pebench.train"),
+        ("pebench.model.checkpoint", "pebench.train"),
+        ("pebench.tasks.base", "pebench.eval.evaluate"),
         ("pebench.cli.console", "pebench.train"),
         ("pebench.cli.console", "pebench.jobs.distributed"),
     ],
@@ -180,3 +183,11 @@ def test_nothing_outside_the_cli_imports_it():
         if d.startswith("pebench.cli")
     )
     assert not bad, bad
+
+
+def test_util_knows_nothing_above_it():
+    """The helpers' room imports only itself: no model, evaluation, findings or command line (and so no torch)."""
+    graph = import_graph()
+    util = [m for m in graph if m.startswith("pebench.util.")]
+    bad = sorted(f"{m} -> {d}" for m in util for d in graph[m] if not d.startswith("pebench.util"))
+    assert len(util) >= 8 and not bad, bad

@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "pebench"
-ROOMS = ("cli", "jobs", "findings")
+ROOMS = ("cli", "jobs", "findings", "model", "eval", "perf", "util")
 
 
 def _table() -> dict[str, str]:
@@ -25,8 +25,11 @@ def test_the_layout_table_names_every_module_in_its_room():
         assert room == (top if top in ROOMS else "cli" if m == "__main__.py" else "core"), m
 
 
-def test_the_package_keeps_at_most_25_modules_at_the_top():
-    assert len(list(PKG.glob("*.py"))) <= 25
+def test_the_package_keeps_at_most_12_modules_at_the_top():
+    """The top holds the entry points, the config, the record contract and the training loop; every other module
+    lives in the room of its role (model, eval, perf, util, and the rooms beside them)."""
+    top = sorted(p.name for p in PKG.glob("*.py"))
+    assert len(top) <= 12, top
 
 
 def test_no_issue_number_in_the_product_text():

@@ -8,12 +8,12 @@ import pytest
 import torch
 import yaml
 
-from pebench.attention import attend, attend_from, set_flex_compile
-from pebench.errors import UsageError
-from pebench.model import DecoderLM
+from pebench.model.attention import attend, attend_from, set_flex_compile
+from pebench.model.decoder import DecoderLM
+from pebench.model.spans import Span
 from pebench.patterns import LayerSpec, expand_pattern, layers_config, parse_layers, with_layers
 from pebench.pe import PEContext, build_pe
-from pebench.spans import Span
+from pebench.util.errors import UsageError
 from support import invoke, tiny_model_config, write_micro
 
 SPANS = [Span(window=5), Span(chunk=8), Span(window=5, keep=3)]

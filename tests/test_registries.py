@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from pebench.errors import UsageError
-from pebench.parsing import parse_list
 from pebench.tasks import TASKS, Metric, Task, register_task, task_names, task_options, unregister_task
+from pebench.util.errors import UsageError
+from pebench.util.parsing import parse_list
 from support import invoke, write_micro
 
 
@@ -111,8 +111,8 @@ def test_a_rope_variant_takes_its_options_from_its_signature(tilted_variant):
 def test_every_logit_scale_is_one_at_and_below_the_context_and_runs_in_the_model():
     from dataclasses import replace
 
-    from pebench.logit_scales import LOGIT_SCALES, logit_scale_factors
-    from pebench.model import DecoderLM
+    from pebench.model.decoder import DecoderLM
+    from pebench.model.logit_scales import LOGIT_SCALES, logit_scale_factors
     from support import tiny_model_config
 
     for name in LOGIT_SCALES:
@@ -171,7 +171,7 @@ def test_every_report_format_renders_a_table():
 
 
 def test_one_row_order_everywhere():
-    from pebench.groups import SCHEME_ORDER, row_key
+    from pebench.util.groups import SCHEME_ORDER, row_key
 
     labels = ["zzz-user", "rope+yarn", "alibi", "rope", "none", "rope ft512", "kerple"]
     assert sorted(labels, key=row_key) == ["none", "rope", "rope ft512", "rope+yarn", "alibi", "kerple", "zzz-user"]

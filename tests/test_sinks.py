@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from pebench.errors import UsageError
-from pebench.model import DecoderLM
+from pebench.model.decoder import DecoderLM
+from pebench.util.errors import UsageError
 from support import invoke, tiny_model_config, write_micro
 
 

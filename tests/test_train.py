@@ -12,10 +12,10 @@ import torch
 import yaml
 
 from pebench.config import ModelConfig, load_config
-from pebench.errors import UsageError
-from pebench.model import DecoderLM
+from pebench.model.decoder import DecoderLM
 from pebench.results import ResultsDir
 from pebench.train import sample_positions
+from pebench.util.errors import UsageError
 
 
 def test_the_optimizer_is_fused_on_the_cpu_and_takes_the_reference_step():
@@ -23,7 +23,7 @@ def test_the_optimizer_is_fused_on_the_cpu_and_takes_the_reference_step():
     with the same groups (decay on matrices, none on norms) up to rounding, over several steps."""
     import torch
 
-    from pebench.checkpoint import build_model
+    from pebench.model.checkpoint import build_model
     from pebench.train import make_optimizer
 
     cfg = load_config("tiny")
@@ -64,7 +64,7 @@ def test_training_runs_in_the_precision_it_records(tmp_path, precision, dtype):
     import torch
 
     from pebench.config import config_from_dict
-    from pebench.evaluate import EvalRequest, evaluate_run
+    from pebench.eval.evaluate import EvalRequest, evaluate_run
     from pebench.train import train
     from support import micro
 
@@ -219,8 +219,8 @@ def test_a_resumed_runs_wall_time_counts_every_segment(tmp_path, monkeypatch):
     import types
 
     from pebench import train as train_mod
-    from pebench.checkpoint import load_checkpoint
     from pebench.config import config_from_dict
+    from pebench.model.checkpoint import load_checkpoint
     from support import micro
 
     clock = [1000.0]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..attention import _causal_scores
+from ..model.attention import _causal_scores
 
 CHUNK = 256
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..style import CONTEXT_LINE, save_figure, style_for
+from ..util.style import CONTEXT_LINE, save_figure, style_for
 
 
 def _plt():

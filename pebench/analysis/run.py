@@ -10,9 +10,9 @@ from typing import Callable, Optional
 
 import torch
 
-from ..errors import PebenchError, UsageError
-from ..fsutil import atomic_write_text
 from ..results import ResultsDir
+from ..util.errors import PebenchError, UsageError
+from ..util.fsutil import atomic_write_text
 from . import plots, summary
 from .attention import attention_stats, windows_of
 from .encodings import (
@@ -62,10 +62,10 @@ def _share(x) -> str:
 
 def analyze_run(results: ResultsDir, run: str, opts: AnalyzeOptions) -> dict:
     """Attention statistics at each length and the encoding's own numbers for one finished run."""
-    from ..checkpoint import load_run_model
     from ..data import prepare_corpus
-    from ..device import resolve_device
-    from ..evaluate import eval_lengths, variant_label
+    from ..eval.evaluate import eval_lengths, variant_label
+    from ..model.checkpoint import load_run_model
+    from ..model.device import resolve_device
 
     dev = resolve_device(opts.device)
     cfg, meta, model = load_run_model(results, run, dev)
@@ -120,7 +120,7 @@ def analyze(
         raise PebenchError(f"no finished runs in {results.root}; train some first (pebench run)")
     for r in runs:
         if r not in results.run_names():
-            from ..registry import unknown_name_message
+            from ..util.registry import unknown_name_message
 
             raise UsageError(unknown_name_message("run", r, results.run_names()))
     out_dir = results.root / "analysis"
@@ -229,7 +229,7 @@ def plot_names(data: dict) -> list[str]:
         names.append("biases.png")
     if any("relative" in a["encoding"] for a in data["runs"]):
         names.append("relative.png")
-    from ..fsutil import figure_suffix
+    from ..util.fsutil import figure_suffix
 
     return [n.removesuffix(".png") + figure_suffix() for n in names]  # as written: png, pdf or svg
 

@@ -10,8 +10,8 @@ import sys
 import typer
 from typer.core import TyperGroup
 
-from ..errors import PebenchError
 from ..results import ResultsDir
+from ..util.errors import PebenchError
 
 STATE = {"debug": False}
 # The click that typer runs on (its own copy from typer 0.2x on, the click package before): its usage errors.
@@ -162,7 +162,7 @@ def warn(line: str) -> None:
 
 def scaling_notes(spec) -> None:
     """A note for each ``--rope-scaling`` item given under another spelling than pebench's (``dynamic``)."""
-    from ..parsing import scaling_notes as notes
+    from ..util.parsing import scaling_notes as notes
 
     for line in notes(spec):
         warn(line)
@@ -171,8 +171,8 @@ def scaling_notes(spec) -> None:
 def reporter():
     """The terminal's reporter: lines on stdout, warnings and errors on stderr, each record as a line, a progress
     bar on a terminal (heartbeat lines in a log)."""
-    from ..progress import Reporter, for_stream
     from ..tasks import record_line
+    from ..util.progress import Reporter, for_stream
 
     return Reporter(echo=echo, warn=warn, record=lambda r: echo(record_line(r)), progress=for_stream())
 

@@ -9,7 +9,7 @@ from typing import List, Optional
 import typer
 
 from ..analysis.options import AnalyzeOptions
-from ..errors import UsageError
+from ..util.errors import UsageError
 from . import console
 from .app import app
 from .console import handle_errors
@@ -64,11 +64,11 @@ def eval_cmd(
 ):
     """Evaluate runs (or an outside model, --hf) at several lengths; one JSON record per (run, task, variant,
     length)."""
-    from ..evaluate import EvalFlags
+    from ..eval.evaluate import EvalFlags
     from ..jobs.plan import eval_request, outside_eval
     from ..jobs.sweep import evaluate_runs
-    from ..parsing import fields_from, parse_list
     from ..results import ResultsDir
+    from ..util.parsing import fields_from, parse_list
 
     console.scaling_notes(rope_scaling)
     own = {"rope_scaling": "all" if rope_scaling is None else rope_scaling}  # the default of `run` too
@@ -108,9 +108,9 @@ def analyze(
     """Why schemes break: attention distance, entropy, far-key share and sink mass per head; encodings' spectra,
     biases and RoPE's decay bound. Writes RESULTS/analysis/ (markdown, JSON, PNGs)."""
     from ..analysis import analyze as run_analyze
-    from ..fsutil import figure_format as figures
-    from ..parsing import parse_lengths, parse_list
     from ..results import ResultsDir
+    from ..util.fsutil import figure_format as figures
+    from ..util.parsing import parse_lengths, parse_list
 
     if tokens < 2 or not window_k > 0:
         raise UsageError(f"--tokens must be >= 2 and --window-k > 0, got {tokens} and {window_k}")
@@ -153,12 +153,12 @@ def bench(
 ):
     """Training and evaluation tokens/s, peak memory and MFU: fast path vs eager reference (or, with --estimate,
     a config's cost on paper)."""
-    from .. import bench as bm
     from ..config import load_config
-    from ..device import resolve_device
-    from ..parsing import parse_lengths, resolve_lengths
+    from ..model.device import resolve_device
     from ..pe import resolve_schemes
+    from ..perf import bench as bm
     from ..results import ResultsDir
+    from ..util.parsing import parse_lengths, resolve_lengths
 
     if multiples is not None:
         raise UsageError(f"--multiples is now --lengths, in tokens or Kx: --lengths {multiples.replace(',', 'x,')}x")
@@ -178,12 +178,12 @@ def bench(
 
 
 def on_paper(spec: str, pe: str, lengths: str, peak_tflops, mfu, precision: str) -> str:
-    """``bench --estimate``: the config's scheme (or the one scheme --pe names) costed by ``pebench.estimate``."""
+    """``bench --estimate``: the config's scheme (or the one scheme --pe names) costed by ``pebench.perf.estimate``."""
     from dataclasses import replace
 
-    from .. import estimate as es
     from ..config import load_config
-    from ..parsing import parse_lengths, resolve_lengths
+    from ..perf import estimate as es
+    from ..util.parsing import parse_lengths, resolve_lengths
 
     cfg = load_config(spec)
     if pe != "classic":  # --pe's default means: the config's own scheme

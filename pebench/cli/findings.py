@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from ..errors import PebenchError, UsageError
+from ..util.errors import PebenchError, UsageError
 from . import console
 from .app import app
 from .console import handle_errors
@@ -40,9 +40,9 @@ def report(
     """Tables and plots from every record; writes report.md/.csv/.tex/.json and plots (PNG, PDF or SVG)."""
     from ..findings import report as rp
     from ..findings.html import write_html
-    from ..fsutil import figure_format as figures
-    from ..parsing import parse_list
     from ..results import ResultsDir
+    from ..util.fsutil import figure_format as figures
+    from ..util.parsing import parse_list
 
     fmt, schemes = rp.REPORT_FORMATS.get(format), parse_list(pe, "--pe")
     _check_figures(figure_format, html)
@@ -66,7 +66,7 @@ def report(
 
 
 def _check_figures(figure_format: str, html: bool) -> None:
-    from ..fsutil import check_figure_format
+    from ..util.fsutil import check_figure_format
 
     if check_figure_format(figure_format) == "pdf" and html:
         raise UsageError("--html embeds png or svg figures; drop --html or use --figure-format png|svg")
@@ -118,7 +118,7 @@ def power(
     """How many fresh draws give 80% power to confirm a prediction if its effect is what the draws in hand show:
     run it when registering, and copy its line into the prediction's ``power`` field."""
     from ..findings.claims import power_of
-    from ..parsing import parse_list
+    from ..util.parsing import parse_list
 
     if precision not in ("all", "fp32", "bf16"):
         raise UsageError(f"--precision must be all, fp32 or bf16, got {precision!r}")
@@ -170,8 +170,8 @@ def pack(
     several --results put every draw of an experiment (reruns, more seeds, the other precision) in one set. A DEST
     that already holds packed records is merged only when it is one of the --results; else it is refused (its
     records would be lost) unless --overwrite says so."""
-    from ..parsing import parse_list
     from ..results import PACKED_RECORDS, ResultsDir, pack_records
+    from ..util.parsing import parse_list
 
     target = Path(dest) / PACKED_RECORDS
     merged = any(Path(r).resolve() == Path(dest).resolve() for r in results)

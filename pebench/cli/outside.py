@@ -28,8 +28,8 @@ def rope(
 ):
     """What a RoPE scaling does to a model: frequencies per dimension, attention factor, the longest length it is
     meant for, pebench's own implementation of the same variant beside transformers', and the known traps."""
-    from ..errors import UsageError
-    from ..hf import rope_report
+    from ..eval.hf import rope_report
+    from ..util.errors import UsageError
 
     if length is not None:
         raise UsageError(f"--length is now --lengths (tokens or Kx, as every command takes it): --lengths {length}")
@@ -55,7 +55,7 @@ def export(
 ):
     """Write a pebench run as a Hugging Face GPT-NeoX checkpoint (with a byte tokenizer) that reproduces it
     exactly: `pebench eval --hf DEST` then gives the run's own loss."""
-    from ..export import export_run
+    from ..eval.export import export_run
     from ..results import ResultsDir
 
     path = export_run(ResultsDir(results), run, dest)

@@ -2,7 +2,7 @@
 reference, from the CLI itself (``<!-- pebench:cli -->`` in docs/cli.md: every visible command with its help line
 and every option with its default and help, so the reference cannot drift from the commands), and a config's or a
 suite's cost on paper (``<!-- pebench:estimate config=small -->``, ``<!-- pebench:estimate suite=scale -->``:
-``pebench.estimate`` at the presets' peaks)."""
+``pebench.perf.estimate`` at the presets' peaks)."""
 
 from __future__ import annotations
 
@@ -59,8 +59,8 @@ def _cli(root: Path, args: dict) -> str:
 
 @GENERATORS.register("estimate")
 def _estimate(root: Path, args: dict) -> str:
-    from .. import estimate as es
     from ..config import load_config
+    from ..perf import estimate as es
 
     if "suite" in args:
         return suite_cost(args["suite"])
@@ -72,10 +72,10 @@ def suite_cost(name: str) -> str:
     """A suite's training on paper, point by point (its schemes and three seeds), at the 2-core CPU preset."""
     from dataclasses import replace
 
-    from .. import estimate as es
     from ..config import load_config
     from ..jobs.suites import Point, get_suite
     from ..pe import resolve_schemes
+    from ..perf import estimate as es
 
     st, cpu = get_suite(name), es.PEAKS["cpu2"]
     base, schemes = load_config(st.config), resolve_schemes(st.pe)

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from ..errors import UsageError
+from ..util.errors import UsageError
 from . import console
 from .app import app, notes_of
 from .console import handle_errors
@@ -77,8 +77,8 @@ def train(
     from ..config import ConfigFlags
     from ..jobs.plan import Continuation
     from ..jobs.training import train_runs
-    from ..parsing import fields_from
     from ..results import ResultsDir
+    from ..util.parsing import fields_from
 
     options = locals()
     console.scaling_notes(rope_scaling)
@@ -144,11 +144,11 @@ def run(
 ):
     """Train, evaluate and report in one go (resumes what was interrupted, skips what is finished)."""
     from ..config import ConfigFlags
-    from ..evaluate import EvalFlags
+    from ..eval.evaluate import EvalFlags
     from ..jobs import launch, profile
     from ..jobs.plan import suite_plan
     from ..jobs.runner import run_suite
-    from ..parsing import fields_from
+    from ..util.parsing import fields_from
 
     if devices is not None:
         raise UsageError(f"--devices is now --workers (--device is the kind: auto | cpu | cuda): --workers {devices}")
@@ -195,8 +195,8 @@ def tune(
     from ..jobs.plan import at_point, resolve_flags, resolve_pe
     from ..jobs.tune import parse_option_grid, use_overlay
     from ..jobs.tune import tune as run_tune
-    from ..parsing import fields_from, parse_list
     from ..results import ResultsDir
+    from ..util.parsing import fields_from, parse_list
 
     lrs = parse_list(lr, "--lr", float, lo=1e-12)
     grid = parse_option_grid(option or [])
@@ -249,11 +249,11 @@ def _catalog(results) -> list[str]:
 
     from ..config import builtin_configs, load_config
     from ..data import describe_corpora
-    from ..groups import GROUPS
-    from ..model import DecoderLM
+    from ..model.decoder import DecoderLM
     from ..patterns import described, pattern_settings
     from ..pe import SCHEMES, all_variants, group_of, load_entry_points, scheme_names
     from ..tasks import TASKS, task_names
+    from ..util.groups import GROUPS
 
     tiny = load_config("tiny")
     base = DecoderLM(replace(tiny.model, pe="none")).num_params()

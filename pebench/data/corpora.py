@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
 
-from ..errors import PebenchError, UsageError
+from ..util.errors import PebenchError, UsageError
 
 
 class Document(NamedTuple):

@@ -11,8 +11,8 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from ..errors import PebenchError
-from ..fsutil import atomic_path, atomic_write_json
+from ..util.errors import PebenchError
+from ..util.fsutil import atomic_path, atomic_write_json
 from .corpora import corpus_source
 from .needles import mix_needles
 from .tokenizer import SEPARATOR, ByteTokenizer

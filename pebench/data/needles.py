@@ -12,7 +12,7 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from ..registry import Registry
+from ..util.registry import Registry
 
 TASK = (
     "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "

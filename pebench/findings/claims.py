@@ -68,9 +68,9 @@ from typing import Any, Optional
 
 import yaml
 
-from ..errors import PebenchError, UsageError
-from ..parsing import canonical_label
 from ..results import CLAIMS_FILE
+from ..util.errors import PebenchError, UsageError
+from ..util.parsing import canonical_label
 from .rules import Cell, decide, draw_name, expand
 
 RELATIONS = ("lower", "higher", "flat", "overlap", "above", "below", "undefined")
@@ -449,7 +449,7 @@ def _draws(sel, metric: str, proportion: bool) -> tuple[dict, dict, set]:
     """Per draw (seed, precision): the mean of its records' values (a rerun of one draw is not another sample),
     the interval over its prompts (for a proportion, at least Wilson's on its prompts: never zero-wide), and the
     labels any record was copied from."""
-    from ..stats import wilson
+    from ..util.stats import wilson
 
     values, trials, copies = {}, {}, set()
     for (seed, precision), g in sel.groupby(["seed", "precision"]):
@@ -783,7 +783,7 @@ def adjust(verdicts: list[Verdict]) -> list[Verdict]:
     ``ALPHA``."""
     from dataclasses import replace
 
-    from ..stats import bh_adjust
+    from ..util.stats import bh_adjust
     from .power import ALPHA
 
     idx = [i for i, v in enumerate(verdicts) if v.kind == "prediction" and v.p is not None and v.state != "refused"]

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..errors import UsageError
-from ..fsutil import atomic_write_text
-from ..registry import Registry
+from ..util.errors import UsageError
+from ..util.fsutil import atomic_write_text
+from ..util.registry import Registry
 
 SECTION = re.compile(r"(<!-- pebench:(\w+)((?: [\w-]+=[^ ]+)*) -->\n)(.*?)(<!-- pebench:end -->)", re.S)
 GENERATORS: Registry = Registry("doc section")
@@ -67,7 +67,7 @@ def _frame(root: Path, set_: str):
 
 @GENERATORS.register("table")
 def _table(root: Path, args: dict) -> str:
-    from ..parsing import parse_list
+    from ..util.parsing import parse_list
     from . import report as rp
 
     df = _frame(root, args["set"])

@@ -70,8 +70,8 @@ def plots(tables: dict, root: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..fsutil import save_plot
-    from ..style import legend_labels, style_for
+    from ..util.fsutil import save_plot
+    from ..util.style import legend_labels, style_for
 
     paths = []
     for name, ts in tables.items():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import PebenchError
+from ..util.errors import PebenchError
 
 STYLE = """body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;color:#222}
 body{margin:2em auto;max-width:1400px;padding:0 1.5em;box-sizing:border-box}
@@ -142,8 +142,8 @@ def _provenance(df_prov: list[dict], created: list[str]) -> str:
 
 def write_html(root: Path, dest: Path | None = None) -> Path:
     """``report.html`` of the result set at ``root`` (tables, plots, claims, provenance), written atomically."""
-    from ..fsutil import atomic_write_text
     from ..results import ResultsDir
+    from ..util.fsutil import atomic_write_text
     from .report import records_frame
 
     rd = ResultsDir(root)

@@ -22,7 +22,7 @@ import math
 import statistics
 from typing import Callable, Optional
 
-from .. import stats
+from ..util import stats
 from .rules import Cell
 
 ALPHA = 0.05  # the false discovery rate of a result set's predictions

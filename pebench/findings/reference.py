@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import PebenchError
-from ..stats import mean_ci
+from ..util.errors import PebenchError
+from ..util.stats import mean_ci
 
 DEFAULT_REFERENCE = Path("results/reference")
 

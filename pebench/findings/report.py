@@ -10,17 +10,17 @@ from typing import Optional
 
 import pandas as pd
 
-from ..errors import PebenchError
-from ..fsutil import atomic_path, atomic_write_text
-from ..groups import row_key
-from ..parsing import canonical_label
-from ..registry import Registry
 from ..results import CLAIMS_FILE, ResultsDir, protocol_key, record_precision
-from ..stats import mean_ci
-from ..style import CONTEXT_LINE, legend_labels, save_figure, style_for
 from ..tasks import TASKS, task_names
 from ..tasks import metric as find_metric
-from . import effective
+from ..util.errors import PebenchError
+from ..util.fsutil import atomic_path, atomic_write_text
+from ..util.groups import row_key
+from ..util.parsing import canonical_label
+from ..util.registry import Registry
+from ..util.stats import mean_ci
+from ..util.style import CONTEXT_LINE, legend_labels, save_figure, style_for
+from . import curves, effective
 
 
 def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.DataFrame:
@@ -446,6 +446,7 @@ def write_reports(results: ResultsDir, t: Table, df: pd.DataFrame, schemes: Opti
     written += write_plots(results, t, df, sfx)
     if not sfx:  # the default view also gets each task's own outputs and, with several tasks, the context table
         written += task_outputs(results, df[df["split"] == t.split])
+        written += curves.write_curves(results)  # every run's learning curve, where its training logged one
         written += effective.plots(effective_tables(df, t.split), root)
         if df["task"].nunique() > 1:
             atomic_write_text(root / "report-context.md", context_markdown(df, split=t.split))
@@ -622,8 +623,7 @@ def _plot_length(t: Table, path: Path) -> Path:
 
 
 def write_plots(results: ResultsDir, t: Table, df: pd.DataFrame, sfx: str = "") -> list[Path]:
-    """The metric against length, and whatever the table's task plots beside it (ppl: loss by position, and
-    with the main report the learning curves)."""
+    """The metric against length, and whatever the table's task plots beside it (ppl: loss by position)."""
     import matplotlib
 
     matplotlib.use("Agg")

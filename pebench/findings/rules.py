@@ -9,7 +9,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..stats import mean_ci, wilson
+from ..util.stats import mean_ci, wilson
 
 Draw = tuple  # (seed, training precision): one trained model; a seed trained in another precision is another draw
 

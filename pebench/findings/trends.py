@@ -20,8 +20,8 @@ from typing import Optional
 import pandas as pd
 from scipy import stats as _st
 
-from ..stats import kendall_tau as _kendall
-from ..stats import mean_ci, t95
+from ..util.stats import kendall_tau as _kendall
+from ..util.stats import mean_ci, t95
 
 MIN_POINTS = 4  # a slope is stated on at least this many points of an axis
 LOF_ALPHA = 0.05  # a line whose lack-of-fit p is below this does not describe the points
@@ -250,7 +250,7 @@ def plot_axis(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .. import style
+    from ..util import style
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for lab in labels:

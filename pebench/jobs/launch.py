@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..errors import PebenchError, UsageError
 from ..results import ResultsDir
+from ..util.errors import PebenchError, UsageError
 
 LAUNCHERS = ("local", "slurm")
 DONE = ".done"
@@ -73,7 +73,7 @@ def launch_plan(
 def launch_options(section: Optional[dict], assignments: list[str]) -> LaunchOptions:
     """Options from a config section and NAME=V assignments, each typed by its default; one line per mistake."""
     from ..config import type_matches
-    from ..parsing import parse_assignment, typed_value
+    from ..util.parsing import parse_assignment, typed_value
 
     known = {f.name: f.default for f in dataclasses.fields(LaunchOptions)}
     values = dict(section or {})
@@ -121,10 +121,10 @@ class JobPack:
         return done
 
     def _one(self, path: Path) -> None:
-        from ..device import resolve_device
-        from ..progress import Reporter
+        from ..model.device import resolve_device
         from ..tasks import record_line
         from ..train import TrainingInterrupted
+        from ..util.progress import Reporter
         from .sweep import run_job_file
 
         errors: list[str] = []
@@ -324,7 +324,7 @@ def run_launched(rd: ResultsDir, runs: list, req, overwrite: bool, plan, reporte
 def emit_sbatch(dest: Path, rd: ResultsDir, job_files: list[Path], opts: LaunchOptions, device: str = "auto") -> Path:
     """A plain sbatch script for sites that forbid submitting from Python: ``#SBATCH --array=0-N``, one line of
     ``DEST.jobs`` per array task (its job files), SIGTERM before the limit (training checkpoints), then a requeue."""
-    from ..fsutil import atomic_write_text
+    from ..util.fsutil import atomic_write_text
 
     todo = packs(pending(job_files), opts.pack)
     if not todo:

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..config import Config, ConfigFlags, naming_flags, resolve_config, short_warmup, with_overlays
-from ..errors import UsageError
-from ..evaluate import EvalFlags, EvalRequest, parse_variants
-from ..parsing import parse_context, parse_lengths, parse_list
+from ..eval.evaluate import EvalFlags, EvalRequest, parse_variants
+from ..eval.scoring import Protocol
 from ..results import ResultsDir
-from ..scoring import Protocol
 from ..tasks import parse_task_opts, resolve_tasks, task_options
+from ..util.errors import UsageError
+from ..util.parsing import parse_context, parse_lengths, parse_list
 from .suites import Point, get_suite
 
 
@@ -33,7 +33,7 @@ def resolve_flags(flags: ConfigFlags) -> tuple[Config, list[str]]:
 
 def cpu_bf16_notes(workers: str, device: str, precisions: set) -> list[str]:
     """``device.emulated_bf16_note`` for runs that train here (``local``, ``device``) or on CPU workers (cpu:N)."""
-    from ..device import cpu_trains_bf16, emulated_bf16_note, resolve_device
+    from ..model.device import cpu_trains_bf16, emulated_bf16_note, resolve_device
 
     if not (workers.startswith("cpu") or workers == "local"):
         return []
@@ -50,7 +50,7 @@ def parse_seeds(seed: Optional[int], seeds: Optional[str], default: int) -> list
 def plan_runs(base: Config, schemes: list[str], seeds: list[int]) -> list[tuple[str, Config]]:
     """(run name, config) for every scheme x seed, each with its scheme's learning rate from
     ``train.lr_by_scheme`` (else ``train.lr``); scheme options are validated before anything runs."""
-    from ..checkpoint import build_model
+    from ..model.checkpoint import build_model
     from ..patterns import is_pattern, model_for, uniform_scheme
     from ..pe import SCHEMES, SOURCES
 
@@ -189,8 +189,8 @@ def _continued_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
 
 
 def _finetune_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
-    from ..parsing import canonical_scaling
     from ..pe import SCHEMES
+    from ..util.parsing import canonical_scaling
 
     if c.overlays or c.needles is not None:
         raise UsageError(
@@ -358,7 +358,7 @@ def check_evaluation(runs: list[tuple[str, Config]], req: EvalRequest) -> None:
     """Every evaluation setting of a suite checked against each run's config before anything trains: the lengths
     against the evaluation stream's cap (``--max-tokens``, else the config's), and each task's own checks, so a bad
     length fails in one line at once, not after the training."""
-    from ..evaluate import eval_lengths
+    from ..eval.evaluate import eval_lengths
 
     tasks, options = req.resolved_tasks()
     for _, cfg in runs:
@@ -386,9 +386,9 @@ def outside_eval(
 ) -> list:
     """``pebench eval --hf``: parse the scalings, load the model, resolve lengths (default 1x,2x,4x of its context),
     evaluate; every setting is checked before the model runs."""
-    from ..device import resolve_device
-    from ..evaluate import evaluate_outside
-    from ..hf import open_model, parse_hf_lengths, parse_hf_scalings
+    from ..eval.evaluate import evaluate_outside
+    from ..eval.hf import open_model, parse_hf_lengths, parse_hf_scalings
+    from ..model.device import resolve_device
 
     if req.logit_scale or req.rope_factor:
         raise UsageError(

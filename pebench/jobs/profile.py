@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..checkpoint import train_flops
-from ..fsutil import atomic_path, atomic_write_text
+from ..model.checkpoint import train_flops
 from ..results import ResultsDir
+from ..util.fsutil import atomic_path, atomic_write_text
 
 
 @dataclass
@@ -186,7 +186,7 @@ def machine() -> dict:
 
     import torch
 
-    from ..device import cpu_name
+    from ..model.device import cpu_name
 
     return {"cpu": cpu_name(), "cores": os.cpu_count(), "torch": torch.__version__}
 
@@ -224,8 +224,8 @@ def peak_for_work(device: str, flops: float, dtype=None) -> float:
 
     import torch
 
-    from ..bench import matmul_peak
-    from ..device import native_bf16_cpu, resolve_device
+    from ..model.device import native_bf16_cpu, resolve_device
+    from ..perf.bench import matmul_peak
 
     dev = str(resolve_device(device))
     if dev == "cpu" and dtype == torch.bfloat16 and not native_bf16_cpu():
@@ -258,7 +258,7 @@ class Clock:
         """Before the jobs (the planned training FLOPs decide how carefully)."""
         import torch
 
-        from ..device import cpu_trains_bf16, resolve_device
+        from ..model.device import cpu_trains_bf16, resolve_device
 
         t = time.perf_counter()
         self.flops = {name: train_flops(c) for name, c in runs}

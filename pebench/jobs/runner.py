@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
-from ..progress import Reporter
 from ..results import ResultsDir
+from ..util.progress import Reporter
 from . import launch, profile
 from .plan import SuitePlan
 

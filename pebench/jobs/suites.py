@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from ..config import Config, config_from_dict
-from ..errors import UsageError
+from ..util.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def get_suite(name: Optional[str]) -> Suite:
     if name is None:
         return SUITES["default"]
     if name not in SUITES:
-        from ..registry import unknown_name_message
+        from ..util.registry import unknown_name_message
 
         raise UsageError(unknown_name_message("suite", name, list(SUITES)))
     return SUITES[name]

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Optional
 
 from ..config import Config, config_from_dict
-from ..errors import PebenchError, UsageError
-from ..evaluate import EvalRequest, eval_lengths, evaluate_run
-from ..fsutil import atomic_write_json
-from ..parsing import parse_list
-from ..progress import Reporter
+from ..eval.evaluate import EvalRequest, eval_lengths, evaluate_run
+from ..eval.scoring import Protocol
 from ..results import ResultsDir
-from ..scoring import Protocol
 from ..tasks import TASKS
+from ..util.errors import PebenchError, UsageError
+from ..util.fsutil import atomic_write_json
+from ..util.parsing import parse_list
+from ..util.progress import Reporter
 from .plan import variants_for
 from .training import train_run
 
@@ -128,7 +128,7 @@ class Job:
 def job_cost(cfg: Config, req: EvalRequest) -> float:
     """Expected work of a job: its training FLOPs, times 1 + 0.1 per evaluation variant (at least one: RoPE's six cost
     more)."""
-    from ..checkpoint import train_flops
+    from ..model.checkpoint import train_flops
     from ..patterns import model_variants
 
     variants = variants_for(cfg, list(req.variants), explicit=False) or []
@@ -162,7 +162,7 @@ def split_evaluations(jobs: list[Job]) -> list[Job]:
     cores the last trainings leave, where whole jobs left a core idle until the longest finished. A share runs
     with its training's threads and measures exactly what the whole job would (``EvalRequest.only_lengths``). Jobs
     of the last wave, and jobs with one length, stay whole. Trainings come first, then the shares, costliest first."""
-    from ..checkpoint import train_flops
+    from ..model.checkpoint import train_flops
 
     trains, shares, last = [], [], []
     for job in jobs:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Optional
 
 from ..config import Config, ConfigFlags
-from ..errors import UsageError
-from ..progress import Reporter
 from ..results import ResultsDir, check_run_name
+from ..util.errors import UsageError
+from ..util.progress import Reporter
 from .distributed import distributed
 
 

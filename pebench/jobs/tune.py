@@ -22,9 +22,9 @@ from typing import Any, Callable, Optional
 import yaml
 
 from ..config import Config
-from ..errors import TrainingDiverged, UsageError
-from ..fsutil import atomic_write_text
 from ..results import ResultsDir
+from ..util.errors import TrainingDiverged, UsageError
+from ..util.fsutil import atomic_write_text
 
 OVERLAY = "tuned.yaml"
 
@@ -105,7 +105,7 @@ def grid_run_name(scheme: str, config_name: str, lr: float, seed: int, opts: tup
 
 
 def _one(base: Config, tr: ResultsDir, scheme: str, lr: float, opts: tuple, device: str) -> Optional[float]:
-    from ..evaluate import EvalRequest, evaluate_run
+    from ..eval.evaluate import EvalRequest, evaluate_run
     from ..train import train
 
     pe_options = dict(base.model.pe_options)
@@ -189,7 +189,7 @@ def describe_grid(options: dict) -> str:
 def parse_option_grid(specs: list[str]) -> dict[str, list]:
     """``["table_scale=1,0.3", "weight_decay=false,true"]`` -> ``{"table_scale": [1, 0.3], ...}`` (values read as
     YAML scalars, so numbers and booleans come out typed)."""
-    from ..parsing import parse_assignment, parse_list
+    from ..util.parsing import parse_assignment, parse_list
 
     grid: dict[str, list] = {}
     for spec in specs:

@@ -31,9 +31,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import type_matches
-from ..errors import UsageError
-from ..registry import Registry
-from ..spans import Span
+from ..model.spans import Span
+from ..util.errors import UsageError
+from ..util.registry import Registry
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ..spans import Span
+from ..model.spans import Span
 from .base import PEContext, PositionalEncoding
 
 

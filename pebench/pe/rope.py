@@ -19,8 +19,8 @@ from typing import Any, Callable, Optional
 import torch
 
 from ..config import type_matches
-from ..errors import UsageError
-from ..registry import Registry
+from ..util.errors import UsageError
+from ..util.registry import Registry
 from .base import SCHEMES, PositionalEncoding
 
 RopeFn = Callable[..., tuple[torch.Tensor, float]]

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..data.needles import EVAL
 from ..data.ruler import MQAR_VALUE, mqar_need, mqar_prompt
-from ..errors import UsageError
+from ..util.errors import UsageError
 from .base import Metric, Task, answer_scores, check_choice, check_int, mean_interval, register_task
 
 DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)

@@ -20,8 +20,8 @@ import numpy as np
 
 from ..data.needles import EVAL
 from ..data.ruler import NIAH_VARIANTS, niah_form, niah_need, niah_prompt, token_niah_prompt
-from ..errors import UsageError
-from ..parsing import parse_list
+from ..util.errors import UsageError
+from ..util.parsing import parse_list
 from .base import (
     Metric,
     Task,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.needles import EVAL, fixed_bytes, passkey_form, passkey_window, random_key, token_passkey
-from ..errors import UsageError
+from ..util.errors import UsageError
 from .base import Metric, Task, encoder, mean_interval, parse_floats, register_task, wilson
 
 HAYSTACKS = ("filler", "corpus")
@@ -108,7 +108,7 @@ class PasskeyTask(Task):
         return options["haystack"], {"trials": options["trials"]}
 
     def measure(self, ctx, length: int) -> dict:
-        from ..scoring import score_positions
+        from ..eval.scoring import score_positions
 
         depths = parse_floats(ctx.options["depths"], "passkey.depths", 0.0, 1.0)
         hay = ctx.split_tokens if ctx.options["haystack"] == "corpus" else None
@@ -169,7 +169,7 @@ def heatmaps(df, root, suffix: str = "") -> list:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..fsutil import save_plot
+    from ..util.fsutil import save_plot
 
     sel = df[(df["task"] == "passkey") & (df["status"] == "ok")]
     paths = []

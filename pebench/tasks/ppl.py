@@ -14,10 +14,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..fsutil import atomic_path, save_plot
-from ..groups import row_key
-from ..stats import mean_ci
-from ..style import CONTEXT_LINE, legend_labels, save_figure, style_for
+from ..util.stats import mean_ci
+from ..util.style import CONTEXT_LINE, legend_labels, save_figure, style_for
 from .base import Metric, Task, register_task
 
 
@@ -103,8 +101,8 @@ class PplTask(Task):
     summary = ("ppl", "ppl_far", "bpb")  # bpb: the column a subword model and a byte model share
 
     def check(self, options, lengths, context, n_tokens, protocol):
-        from ..errors import UsageError
-        from ..scoring import windows
+        from ..eval.scoring import windows
+        from ..util.errors import UsageError
 
         if not isinstance(options["far_n"], int) or options["far_n"] < 1:
             raise UsageError(f"ppl.far_n must be an integer >= 1, got {options['far_n']!r}")
@@ -119,7 +117,7 @@ class PplTask(Task):
         return protocol.name, params if options["far_n"] == 16 else {**params, "far_n": options["far_n"]}
 
     def measure(self, ctx, length: int) -> dict:
-        from ..scoring import score_stream
+        from ..eval.scoring import score_stream
 
         out = score_stream(
             ctx.model,
@@ -168,17 +166,9 @@ class PplTask(Task):
         )
 
     def plots(self, table, df, root, suffix: str = "") -> list:
-        """Loss by token position at the longest length; with the main report, the learning curves."""
-        from ..results import ResultsDir
-
+        """Loss by token position at the longest length (the learning curves are the report's: findings.curves)."""
         pos = plot_position(table, df, root / f"plot_position{suffix}.png")
-        paths = [pos] if pos else []
-        cf = curves_frame(ResultsDir(root))
-        if not suffix and not cf.empty:  # learning curves (train.eval_every), with the main report
-            with atomic_path(root / "curves.csv") as tmp:
-                cf.to_csv(tmp, index=False)
-            paths += [root / "curves.csv", plot_curves(cf, root / "plot_curves.png")]
-        return paths
+        return [pos] if pos else []
 
 
 def plot_position(t, df, path: Path) -> Optional[Path]:
@@ -222,63 +212,6 @@ def plot_position(t, df, path: Path) -> Optional[Path]:
     ax.set_ylabel("mean loss (nats)")
     ax.set_title(f"per-position loss at length {L} ({t.protocol}, {t.split} split)")
     return save_figure(fig, ax, path)
-
-
-def curves_frame(results):
-    """Learning curves, one row per (run, step, length): ppl against training tokens."""
-    import pandas as pd
-
-    rows = [
-        {
-            "run": c["run"],
-            "scheme": c["scheme"],
-            "seed": c["seed"],
-            "step": c["step"],
-            "tokens": c["tokens"],
-            "length": int(L),
-            "ppl": p,
-        }
-        for c in results.learning_curves()
-        for L, p in c["curve"].items()
-    ]
-    return pd.DataFrame(rows, columns=["run", "scheme", "seed", "step", "tokens", "length", "ppl"])
-
-
-def plot_curves(cf, path: Path) -> Path:
-    """ppl against training tokens per scheme, at 1x (left) and the longest length (right), mean and 95% band
-    over seeds; one legend for both panels."""
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import ScalarFormatter
-
-    lengths = sorted(cf["length"].unique())
-    panels = [lengths[0], lengths[-1]] if len(lengths) > 1 else lengths
-    schemes = sorted(cf["scheme"].unique(), key=row_key)
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
-    for ax, L in zip(axes[0], panels):
-        sel = cf[(cf["length"] == L) & cf["ppl"].notna()]
-        for scheme in schemes:
-            g = sel[sel["scheme"] == scheme].groupby("tokens")["ppl"].apply(list)
-            stats = [mean_ci(v) for v in g]
-            st = style_for(scheme)
-            ax.plot(g.index, [m for m, _ in stats], label=scheme, **{**st.kwargs(), "marker": "."})
-            if any(c > 0 for _, c in stats):
-                ax.fill_between(
-                    g.index,
-                    [m - c for m, c in stats],
-                    [m + c for m, c in stats],
-                    color=st.color,
-                    alpha=0.15,
-                    linewidth=0,
-                )
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(ScalarFormatter())
-        ax.yaxis.set_minor_formatter(ScalarFormatter())
-        ax.set_xlabel("training tokens")
-        ax.set_ylabel("ppl")
-        ax.set_title(f"learning curve at length {L}")
-    handles, labels = axes[0][0].get_legend_handles_labels()  # the 1x panel has every scheme
-    axes[0][-1].legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    return save_plot(fig, path)
 
 
 register_task(PplTask())

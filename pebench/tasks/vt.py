@@ -12,7 +12,7 @@ import numpy as np
 
 from ..data.needles import EVAL
 from ..data.ruler import fixed_bytes, vt_form, vt_layout, vt_prompt
-from ..errors import UsageError
+from ..util.errors import UsageError
 from .base import Metric, Task, check_choice, check_int, mean_interval, ranking_scores, register_task
 
 HAYSTACKS, FORMS = ("filler", "corpus"), ("auto", "standard", "compact")

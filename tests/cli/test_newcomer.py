@@ -67,7 +67,7 @@ def test_a_damaged_value_in_a_record_is_skipped_and_named_and_files_follow_the_u
 
 
 def test_lengths_are_spelled_the_same_for_own_runs_and_outside_models(tmp_path):
-    from pebench.parsing import parse_lengths, resolve_lengths
+    from pebench.util.parsing import parse_lengths, resolve_lengths
 
     assert resolve_lengths(parse_lengths("1x,0.5x,48"), 16) == [16, 8, 48]
     res = tmp_path / "res"
@@ -108,8 +108,8 @@ def test_a_missing_results_folder_is_called_missing_and_an_empty_one_empty(tmp_p
 def test_one_vocabulary_for_scalings_contexts_and_where_jobs_run(tmp_path):
     """eval's --rope-scaling defaults to each run's whole list as run's does; --context takes N or Kx everywhere;
     run's job placement is --workers, so --device means the same kind (auto | cpu | cuda) in every command."""
-    from pebench.errors import UsageError
-    from pebench.parsing import parse_context
+    from pebench.util.errors import UsageError
+    from pebench.util.parsing import parse_context
 
     assert parse_context("2x", 16) == 32 and parse_context("512", 16) == 512 and parse_context("4x") == "4x"
     for bad in ("0x", "1,2", "big"):

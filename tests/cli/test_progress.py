@@ -2,13 +2,7 @@
 
 import io
 
-from pebench.progress import (
-    BarProgress,
-    LogProgress,
-    Progress,
-    fmt_duration,
-    for_stream,
-)
+from pebench.util.progress import BarProgress, LogProgress, Progress, fmt_duration, for_stream
 
 
 class Clock:
@@ -83,8 +77,8 @@ def test_evaluation_reports_its_real_cost(tmp_path):
     import numpy as np
     import torch
 
-    from pebench.model import DecoderLM
-    from pebench.scoring import Protocol, score_stream, windows
+    from pebench.eval.scoring import Protocol, score_stream, windows
+    from pebench.model.decoder import DecoderLM
     from support import tiny_model_config
 
     class Record(Progress):

@@ -12,10 +12,10 @@ import pytest
 import torch
 import yaml
 
-from pebench.checkpoint import load_checkpoint
 from pebench.cli import app
-from pebench.errors import PebenchError
-from pebench.fsutil import RunLock
+from pebench.model.checkpoint import load_checkpoint
+from pebench.util.errors import PebenchError
+from pebench.util.fsutil import RunLock
 from support import runner
 
 SLOW = {
@@ -255,7 +255,7 @@ def test_concurrent_evals_keep_every_record(tmp_path, slow_cfg):
 
 
 def test_atomic_write_leaves_old_file_on_failure(tmp_path):
-    from pebench.fsutil import atomic_save
+    from pebench.util.fsutil import atomic_save
 
     target = tmp_path / "ckpt.pt"
     torch.save({"v": 1}, target)
@@ -276,7 +276,7 @@ def test_a_failed_write_names_the_file_and_why(tmp_path):
     is not called a failed write."""
     import errno
 
-    from pebench.fsutil import WriteFailed, atomic_path, atomic_save
+    from pebench.util.fsutil import WriteFailed, atomic_path, atomic_save
 
     target = tmp_path / "ckpt.pt"
     torch.save({"v": 1}, target)

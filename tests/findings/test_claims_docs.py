@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pebench.errors import UsageError
 from pebench.findings import claims as cl
 from pebench.findings.docs import regenerate, render
 from pebench.findings.html import write_html
 from pebench.findings.reference import compare_runs, prediction_interval
 from pebench.findings.report import records_frame
 from pebench.results import PACKED_RECORDS, SCHEMA_VERSION, ResultsDir
+from pebench.util.errors import UsageError
 from support import invoke
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,10 +14,10 @@ import yaml
 from scipy import stats
 from test_claims_docs import record
 
-from pebench import stats as st
 from pebench.findings import claims as cl
 from pebench.findings.claims import power_of
 from pebench.results import ResultsDir
+from pebench.util import stats as st
 from support import invoke
 
 

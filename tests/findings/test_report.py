@@ -171,7 +171,7 @@ def test_each_scheme_has_one_stable_distinct_style_and_rope_variants_are_one_blu
 
     from matplotlib.colors import to_rgb
 
-    from pebench.style import CONTEXT_LINE, SCHEME_COLORS, VARIANT_STYLES, style_for
+    from pebench.util.style import CONTEXT_LINE, SCHEME_COLORS, VARIANT_STYLES, style_for
 
     schemes = ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"]
     colors = [style_for(s).color for s in schemes]
@@ -187,7 +187,7 @@ def test_each_scheme_has_one_stable_distinct_style_and_rope_variants_are_one_blu
         assert v.linestyle not in ("-", CONTEXT_LINE["linestyle"]) and v.color != CONTEXT_LINE["color"]
     hues = sorted(colorsys.rgb_to_hsv(*to_rgb(v.color))[0] * 360 for v in variants)
     assert hues[-1] - hues[0] > 60  # hues apart, not one blue family
-    from pebench.style import legend_labels
+    from pebench.util.style import legend_labels
 
     pts = {"rope+ntk": [(256, 3.1)], "rope+dynamic-ntk": [(256, 3.1)], "rope+yarn": [(256, 2.9)]}
     assert legend_labels(list(pts), pts) == {

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pebench.errors import UsageError
 from pebench.jobs.launch import launch_options, packs, pending
+from pebench.util.errors import UsageError
 from support import micro, micro_file
 
 pytest.importorskip("submitit")

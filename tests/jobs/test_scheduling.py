@@ -8,17 +8,17 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from pebench.checkpoint import train_flops
 from pebench.config import load_config
-from pebench.evaluate import EvalFlags
+from pebench.eval.evaluate import EvalFlags
 from pebench.jobs.plan import eval_request, plan_runs
 from pebench.jobs.profile import Phase, Profile, collect, markdown, peak_for_work
 from pebench.jobs.sweep import Job, jobs_for
+from pebench.model.checkpoint import train_flops
 from pebench.results import ResultsDir
 
 
 def test_training_flops_are_steps_times_tokens_times_flops_per_token():
-    from pebench.checkpoint import build_model
+    from pebench.model.checkpoint import build_model
 
     cfg = load_config("tiny")
     per_token = build_model(cfg).flops_per_token(cfg.model.context)
@@ -167,7 +167,7 @@ def test_the_cpu_peak_is_the_whole_machines_whatever_this_process_threads(monkey
 
     import torch
 
-    import pebench.bench as bench
+    import pebench.perf.bench as bench
 
     seen = []
     monkeypatch.setattr(bench, "matmul_peak", lambda *a, **k: seen.append(torch.get_num_threads()) or 1e9)
@@ -214,7 +214,7 @@ def test_a_job_that_cannot_start_fails_alone_and_the_sweep_finishes(tmp_path, mo
 _FAULTS = """
 import resource, sys
 import torch
-from pebench.device import tune_cpu_allocator
+from pebench.model.device import tune_cpu_allocator
 print(tune_cpu_allocator())
 def churn():  # a training step's pattern: several large activations written, then all freed
     xs = [torch.ones(1 << 21) for _ in range(6)]
@@ -262,7 +262,7 @@ def test_the_tuned_allocator_keeps_freed_tensor_memory_in_the_process():
 
 
 def test_native_bf16_is_read_from_the_cpu_flags(tmp_path):
-    from pebench.device import native_bf16_cpu
+    from pebench.model.device import native_bf16_cpu
 
     for flags, native in (
         ("fpu avx2 avx512f avx512_bf16 avx512bw", True),
@@ -278,7 +278,7 @@ def test_native_bf16_is_read_from_the_cpu_flags(tmp_path):
 def test_training_precision_auto_is_bf16_on_cuda_and_native_bf16_cpus_only(monkeypatch):
     import torch
 
-    from pebench import device
+    from pebench.model import device
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     for native, want in ((True, "bf16"), (False, "fp32")):
@@ -294,9 +294,10 @@ def test_bf16_asked_for_on_a_cpu_that_emulates_it_is_noted_and_its_peak_measured
     one. Not on CUDA, GPU workers, native CPUs or fp32."""
     import torch
 
-    from pebench import bench, device
     from pebench.jobs import profile
     from pebench.jobs.plan import cpu_bf16_notes
+    from pebench.model import device
+    from pebench.perf import bench
 
     sizes = []
     monkeypatch.setattr(bench, "matmul_peak", lambda dev, n=2048, dtype=None, **kw: sizes.append((n, dtype)) or 1e9)
@@ -313,7 +314,7 @@ def test_bf16_asked_for_on_a_cpu_that_emulates_it_is_noted_and_its_peak_measured
 
 
 def test_a_precision_outside_the_list_is_one_line_and_auto_keeps_the_config_hash():
-    from pebench.errors import UsageError
+    from pebench.util.errors import UsageError
 
     cfg = load_config("tiny")
     with pytest.raises(UsageError, match="train.precision must be one of auto, fp32, bf16, got 'fp16'"):
@@ -342,7 +343,7 @@ def test_bf16_cpu_training_attention_takes_the_fp32_path_and_matches_fp32(scheme
     kernel."""
     import torch
 
-    from pebench.attention import _cpu_half_training, attend, attention_math
+    from pebench.model.attention import _cpu_half_training, attend, attention_math
     from pebench.pe import PEContext, build_pe
 
     torch.manual_seed(0)

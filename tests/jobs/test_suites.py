@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from pebench.config import ConfigFlags, load_config
-from pebench.errors import UsageError
-from pebench.estimate import count_params
-from pebench.evaluate import EvalFlags, eval_lengths
+from pebench.eval.evaluate import EvalFlags, eval_lengths
 from pebench.findings.claims import markdown_tables
 from pebench.jobs.plan import suite_plan
 from pebench.jobs.suites import SCALE_POINTS
+from pebench.perf.estimate import count_params
+from pebench.util.errors import UsageError
 
 
 def _plan(suite, **flags):

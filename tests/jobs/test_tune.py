@@ -11,7 +11,6 @@ import torch
 import yaml
 
 from pebench.cli import app
-from pebench.errors import UsageError
 from pebench.jobs.tune import (
     check_option_grid,
     grid_markdown,
@@ -20,6 +19,7 @@ from pebench.jobs.tune import (
     parse_option_grid,
     pick_best,
 )
+from pebench.util.errors import UsageError
 from support import micro as micro_cfg
 from support import runner
 

@@ -6,9 +6,9 @@ import math
 import pytest
 import torch
 
-from pebench.errors import UsageError
-from pebench.model import DecoderLM
+from pebench.model.decoder import DecoderLM
 from pebench.pe import PEContext, build_pe
+from pebench.util.errors import UsageError
 from support import tiny_model_config
 
 
@@ -30,8 +30,8 @@ def test_kerple_parameters_below_the_bound_are_reset_to_it_and_keep_their_gradie
 
 def test_kerple_training_keeps_its_parameters_in_their_domain(tmp_path):
     """A training step at a rate large enough to push them negative: the loop projects them back every step."""
-    from pebench.checkpoint import load_checkpoint
     from pebench.config import Config, ModelConfig, TrainConfig
+    from pebench.model.checkpoint import load_checkpoint
     from pebench.results import ResultsDir
     from pebench.train import train
 

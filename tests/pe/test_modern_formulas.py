@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from pebench.model import DecoderLM
+from pebench.model.decoder import DecoderLM
 from pebench.pe import PEContext, build_pe
 from pebench.pe.base import ScoreMod
 from pebench.pe.fire import fire_input

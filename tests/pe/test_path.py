@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pebench.attention import attend_normalised
-from pebench.model import DecoderLM
+from pebench.model.attention import attend_normalised
+from pebench.model.decoder import DecoderLM
 from pebench.pe import PEContext, build_pe
 from pebench.pe.path import householder_factors, path_reference, path_scores, path_scores_ut
 from support import invoke, tiny_model_config, write_micro

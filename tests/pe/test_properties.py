@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from pebench.attention import attend
+from pebench.model.attention import attend
 from pebench.pe import PEContext, build_pe
 from pebench.pe.alibi import alibi_slopes
 from pebench.pe.rope import RoPE, rotate_half

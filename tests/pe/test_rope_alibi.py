@@ -5,8 +5,8 @@ import math
 
 import torch
 
-from pebench.attention import attend
-from pebench.model import DecoderLM
+from pebench.model.attention import attend
+from pebench.model.decoder import DecoderLM
 from pebench.pe import PEContext, build_pe
 from pebench.pe.alibi import alibi_slopes
 from support import tiny_model_config

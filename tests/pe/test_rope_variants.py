@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from pebench.errors import UsageError
 from pebench.pe import PEContext
 from pebench.pe.rope import ROPE_VARIANTS, RoPE, rope_frequencies
+from pebench.util.errors import UsageError
 
 VARIANTS = ["default", "linear", "ntk", "dynamic-ntk", "yarn", "llama3"]
 

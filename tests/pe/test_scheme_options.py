@@ -11,12 +11,12 @@ import torch
 import yaml
 
 from pebench.cli import app
-from pebench.errors import UsageError
-from pebench.logit_scales import logit_scale_factors
-from pebench.model import DecoderLM
+from pebench.model.decoder import DecoderLM
+from pebench.model.logit_scales import logit_scale_factors
 from pebench.pe import PEContext, build_pe
 from pebench.pe.alibi import alibi_slopes
 from pebench.pe.base import at_positions
+from pebench.util.errors import UsageError
 from support import micro as micro_cfg
 from support import runner, tiny_model_config
 

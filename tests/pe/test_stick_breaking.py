@@ -4,8 +4,8 @@ model's own attention path (blocked, at any length), its gradients, and the orde
 import pytest
 import torch
 
-from pebench.attention import _causal_scores, attend_normalised
-from pebench.model import DecoderLM
+from pebench.model.attention import _causal_scores, attend_normalised
+from pebench.model.decoder import DecoderLM
 from pebench.pe.stick_breaking import StickBreaking, stick_breaking_reference, stick_breaking_weights
 from support import tiny_model_config
 

@@ -383,9 +383,9 @@ def test_sample_batch_with_and_without_needles(tmp_path):
     ],
 )
 def test_passkey_copy_and_far_ppl_run_for_every_scheme_and_scaling(scheme):
-    from pebench.evaluate import _measure
-    from pebench.model import DecoderLM
-    from pebench.scoring import Protocol
+    from pebench.eval.evaluate import _measure
+    from pebench.eval.scoring import Protocol
+    from pebench.model.decoder import DecoderLM
     from pebench.tasks import EvalContext
     from pebench.tasks.ppl import PplTask
     from support import tiny_model_config
@@ -419,7 +419,7 @@ def test_passkey_copy_and_far_ppl_run_for_every_scheme_and_scaling(scheme):
 def test_needle_kinds_build_what_they_say():
     from pebench.config import load_config
     from pebench.data.needles import training_document
-    from pebench.errors import UsageError
+    from pebench.util.errors import UsageError
 
     bg = np.frombuffer(b"x" * 129, dtype=np.uint8)
     for seed in range(20):

@@ -10,11 +10,11 @@ import torch
 
 from pebench.data import ruler
 from pebench.data.needles import FILLER, training_document
-from pebench.errors import UsageError
-from pebench.scoring import Protocol
+from pebench.eval.scoring import Protocol
 from pebench.tasks import TASKS, task_options
 from pebench.tasks import mqar as mqar_task
 from pebench.tasks import niah as niah_task
+from pebench.util.errors import UsageError
 from support import Oracle, Uniform, invoke, task_ctx
 
 NIAH_OPTS = {**TASKS.get("niah").options, "trials": 4, "depths": "0,0.5,1"}
@@ -187,8 +187,8 @@ class WholeRows(torch.nn.Module):
 def test_ranking_with_the_prefix_run_once_equals_every_row_run_whole(pe):
     """niah multivalue and vt rank answers tried in one slot; running the shared prefix once per prompt gives the
     slot log-likelihoods, hence the records, of running every row whole (a trained-like model: weights perturbed)."""
-    from pebench.model import DecoderLM
-    from pebench.scoring import score_positions, slot_logprobs
+    from pebench.eval.scoring import score_positions, slot_logprobs
+    from pebench.model.decoder import DecoderLM
     from support import tiny_model_config
 
     torch.manual_seed(0)

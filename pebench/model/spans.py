@@ -18,7 +18,7 @@ from typing import Optional
 
 import torch
 
-from .errors import UsageError
+from ..util.errors import UsageError
 
 
 @dataclass(frozen=True)

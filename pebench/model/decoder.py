@@ -15,14 +15,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..config import ModelConfig
+from ..patterns import LayerSpec, layers_of
+from ..pe import PEContext, PositionalEncoding, build_pe
+from ..pe.base import at_positions, scaled
+from ..pe.layered import LayeredPE
+from ..util.errors import UsageError
 from .attention import attend, attend_from, attend_normalised
-from .config import ModelConfig
-from .errors import UsageError
 from .logit_scales import check_logit_scale, logit_scale_factors
-from .patterns import LayerSpec, layers_of
-from .pe import PEContext, PositionalEncoding, build_pe
-from .pe.base import at_positions, scaled
-from .pe.layered import LayeredPE
 from .spans import Span, combined
 
 SSMAX_INIT = 0.43  # Scalable-Softmax's s at the start (Nakanishi 2025)

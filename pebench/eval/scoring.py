@@ -23,10 +23,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .device import autocast_for
-from .errors import UsageError
-from .progress import Progress
-from .registry import unknown_name_message
+from ..model.device import autocast_for
+from ..util.errors import UsageError
+from ..util.progress import Progress
+from ..util.registry import unknown_name_message
 
 PROTOCOLS = ("nonoverlap", "sliding", "fixed")
 

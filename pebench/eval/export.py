@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .errors import UsageError
+from ..util.errors import UsageError
 
 
 def byte_tokenizer():
@@ -110,7 +110,7 @@ def export_run(results, run: str, dest: Path) -> Path:
     import shutil
     import tempfile
 
-    from .checkpoint import load_run_model
+    from ..model.checkpoint import load_run_model
     from .hf import require_transformers
 
     tf = require_transformers()

@@ -28,8 +28,8 @@ from typing import Optional
 
 import torch
 
-from .config import Config, ModelConfig
-from .errors import UsageError
+from ..config import Config, ModelConfig
+from ..util.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ def eval_activation_floats(m: ModelConfig, rows: int, L: int, terms: Optional[Sc
     scheme with a logit term adds, on the CPU up to ``attention.MATERIALIZE_MAX_LEN``, the term materialized once
     for every layer and window that share it (H x L x L; a lower bound: the attention kernel's own scores come on
     top); beyond it (and on CUDA) its fused path keeps no L x L tensor."""
-    from .attention import MATERIALIZE_MAX_LEN
+    from ..model.attention import MATERIALIZE_MAX_LEN
 
     d = m.d_model
     rotating = terms is not None and terms.rotating > 0
@@ -154,8 +154,8 @@ def probe_scheme(cfg: Config) -> SchemeTerms:
     """Run each layer's scheme once at a small length on the CPU and read what it does: whether its rotation makes
     new q and k, and whether the training path at the config's context keeps its whole logit term (materialized
     for SDPA or the relative path, or as the exact chunked path's per-block probabilities)."""
-    from .attention import choose_backend
-    from .model import DecoderLM
+    from ..model.attention import choose_backend
+    from ..model.decoder import DecoderLM
 
     m = cfg.model  # each layer as configured, at a width of 8 per head (what a scheme does does not depend on it)
     small = replace(m, vocab_size=min(m.vocab_size, 256), d_model=8 * m.n_heads, d_mlp=8)
@@ -176,7 +176,7 @@ def probe_scheme(cfg: Config) -> SchemeTerms:
 
 def count_params(cfg: Config) -> tuple[int, int]:
     """(every parameter, the matmul weights of 6N), read off the model built on the meta device (no memory)."""
-    from .model import DecoderLM
+    from ..model.decoder import DecoderLM
 
     with torch.device("meta"):
         model = DecoderLM(cfg.model, cfg.train.random_positions)

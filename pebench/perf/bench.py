@@ -19,10 +19,10 @@ from typing import Optional
 
 import torch
 
-from .config import Config, ModelConfig
-from .device import autocast_for
-from .errors import PebenchError
-from .model import DecoderLM
+from ..config import Config, ModelConfig
+from ..model.decoder import DecoderLM
+from ..model.device import autocast_for
+from ..util.errors import PebenchError
 
 
 @dataclass
@@ -200,7 +200,7 @@ def _isolated(fn: str, device: str, **kw) -> dict:
     if device.startswith("cuda"):
         return globals()[fn](device=device, **kw)
     args = json.dumps({"fn": fn, "device": device, **kw})
-    p = subprocess.run([sys.executable, "-m", "pebench.bench", args], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "pebench.perf.bench", args], capture_output=True, text=True)
     if p.returncode != 0:
         raise PebenchError(worker_failure(p.returncode, p.stderr, kw))
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -345,7 +345,7 @@ def floor_markdown(cfg: Config, schemes: list[str], peak: Peak, root) -> str:
     run's wall time against it where a profile of one is in the results folder."""
     from pathlib import Path
 
-    from .checkpoint import train_flops
+    from ..model.checkpoint import train_flops
 
     flops = sum(train_flops(replace(cfg, model=replace(cfg.model, pe=s))) for s in schemes)
     floor = flops / peak.flops
@@ -365,7 +365,7 @@ def write_bench(root, rows: list[Measurement], peak: Peak, device: str, floor: s
     """bench.md and bench.csv in ``root``, written atomically; returns the markdown."""
     from pathlib import Path
 
-    from .fsutil import atomic_path, atomic_write_text
+    from ..util.fsutil import atomic_path, atomic_write_text
 
     md = summary_markdown(rows, peak, device) + (f"\n{floor}\n" if floor else "")
     atomic_write_text(Path(root) / "bench.md", md)

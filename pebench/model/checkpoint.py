@@ -8,10 +8,10 @@ from pathlib import Path
 
 import torch
 
-from .config import Config
-from .errors import PebenchError
-from .model import DecoderLM
-from .results import CHECKPOINT, ResultsDir
+from ..config import Config
+from ..results import CHECKPOINT, ResultsDir
+from ..util.errors import PebenchError
+from .decoder import DecoderLM
 
 
 def build_model(cfg: Config) -> DecoderLM:

@@ -11,7 +11,7 @@ from typing import Optional
 
 import torch
 
-from .errors import UsageError
+from ..util.errors import UsageError
 
 
 def resolve_device(device: str = "auto") -> torch.device:

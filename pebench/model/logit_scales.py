@@ -22,9 +22,9 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from .errors import UsageError
-from .parsing import parse_spec, typed_value
-from .registry import Registry
+from ..util.errors import UsageError
+from ..util.parsing import parse_spec, typed_value
+from ..util.registry import Registry
 
 ScaleFn = Callable[[int, int, float, torch.device], Optional[torch.Tensor]]
 LOGIT_SCALES: Registry[ScaleFn] = Registry("logit scale")

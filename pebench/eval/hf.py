@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Optional
 import numpy as np
 import torch
 
-from .errors import PebenchError, UsageError
-from .parsing import parse_context, parse_list
+from ..util.errors import PebenchError, UsageError
+from ..util.parsing import parse_context, parse_list
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
@@ -75,7 +75,7 @@ def parse_hf_scalings(spec: Optional[str]) -> list[Scaling]:
     """``--rope-scaling`` for an outside model: a comma list of NAME[:key=value...] under pebench's names (the form
     its own runs take; ``dynamic-ntk`` is Hugging Face's ``dynamic``, and ``dynamic`` is read as it, with a note
     from the command line), each a Scaling under transformers' name."""
-    from .parsing import canonical_scaling, parse_scaling
+    from ..util.parsing import canonical_scaling, parse_scaling
 
     out = []
     for given in parse_list(spec, "--rope-scaling") or []:
@@ -91,7 +91,7 @@ def parse_hf_scalings(spec: Optional[str]) -> list[Scaling]:
 
 def parse_hf_lengths(spec: Optional[str], context: int) -> Optional[list[int]]:
     """Lengths as token counts or multiples of the model's context ('1x,2x,4x', '0.5x', '4096'): the one parser."""
-    from .parsing import parse_lengths, resolve_lengths
+    from ..util.parsing import parse_lengths, resolve_lengths
 
     return resolve_lengths(parse_lengths(spec or None), context)
 
@@ -550,7 +550,7 @@ def transformers_frequencies(config, length: int) -> tuple[torch.Tensor, float]:
 def _pebench_frequencies(cfg, p: dict, kind: str, factor: float, original: int, L: int):
     """pebench's own frequencies and attention factor for the variant a config names ((None, None) where pebench
     has no implementation of it)."""
-    from .pe.rope import rope_frequencies
+    from ..pe.rope import rope_frequencies
 
     if not (kind in PEBENCH_NAME or kind == "default"):
         return None, None

@@ -13,24 +13,24 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
-from .checkpoint import load_run_model
-from .data import prepare_corpus
-from .device import resolve_device, tune_cpu_allocator
-from .errors import PebenchError, PositionOutOfRange, UsageError
-from .logit_scales import check_logit_scale
-from .parsing import parse_list, parse_scaling, parse_spec, typed_value
-from .progress import Reporter
-from .registry import unknown_name_message
-from .results import EVAL_SPLITS, SCHEMA_VERSION, ResultsDir, environment, now, protocol_key
+from ..data import prepare_corpus
+from ..model.checkpoint import load_run_model
+from ..model.device import resolve_device, tune_cpu_allocator
+from ..model.logit_scales import check_logit_scale
+from ..model.spans import Span
+from ..results import EVAL_SPLITS, SCHEMA_VERSION, ResultsDir, environment, now, protocol_key
+from ..tasks import TASKS, EvalContext, Task, resolve_tasks, task_names, task_options
+from ..util.errors import PebenchError, PositionOutOfRange, UsageError
+from ..util.parsing import parse_list, parse_scaling, parse_spec, typed_value
+from ..util.progress import Reporter
+from ..util.registry import unknown_name_message
 from .scoring import Protocol
-from .spans import Span
-from .tasks import TASKS, EvalContext, Task, resolve_tasks, task_names, task_options
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .config import Config
-    from .data.dataset import PreparedCorpus
+    from ..config import Config
+    from ..data.dataset import PreparedCorpus
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,8 @@ def parse_variants(spec: Optional[str], factor: Optional[float] = None) -> list[
     takes), checked against every scheme's list and the variant's settings; ``all`` means each run's own list.
     ``factor`` (``--rope-factor``) is ``:factor=F`` on every variant. A variant with settings is named by them
     (``yarn:factor=4``), so its records never take the place of the automatic factor's."""
-    from .parsing import canonical_scaling
-    from .pe import all_variants
+    from ..pe import all_variants
+    from ..util.parsing import canonical_scaling
 
     if not spec:
         return []
@@ -137,7 +137,7 @@ def parse_variants(spec: Optional[str], factor: Optional[float] = None) -> list[
 def variant_settings(name: str) -> dict[str, Any]:
     """The settings ``NAME:key=value`` may give a variant, with their defaults: the factor (0: automatic) and the
     variant function's own options (RoPE's scalings read them off their signatures)."""
-    from .pe.rope import ROPE_VARIANTS, canonical_variant, variant_options
+    from ..pe.rope import ROPE_VARIANTS, canonical_variant, variant_options
 
     if canonical_variant(name) == "default":
         return {}  # the rotation as trained: nothing to set
@@ -312,7 +312,7 @@ def evaluate_run(
 def eval_lengths(cfg, lengths: Optional[list]) -> list[int]:
     """The lengths an evaluation measures, in tokens: those asked for (``Kx`` at this run's context), else the
     config's multiples of its context."""
-    from .parsing import resolve_lengths
+    from ..util.parsing import resolve_lengths
 
     return resolve_lengths(lengths, cfg.model.context) or [
         int(round(m * cfg.model.context)) for m in cfg.eval.multiples

@@ -1,0 +1,2 @@
+"""Helpers that know nothing above them: errors, registry, parsing, fsutil, stats, progress, style and the scheme
+groups (no torch import)."""
