@@ -1,4 +1,4 @@
-"""The context-use tables (docs/context.md) from the context suite's records (pebench run --suite context):
+"""The context-use tables (docs/findings/context.md) from the context suite's records (pebench run --suite context):
 perplexity with ppl_far by length, and retrieval (copy accuracy with its 95% interval, copy range, passkey
 per-digit / exact) by length. Usage: python scripts/context_tables.py [RESULTS_DIR] (default results/context)"""
 

@@ -3,7 +3,7 @@
 # autocast (ten draws), on validation and test with every RoPE scaling; the predictions' fresh draws (seeds 5-11 in
 # bf16, test split); RoPE's long-context fine-tuning at 4x (seed 0
 # in fp32, as PI and YaRN did); the three evaluation protocols (seed 0 in fp32); then every draw packed into one set,
-# the plots and profile copied and the docs regenerated. Time: docs/speed.md (budgets).
+# the plots and profile copied and the docs regenerated. Time: docs/manual/speed.md (budgets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${W:-results/reference-work}   # the working results folders (runs, checkpoints, loose records; not committed)

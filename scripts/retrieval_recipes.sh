@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The retrieval recipes of docs/context.md: RoPE (seed 0, the tiny config) trained with
+# The retrieval recipes of docs/findings/context.md: RoPE (seed 0, the tiny config) trained with
 # retrieval documents in several ways, each scored at 1x and 2x for perplexity, passkey and copy; and Shaw and T5
 # (which did not cross the context suite's 4,000-step warm-up) with a longer one.
 # Two single-threaded workers; about two and a half hours on 2 CPU cores (the warm-up rows take 7-17 minutes each). Needs the

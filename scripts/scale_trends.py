@@ -58,7 +58,7 @@ for axis in ("budget", "width", "context"):
     for multiple, ratio in ((1, None), (16, None), (16, 1)):
         name = f"trend_{axis}_{multiple}x" + ("_over_1x" if ratio else "") + ".png"
         tr.plot_axis(df, pairs, SCHEMES, multiple, ROOT / name, xlabel[axis], ratio_to=ratio)
-TARGETS = ("small", "gpt2-small")  # the configs a GPU user starts from (docs/scale.md)
+TARGETS = ("small", "gpt2-small")  # the configs a GPU user starts from (docs/findings/scale.md)
 targets = {t: load_config(t) for t in TARGETS}
 lines = [
     "Each scheme's 16x/1x perplexity ratio at each point of an axis (the geometric mean over the point's draws), "

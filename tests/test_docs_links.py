@@ -18,7 +18,7 @@ def anchors(page: Path) -> set[str]:
 
 
 def test_every_relative_link_resolves():
-    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
     broken = []
     for page in pages:
         for target in LINK.findall(page.read_text()):
@@ -35,5 +35,5 @@ def test_every_relative_link_resolves():
 
 def test_the_docs_have_a_front_door_that_names_every_page():
     index = (REPO / "docs" / "index.md").read_text()
-    missing = [p.name for p in sorted((REPO / "docs").glob("*.md")) if p.name != "index.md" and p.name not in index]
+    missing = [p.name for p in sorted((REPO / "docs").rglob("*.md")) if p.name != "index.md" and p.name not in index]
     assert not missing, f"docs/index.md does not name {missing}"

@@ -81,7 +81,7 @@ def test_no_import_cycle_in_the_package():
     assert not found, "import cycles (function-level imports included): " + "; ".join(" <-> ".join(c) for c in found)
 
 
-# The rooms' directions (docs/layout.md): the CLI on top, then the job machinery, then the findings and the
+# The rooms' directions (docs/manual/layout.md): the CLI on top, then the job machinery, then the findings and the
 # core. Nothing imports the CLI; the findings read records, never models; results and config know no task or model.
 MODEL = ("decoder", "attention", "checkpoint", "spans", "logit_scales")  # the findings never reach a model
 CORE = (

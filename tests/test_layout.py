@@ -1,4 +1,4 @@
-"""docs/layout.md's table names every module of the package, each once, in its room (the subpackage it
+"""docs/manual/layout.md's table names every module of the package, each once, in its room (the subpackage it
 lives in, or the core), and names no module that is gone."""
 
 import re
@@ -10,7 +10,7 @@ ROOMS = ("cli", "jobs", "findings", "model", "eval", "perf", "util")
 
 
 def _table() -> dict[str, str]:
-    text = (ROOT / "docs" / "layout.md").read_text()
+    text = (ROOT / "docs" / "manual" / "layout.md").read_text()
     layout = text[text.index("# Layout") :]
     return {m: room for m, room in re.findall(r"^\| `([\w/]+\.py)` \| (\w+) \|", layout, flags=re.M)}
 
@@ -18,7 +18,7 @@ def _table() -> dict[str, str]:
 def test_the_layout_table_names_every_module_in_its_room():
     table = _table()
     modules = {str(p.relative_to(PKG)) for p in PKG.rglob("*.py")}
-    assert modules - set(table) == set(), "modules missing from docs/layout.md's table"
+    assert modules - set(table) == set(), "modules missing from docs/manual/layout.md's table"
     assert set(table) - modules == set(), "modules in the Layout table that do not exist"
     for m, room in table.items():
         top = m.split("/")[0]
@@ -37,7 +37,7 @@ def test_no_issue_number_in_the_product_text():
     tracker: no 'issue #N' in them."""
 
     root = Path(__file__).resolve().parents[1]
-    files = [*root.joinpath("pebench").rglob("*.py"), root / "README.md", *root.joinpath("docs").glob("*.md")]
+    files = [*root.joinpath("pebench").rglob("*.py"), root / "README.md", *root.joinpath("docs").rglob("*.md")]
     files += [*root.joinpath("scripts").glob("*.py"), *root.joinpath("scripts").glob("*.sh")]
     files += [*root.joinpath("results").glob("*/claims.yaml")]
     found = [

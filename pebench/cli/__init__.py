@@ -14,7 +14,7 @@ one_line_helps(app)
 
 
 def main() -> None:
-    from ..model.device import tune_cpu_allocator  # freed tensor memory stays in the process (docs/speed.md)
+    from ..model.device import tune_cpu_allocator  # freed tensor memory stays in the process (docs/manual/speed.md)
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     tune_cpu_allocator()

@@ -1,5 +1,5 @@
 """The generated sections that come from the code, not from records (written by ``pebench docs``): the command
-reference, from the CLI itself (``<!-- pebench:cli -->`` in docs/cli.md: every visible command with its help line
+reference, from the CLI itself (``<!-- pebench:cli -->`` in docs/manual/cli.md: every visible command with its help line
 and every option with its default and help, so the reference cannot drift from the commands), and a config's or a
 suite's cost on paper (``<!-- pebench:estimate config=small -->``, ``<!-- pebench:estimate suite=scale -->``:
 ``pebench.perf.estimate`` at the presets' peaks)."""

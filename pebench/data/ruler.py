@@ -273,9 +273,11 @@ def token_niah_prompt(
 ) -> Prompt:
     """``niah_prompt`` in an outside tokenizer's tokens (``encode``: text -> ids): the same content, each piece
     encoded on its own with the space before it (a word's usual tokens), the haystack cut at token granularity (the
-    filler's tokens repeated, or ``haystack`` ids), exactly ``length`` tokens. ``answers`` are the values' tokens;
-    multivalue's values and distractors are drawn until each takes as many tokens as the first value, so one answer
-    slot holds any of them (``meta['slot']``: each candidate's ids)."""
+    filler's tokens repeated, or ``haystack`` ids), exactly ``length`` tokens. ``answers`` are the values' tokens
+    (a tokenizer that writes the space before a number as a token of its own keeps it in the prompt, unscored: after
+    "is" a model may rightly expect ":" there, as the needle reads); multivalue's values and distractors are drawn
+    until each takes as many tokens as the first value, so one answer slot holds any of them (``meta['slot']``: each
+    candidate's ids)."""
     fm = token_niah_form(encode, variant, form, length, keys, values, queries)
     if fm is None:
         raise ValueError(f"niah {variant} ({form} form) does not fit {length} tokens")
@@ -302,10 +304,11 @@ def token_niah_prompt(
         parts.append(inserts[i][1])
         pos = starts[i] + len(inserts[i][1])
     parts.append(hay[prev:])
-    answers, at = [], length - sum(len(x) for x, _ in tail)
+    answers, at, space = [], length - sum(len(x) for x, _ in tail), encode(" ")
     for ids, scored in tail:
-        if scored:
-            answers.append((at, at + len(ids)))
+        if scored:  # the value's own tokens: a lone space token before it is context (a ranking slot stays whole)
+            lead = len(space) if variant != "multivalue" and _starts_with(ids, space) else 0
+            answers.append((at + lead, at + len(ids)))
         parts.append(ids)
         at += len(ids)
     tokens = np.concatenate(parts).astype(np.int64)
@@ -322,6 +325,11 @@ def token_niah_prompt(
         )
         p.meta["slot"] = {x: encode(" " + x).tolist() for x in [*p.texts, *p.candidates]}
     return p
+
+
+def _starts_with(ids: np.ndarray, prefix: np.ndarray) -> bool:
+    """Whether ``ids`` begin with ``prefix`` and hold more than it (a value encoded after a space-only token)."""
+    return 0 < len(prefix) < len(ids) and bool(np.array_equal(ids[: len(prefix)], prefix))
 
 
 def _spaces_forward(tail: list[tuple[str, bool]]) -> list[tuple[str, bool]]:

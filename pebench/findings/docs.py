@@ -30,7 +30,7 @@ from ..util.registry import Registry
 
 SECTION = re.compile(r"(<!-- pebench:(\w+)((?: [\w-]+=[^ ]+)*) -->\n)(.*?)(<!-- pebench:end -->)", re.S)
 GENERATORS: Registry = Registry("doc section")
-DOC_FILES = ("README.md", "docs/*.md", "results/*/README.md")
+DOC_FILES = ("README.md", "docs/*.md", "docs/*/*.md", "results/*/README.md")
 
 
 def _args(text: str) -> dict:

@@ -137,7 +137,7 @@ def _cpu_half_training(q: torch.Tensor, v: torch.Tensor) -> bool:
 @_no_autocast
 def _fp32_training_attention(q, k, v, mask: Optional[torch.Tensor], scale: float) -> torch.Tensor:
     """CPU half-precision training attention computed in fp32, as SDPA's math kernel computes it (``_fp32``), but
-    faster (docs/speed.md, the attention rows of the lever table): without a term the fused causal kernel in fp32
+    faster (docs/manual/speed.md, the attention rows of the lever table): without a term the fused causal kernel in fp32
     (1.6x the math kernel's forward and backward at 32 x 4 x 128 x 32 on an AMX Xeon); with one (``mask``: the
     term, -inf above the diagonal) one fp32 matmul added to it, softmax, and the value matmul (1.4x). The output is
     in v's dtype; the term keeps its gradient."""

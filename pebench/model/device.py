@@ -62,7 +62,8 @@ def native_bf16_cpu(cpuinfo: str = "/proc/cpuinfo") -> bool:
 
 def train_precision(device: torch.device, requested: str = "auto") -> str:
     """The precision training runs in: ``requested`` (train.precision) unless auto; auto is bf16 autocast on CUDA and
-    on a CPU with native bf16 matmuls, where the main job's step is 1.3-1.9x faster (docs/speed.md), else fp32."""
+    on a CPU with native bf16 matmuls, where the main job's step is 1.3-1.9x faster (docs/manual/speed.md), else
+    fp32."""
     if requested != "auto":
         return requested
     return "bf16" if device.type == "cuda" or (device.type == "cpu" and native_bf16_cpu()) else "fp32"

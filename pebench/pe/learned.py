@@ -13,7 +13,7 @@ from .base import SCHEMES, PositionalEncoding
 
 @dataclass
 class LearnedOptions:
-    weight_decay: bool = False  # decay the table with the other weights (GPT-2 does; docs/baselines.md examines it)
+    weight_decay: bool = False  # decay the table with the others (GPT-2 does; docs/findings/baselines.md examines it)
 
 
 @SCHEMES.add

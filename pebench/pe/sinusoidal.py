@@ -25,7 +25,7 @@ def sinusoidal_table(positions: torch.Tensor, d_model: int, base: float = 10000.
 @dataclass
 class SinusoidalOptions:
     # Amplitude of the sin/cos table against the sqrt(d)-scaled token embeddings (1: Vaswani et al.).
-    # Examined by `pebench tune --option table_scale=...` (docs/baselines.md): at this scale the unit-amplitude
+    # Examined by `pebench tune --option table_scale=...` (docs/findings/baselines.md): at this scale the unit-amplitude
     # table starts out several times larger than the token term.
     table_scale: float = 1.0
 

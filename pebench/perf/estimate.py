@@ -48,7 +48,7 @@ PEAKS = {
         0.82,
         0.28,
         "2-core AMD EPYC with AVX512-BF16: bf16 matmul peak 822 GFLOP/s and the main job's training at 28% of it "
-        "(docs/speed.md, budgets, measured 2026-12-01)",
+        "(docs/manual/speed.md, budgets, measured 2026-12-01)",
     ),
     "a100": PeakPreset("a100", 312.0, 0.40, "A100 SXM: 312 TFLOP/s dense bf16 (datasheet); 40% MFU assumed"),
     "h100": PeakPreset("h100", 989.0, 0.40, "H100/H200 SXM: 989 TFLOP/s dense bf16 (datasheet); 40% MFU assumed"),

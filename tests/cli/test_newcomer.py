@@ -148,7 +148,7 @@ def test_the_command_reference_is_generated_from_the_commands():
     from pebench.cli import app
     from pebench.cli.reference import command_reference
 
-    text = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "manual" / "cli.md").read_text()
     assert command_reference() in text  # `pebench docs` wrote it; a changed option makes it stale
     group = typer.main.get_command(app)
     ctx = group.make_context("pebench", ["list"], resilient_parsing=True)

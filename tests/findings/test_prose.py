@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
 MEASURED = re.compile(
     r"(?<![\w.#/-])("
     r"\d+\.\d+"  # a decimal: 3.61, 1.32x

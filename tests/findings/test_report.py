@@ -140,7 +140,7 @@ def test_record_fields_are_one_definition_the_writer_enforces_and_the_readme_lis
     with pytest.raises(ValueError, match=r"unknown \['extra'\]"):
         rd.write_record({**r, "extra": 1})
     assert not rd.records.exists()  # nothing written
-    readme = (Path(__file__).resolve().parents[2] / "docs" / "commands.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "manual" / "commands.md").read_text()
     section = readme.split("## Records", 1)[1].split("\n## ", 1)[0]
     assert [f for f in RECORD_FIELDS if f"`{f}`" not in section] == []
     from pebench.tasks import TASKS

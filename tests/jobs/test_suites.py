@@ -102,7 +102,7 @@ def test_a_point_names_its_config_and_leaves_the_rest():
 
 def test_a_point_can_carry_its_own_rates_and_its_runs_train_at_them():
     """A point's ``train.lr_by_scheme`` replaces the config's table (a scheme it leaves out takes ``train.lr``), and
-    its runs are named and hashed apart from the same point at the suite's rates (docs/scale-width.md)."""
+    its runs are named and hashed apart from the same point at the suite's rates (docs/findings/scale-width.md)."""
     from pebench.jobs.plan import plan_runs
 
     base = _plan("default").runs[0][1]

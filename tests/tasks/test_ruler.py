@@ -324,3 +324,32 @@ def test_effective_length_plot_and_html_column(tmp_path):
     assert path.name == "effective_niah.png" and path.read_bytes()[:4] == b"\x89PNG"
     html = table_html(t)
     assert "<th>effective length</th>" in html and "<td>512 [128, 1024]</td>" in html
+
+
+@pytest.mark.parametrize("merge_space", [False, True])
+def test_a_token_niah_answer_is_the_values_own_tokens_never_a_lone_space_before_it(merge_space):
+    """A tokenizer that writes the space before a number as its own token (SmolLM2's) keeps that token in the prompt
+    but does not score it (after "is" the needle read "is: ", so a model may expect ":" there); one that merges it
+    into the first digit (GPT-2's) scores that token. Either way the prompt is exactly L tokens."""
+
+    def encode(text):  # one token a character; with merge_space, " d" (a space and a digit) is one token
+        out, i = [], 0
+        while i < len(text):
+            if merge_space and text[i] == " " and i + 1 < len(text) and text[i + 1].isdigit():
+                out.append(1000 + ord(text[i + 1]))
+                i += 2
+            else:
+                out.append(ord(text[i]))
+                i += 1
+        return np.asarray(out, dtype=np.int64)
+
+    for variant in ("single", "multiquery"):
+        p = ruler.token_niah_prompt(encode, np.random.default_rng(3), variant, 400, 0.5, "compact")
+        assert len(p.tokens) == 400
+        for (a, b), value in zip(p.answers, p.texts):
+            whole = encode(" " + value)
+            assert p.tokens[a - len(whole) + (b - a) : b].tolist() == whole.tolist()  # the value as encoded
+            if merge_space:  # " 1" is one token: it is the value's first, scored
+                assert p.tokens[a:b].tolist() == whole.tolist() and p.tokens[a] == 1000 + ord(value[0])
+            else:  # " " then the digits: the space stays before the span, unscored
+                assert p.tokens[a - 1] == ord(" ") and "".join(chr(t) for t in p.tokens[a:b]) == value
