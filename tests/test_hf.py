@@ -392,7 +392,7 @@ def test_a_niah_prompt_in_an_outside_tokenizers_tokens_says_what_the_byte_prompt
     encode = lambda t: np.asarray(tok(t, add_special_tokens=False)["input_ids"], dtype=np.int64)  # noqa: E731
     L = 600 if form == "standard" else 160
     rng = np.random.default_rng(7)
-    p = ruler.token_niah_prompt(encode, rng, variant, L, 0.5, form, keys=4, values=4, queries=2, distractors=3)
+    p = ruler.niah_prompt(rng, variant, L, 0.5, form, keys=4, values=4, queries=2, distractors=3, encode=encode)
     assert len(p.tokens) == L and p.form == form and p.tokens.dtype == np.int64
     text = tok.decode(p.tokens.tolist())
     last = tok.decode(p.tokens[p.answers[-1][0] :].tolist()).strip(" .")
@@ -408,7 +408,7 @@ def test_a_niah_prompt_in_an_outside_tokenizers_tokens_says_what_the_byte_prompt
         assert len(p.candidates) == 3 and not set(p.candidates) & set(p.texts)
         assert {len(ids) for ids in p.meta["slot"].values()} == {width}
     with pytest.raises(ValueError, match="does not fit 20 tokens"):
-        ruler.token_niah_prompt(encode, rng, variant, 20, 0.5, form)
+        ruler.niah_prompt(rng, variant, 20, 0.5, form, encode=encode)
 
 
 def test_niah_in_tokens_handed_the_answer_scores_one_and_uniform_scores_chance(llama_bpe):

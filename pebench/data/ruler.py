@@ -221,11 +221,17 @@ def niah_prompt(
     queries: int = 2,
     distractors: int = 3,
     haystack=None,
+    encode=None,
 ) -> Prompt:
-    """One needle-in-a-haystack prompt. The first listed needle (the asked one; multivalue: the first value; multiquery:
+    """One needle-in-a-haystack prompt (in bytes; with ``encode``, an outside tokenizer's text -> ids, in its
+    tokens: ``_token_niah_prompt``). The first listed needle (the asked one; multivalue: the first value; multiquery:
     the first queried key) sits at ``depth`` of the haystack, the others at uniform random depths. Teacher-forced
     variants score the value digits in ``answers``; multivalue ranks each true value (``texts``) against
     ``distractors`` random values of as many digits (``candidates``), one candidate in the answer slot at a time."""
+    if encode is not None:
+        return _token_niah_prompt(
+            encode, rng, variant, length, depth, form, keys, values, queries, distractors, haystack
+        )
     fm = niah_form(variant, form, length, keys, values, queries)
     if fm is None:
         raise ValueError(f"niah {variant} ({form} form) does not fit {length} bytes")
@@ -258,19 +264,9 @@ def niah_result(rng, variant: str, tokens, fm: str, starts, answers, c: NiahCont
     )
 
 
-def token_niah_prompt(
-    encode,
-    rng: np.random.Generator,
-    variant: str,
-    length: int,
-    depth: float,
-    form: str = "auto",
-    keys: int = 4,
-    values: int = 4,
-    queries: int = 2,
-    distractors: int = 3,
-    haystack=None,
-) -> Prompt:
+def _token_niah_prompt(
+    encode, rng, variant: str, length: int, depth: float, form, keys, values, queries, distractors, haystack
+):
     """``niah_prompt`` in an outside tokenizer's tokens (``encode``: text -> ids): the same content, each piece
     encoded on its own with the space before it (a word's usual tokens), the haystack cut at token granularity (the
     filler's tokens repeated, or ``haystack`` ids), exactly ``length`` tokens. ``answers`` are the values' tokens

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.needles import EVAL
-from ..data.ruler import NIAH_VARIANTS, niah_form, niah_need, niah_prompt, token_niah_prompt
+from ..data.ruler import NIAH_VARIANTS, niah_form, niah_need, niah_prompt
 from ..util.errors import UsageError
 from ..util.parsing import parse_list
 from .base import (
@@ -56,10 +56,7 @@ def cell_prompts(
     rng = np.random.default_rng([seed, EVAL, 3, length, NIAH_VARIANTS.index(variant), depth_index])
     args = (variant, length, depth, o["form"], o["keys"], o["values"], o["queries"], o["distractors"], haystack)
     try:
-        return [
-            niah_prompt(rng, *args) if encode is None else token_niah_prompt(encode, rng, *args)
-            for _ in range(o["trials"])
-        ]
+        return [niah_prompt(rng, *args, encode=encode) for _ in range(o["trials"])]
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -117,7 +114,7 @@ class NiahTask(Task):
         "distractors": 3,
     }
     headline = "niah_single"
-    any_tokenizer = True  # an outside model's prompts are its tokens (data.ruler.token_niah_prompt)
+    any_tokenizer = True  # an outside model's prompts are its tokens (data.ruler.niah_prompt with encode)
     summary = tuple(f"niah_{v}" for v in NIAH_VARIANTS)
     order = 30
 

@@ -344,7 +344,7 @@ def test_a_token_niah_answer_is_the_values_own_tokens_never_a_lone_space_before_
         return np.asarray(out, dtype=np.int64)
 
     for variant in ("single", "multiquery"):
-        p = ruler.token_niah_prompt(encode, np.random.default_rng(3), variant, 400, 0.5, "compact")
+        p = ruler.niah_prompt(np.random.default_rng(3), variant, 400, 0.5, "compact", encode=encode)
         assert len(p.tokens) == 400
         for (a, b), value in zip(p.answers, p.texts):
             whole = encode(" " + value)
