@@ -107,29 +107,38 @@ def _rng_state(device: torch.device) -> dict:
     return state
 
 
-def train(
-    cfg: Config,
-    results: ResultsDir,
-    name: str,
-    device: str = "auto",
-    resume: bool = False,
-    overwrite: bool = False,
-    init_from: Optional[str] = None,
-    parent_meta: Optional[dict] = None,
-    progress: Optional[Callable[[int, int, float, float], None]] = None,
-    rank: int = 0,
-    world: int = 1,
-    process_group=None,
-    on_ready: Optional[Callable[[], None]] = None,
-) -> TrainResult:
-    """Train one run into ``results/runs/name``. Resumable; refuses to clobber finished runs. ``on_ready`` is
-    called once every check has passed, just before the work starts (the CLI's notes on the settings go there:
-    after a refusal they would be noise, after the training too late)."""
-    dev = resolve_device(device)
+@dataclass(frozen=True)
+class TrainJob:
+    """One run to train, the one object ``train`` takes: its config and name, the results folder, how it starts
+    (``resume``, ``overwrite``, a parent run to initialise from and the metadata it leaves), where it runs (the
+    device; under torchrun its rank, the world size and the process group), and who is told: ``progress(step,
+    steps, loss, tokens_per_s)`` after each step, ``on_ready()`` once every check has passed, just before the work
+    starts (the CLI's notes on the settings go there: after a refusal they would be noise, after the training too
+    late)."""
+
+    cfg: Config
+    results: ResultsDir
+    name: str
+    device: str = "auto"
+    resume: bool = False
+    overwrite: bool = False
+    init_from: Optional[str] = None
+    parent_meta: Optional[dict] = None
+    progress: Optional[Callable[[int, int, float, float], None]] = None
+    rank: int = 0
+    world: int = 1
+    process_group: Optional[ProcessGroup] = None
+    on_ready: Optional[Callable[[], None]] = None
+
+
+def train(job: TrainJob) -> TrainResult:
+    """Train one run into ``results/runs/name``. Resumable; refuses to clobber finished runs."""
+    cfg, results, name, resume, overwrite = job.cfg, job.results, job.name, job.resume, job.overwrite
+    dev = resolve_device(job.device)
     tune_cpu_allocator()  # library callers too (the CLI has already done it)
     tc = cfg.train
     folder = results.run_dir(name)
-    is_main = rank == 0
+    is_main = job.rank == 0
     lock = RunLock(folder / ".lock") if is_main else None
     if is_main:
         results.ensure_not_committed()
@@ -153,13 +162,11 @@ def train(
                 if p.name != ".lock":
                     shutil.rmtree(p) if p.is_dir() else p.unlink()
             shutil.rmtree(results.records / name, ignore_errors=True)  # stale measurements of the old run
-        if world > 1:
-            torch.distributed.barrier(process_group)
-        if on_ready is not None and is_main:
-            on_ready()
-        return _train_locked(
-            cfg, results, name, dev, corpus, resume, init_from, parent_meta, progress, rank, world, process_group
-        )
+        if job.world > 1:
+            torch.distributed.barrier(job.process_group)
+        if job.on_ready is not None and is_main:
+            job.on_ready()
+        return _train_locked(job, dev, corpus)
     finally:
         if lock is not None:
             lock.release()
@@ -266,41 +273,6 @@ def sample_positions(seed: int, step: int, T: int, M: int, device) -> torch.Tens
     return torch.randperm(M, generator=gen)[:T].sort().values.to(device)
 
 
-def _train_step(
-    fwd,
-    net,
-    opt,
-    x,
-    y,
-    tc,
-    dev,
-    world: int,
-    pg,
-    stop: StopRequest,
-    positions: Optional[torch.Tensor] = None,
-    precision: str = "fp32",
-) -> tuple[float, bool]:
-    """One optimizer step over ``grad_accum`` micro-batches. Returns the global mean loss and whether any rank
-    was asked to stop (carried in the same all-reduce as the loss, so every rank stops at the same step)."""
-    opt.zero_grad(set_to_none=True)
-    total = torch.zeros((), device=dev)
-    micro = x.shape[0] // tc.grad_accum
-    for m in range(tc.grad_accum):
-        last = m == tc.grad_accum - 1
-        sync = contextlib.nullcontext() if (world == 1 or last) else net.no_sync()  # one all-reduce per step
-        with sync, train_autocast(dev, precision):
-            _, loss = fwd(x[m * micro : (m + 1) * micro], y[m * micro : (m + 1) * micro], positions)
-            (loss / tc.grad_accum).backward()
-        total += loss.detach() / tc.grad_accum
-    stopping = stop.signal is not None
-    if world > 1:  # the global mean loss, identical on every rank, and the stop flag of any rank
-        stats = torch.stack([total, torch.tensor(float(stopping), device=dev)])
-        torch.distributed.all_reduce(stats, group=pg)
-        total, stopping = stats[0] / world, bool(stats[1] > 0)
-    torch.nn.utils.clip_grad_norm_(net.parameters(), tc.grad_clip)
-    return float(total), stopping
-
-
 def curve_point(model: DecoderLM, cfg: Config, val_tokens, dev: torch.device) -> dict:
     """Perplexity at 1x and at the longest evaluation multiple on the first ``eval.curve_tokens`` validation
     tokens (non-overlapping windows): one point of the learning curve. Evaluation mode and no random numbers,
@@ -322,19 +294,10 @@ def curve_point(model: DecoderLM, cfg: Config, val_tokens, dev: torch.device) ->
     return out
 
 
-def _prepare(
-    cfg: Config,
-    results: ResultsDir,
-    name: str,
-    dev,
-    corpus,
-    resume: bool,
-    init_from: Optional[str],
-    parent_meta: Optional[dict],
-    rank: int,
-    world: int,
-):
+def _prepare(job: TrainJob, dev, corpus):
     """Model, optimizer and first step of a run; on rank 0 its config.yaml and status written."""
+    cfg, results, name, world = job.cfg, job.results, job.name, job.world
+    resume, init_from, parent_meta, rank = job.resume, job.init_from, job.parent_meta, job.rank
     tc, folder = cfg.train, results.run_dir(name)
     if tc.batch_size % (world * tc.grad_accum):
         raise UsageError(
@@ -415,6 +378,28 @@ class _Loop:
     def is_main(self) -> bool:
         return self.rank == 0
 
+    def update(self, fwd, net, x, y, stop: StopRequest, positions: Optional[torch.Tensor]) -> tuple[float, bool]:
+        """One optimizer step over ``grad_accum`` micro-batches. Returns the global mean loss and whether any rank
+        was asked to stop (carried in the same all-reduce as the loss, so every rank stops at the same step)."""
+        tc, dev, world = self.cfg.train, self.dev, self.world
+        self.opt.zero_grad(set_to_none=True)
+        total = torch.zeros((), device=dev)
+        micro = x.shape[0] // tc.grad_accum
+        for m in range(tc.grad_accum):
+            last = m == tc.grad_accum - 1
+            sync = contextlib.nullcontext() if (world == 1 or last) else net.no_sync()  # one all-reduce per step
+            with sync, train_autocast(dev, self.precision):
+                _, loss = fwd(x[m * micro : (m + 1) * micro], y[m * micro : (m + 1) * micro], positions)
+                (loss / tc.grad_accum).backward()
+            total += loss.detach() / tc.grad_accum
+        stopping = stop.signal is not None
+        if world > 1:  # the global mean loss, identical on every rank, and the stop flag of any rank
+            stats = torch.stack([total, torch.tensor(float(stopping), device=dev)])
+            torch.distributed.all_reduce(stats, group=self.pg)
+            total, stopping = stats[0] / world, bool(stats[1] > 0)
+        torch.nn.utils.clip_grad_norm_(net.parameters(), tc.grad_clip)
+        return float(total), stopping
+
     @property
     def folder(self) -> Path:
         return self.results.run_dir(self.name)
@@ -433,9 +418,7 @@ class _Loop:
         )
         pos = sample_positions(tc.seed, step, T, tc.random_positions, self.dev) if tc.random_positions else None
         x, y = x.to(self.dev, non_blocking=True), y.to(self.dev, non_blocking=True)
-        loss, stopping = _train_step(
-            fwd, net, self.opt, x, y, tc, self.dev, self.world, self.pg, stop, pos, self.precision
-        )
+        loss, stopping = self.update(fwd, net, x, y, stop, pos)
         if not math.isfinite(loss):
             if self.is_main:
                 self.results.set_status(self.name, state="failed", step=step, reason=f"loss {loss} at step {step}")
@@ -522,9 +505,10 @@ class _Loop:
         )
 
 
-def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_meta, progress, rank, world, pg):
+def _train_locked(job: TrainJob, dev, corpus) -> TrainResult:
+    cfg, results, name, rank, world, pg = job.cfg, job.results, job.name, job.rank, job.world, job.process_group
     tc = cfg.train
-    start = _prepare(cfg, results, name, dev, corpus, resume, init_from, parent_meta, rank, world)
+    start = _prepare(job, dev, corpus)
     model, start_step = start.model, start.step
     net = torch.nn.parallel.DistributedDataParallel(model, process_group=pg) if world > 1 else model
     fwd = torch.compile(net) if tc.compile else net
@@ -539,7 +523,7 @@ def _train_locked(cfg, results, name, dev, corpus, resume, init_from, parent_met
         rank,
         world,
         pg,
-        progress,
+        job.progress,
         corpus.tokens("train"),
         saved=start_step,
         precision=start.precision,

@@ -189,13 +189,13 @@ def test_variants_that_compute_the_same_function_share_one_measurement(tmp_path,
     from pebench.eval.evaluate import EvalRequest, evaluate_run
     from pebench.pe.rope import RoPE
     from pebench.results import ResultsDir
-    from pebench.train import train
+    from pebench.train import TrainJob, train
     from support import micro
 
     cfg = config_from_dict(micro(), name="micro")
     cfg = replace(cfg, model=replace(cfg.model, pe="rope"))
     rd = ResultsDir(tmp_path / "res")
-    train(cfg, rd, "r", device="cpu")
+    train(TrainJob(cfg, rd, "r", device="cpu"))
     req = EvalRequest(lengths=[16, 32], variants=["all"], device="cpu", tasks=[], max_tokens=300)
     shared = {(r["label"], r["length"]): r for r in evaluate_run(rd, "r", req)}
     monkeypatch.setattr(RoPE, "signature", lambda self, L: None)  # every variant measured on its own
@@ -223,13 +223,13 @@ def test_a_share_of_the_lengths_measures_what_the_whole_evaluation_measures(tmp_
     from pebench.eval.evaluate import EvalRequest, evaluate_run
     from pebench.results import ResultsDir
     from pebench.tasks import TASKS, task_options
-    from pebench.train import train
+    from pebench.train import TrainJob, train
     from support import micro
 
     cfg = config_from_dict(micro(), name="micro")
     cfg = replace(cfg, model=replace(cfg.model, pe="rope"))
     rd = ResultsDir(tmp_path / "res")
-    train(cfg, rd, "r", device="cpu")
+    train(TrainJob(cfg, rd, "r", device="cpu"))
     tasks = [TASKS.get("ppl"), TASKS.get("copy")]
     req = EvalRequest(
         lengths=[16, 32, 64],
@@ -263,13 +263,13 @@ def test_a_non_finite_metric_is_an_error_of_the_evaluation_and_writes_no_record(
 
     from pebench.config import config_from_dict
     from pebench.results import ResultsDir
-    from pebench.train import train
+    from pebench.train import TrainJob, train
     from support import invoke, micro
 
     cfg = config_from_dict(micro(), name="micro")
     cfg = replace(cfg, model=replace(cfg.model, pe="alibi"))
     rd = ResultsDir(tmp_path / "res")
-    train(cfg, rd, "r", device="cpu")
+    train(TrainJob(cfg, rd, "r", device="cpu"))
     path = rd.run_dir("r") / "checkpoint.pt"
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     for v in ckpt["model"].values():
@@ -291,14 +291,14 @@ def test_the_streams_cap_keys_a_record_so_no_evaluation_takes_the_place_of_anoth
     from pebench.eval.evaluate import EvalRequest, evaluate_run, stream_cap
     from pebench.findings.report import records_frame
     from pebench.results import ResultsDir
-    from pebench.train import train
+    from pebench.train import TrainJob, train
     from support import micro
 
     assert stream_cap(None) is None and stream_cap(300) == 300
     cfg = config_from_dict(micro(), name="micro")
     cfg = replace(cfg, model=replace(cfg.model, pe="rope"))
     rd = ResultsDir(tmp_path / "res")
-    train(cfg, rd, "r", device="cpu")
+    train(TrainJob(cfg, rd, "r", device="cpu"))
     base = EvalRequest(lengths=[16], device="cpu")
     (default,) = evaluate_run(rd, "r", base)
     (short,) = evaluate_run(rd, "r", replace(base, max_tokens=200))

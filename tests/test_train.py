@@ -65,7 +65,7 @@ def test_training_runs_in_the_precision_it_records(tmp_path, precision, dtype):
 
     from pebench.config import config_from_dict
     from pebench.eval.evaluate import EvalRequest, evaluate_run
-    from pebench.train import train
+    from pebench.train import TrainJob, train
     from support import micro
 
     cfg = config_from_dict(micro(train={"precision": precision}), name="micro")
@@ -80,7 +80,7 @@ def test_training_runs_in_the_precision_it_records(tmp_path, precision, dtype):
 
     torch.nn.Linear.forward = spy
     try:
-        r = train(cfg, rd, "m", device="cpu")
+        r = train(TrainJob(cfg, rd, "m", device="cpu"))
     finally:
         torch.nn.Linear.forward = real
     assert seen == {dtype} and r.final_loss == r.final_loss  # finite
@@ -234,10 +234,10 @@ def test_a_resumed_runs_wall_time_counts_every_segment(tmp_path, monkeypatch):
             os.kill(os.getpid(), signal.SIGTERM)  # honoured after the next step: stopped at step 3
 
     with pytest.raises(train_mod.TrainingInterrupted):
-        train_mod.train(cfg, rd, "m", device="cpu", progress=tick)
+        train_mod.train(train_mod.TrainJob(cfg, rd, "m", device="cpu", progress=tick))
     ckpt = load_checkpoint(rd.run_dir("m") / train_mod.CHECKPOINT)
     assert ckpt["step"] == 3 and ckpt["wall_s"] == pytest.approx(30.0)
-    r = train_mod.train(cfg, rd, "m", device="cpu", resume=True, progress=tick)
+    r = train_mod.train(train_mod.TrainJob(cfg, rd, "m", device="cpu", resume=True, progress=tick))
     st = rd.status("m")
     assert st["resumed_from"] == 3 and st["segment_s"] == pytest.approx(30.0)
     assert st["wall_s"] == pytest.approx(60.0) and r.wall_s == pytest.approx(60.0) and st["wall_known"] is True
@@ -247,7 +247,7 @@ def test_a_resumed_runs_wall_time_counts_every_segment(tmp_path, monkeypatch):
     ckpt["step"] = 4
     torch.save(ckpt, rd.run_dir("m") / train_mod.CHECKPOINT)
     rd.set_status("m", state="interrupted", step=4, steps=6)
-    train_mod.train(cfg, rd, "m", device="cpu", resume=True, progress=tick)
+    train_mod.train(train_mod.TrainJob(cfg, rd, "m", device="cpu", resume=True, progress=tick))
     st = rd.status("m")
     assert st["resumed_from"] == 4 and st["wall_s"] == pytest.approx(20.0) and st["wall_known"] is False
 

@@ -14,8 +14,8 @@ from .distributed import distributed
 
 
 def train_run(cfg: Config, results: ResultsDir, name: str, reporter: Reporter, device: str = "auto", **kw):
-    """Train ``name`` (``kw``: resume, overwrite, init_from, parent_meta, as ``train.train`` takes them)."""
-    from ..train import train
+    """Train ``name`` (``kw``: resume, overwrite, init_from, parent_meta, on_ready: fields of ``train.TrainJob``)."""
+    from ..train import TrainJob, train
 
     with distributed(device) as d:
         rep = reporter if d.is_main else Reporter.quiet()
@@ -32,17 +32,8 @@ def train_run(cfg: Config, results: ResultsDir, name: str, reporter: Reporter, d
             rep.progress.update(step, f"loss {loss:.3f}, " + (f"{tps:,.0f} tok/s" if tps > 0 else "tok/s measuring"))
 
         try:
-            res = train(
-                cfg,
-                results,
-                name,
-                device=d.device,
-                progress=on_step,
-                rank=d.rank,
-                world=d.world,
-                process_group=d.group,
-                **kw,
-            )
+            kw.update(progress=on_step, rank=d.rank, world=d.world, process_group=d.group)
+            res = train(TrainJob(cfg, results, name, d.device, **kw))
         finally:
             rep.progress.finish()
     if res.skipped:

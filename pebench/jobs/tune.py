@@ -106,7 +106,7 @@ def grid_run_name(scheme: str, config_name: str, lr: float, seed: int, opts: tup
 
 def _one(base: Config, tr: ResultsDir, scheme: str, lr: float, opts: tuple, device: str) -> Optional[float]:
     from ..eval.evaluate import EvalRequest, evaluate_run
-    from ..train import train
+    from ..train import TrainJob, train
 
     pe_options = dict(base.model.pe_options)
     pe_options[scheme] = {**(pe_options.get(scheme) or {}), **dict(opts)}
@@ -121,7 +121,7 @@ def _one(base: Config, tr: ResultsDir, scheme: str, lr: float, opts: tuple, devi
     ).validate()
     name = grid_run_name(model.pe, base.name, lr, cfg.train.seed, opts)
     try:
-        train(cfg, tr, name, device=device, resume=True)
+        train(TrainJob(cfg, tr, name, device=device, resume=True))
     except TrainingDiverged:
         return None
     (rec,) = evaluate_run(tr, name, EvalRequest(lengths=[cfg.model.context], device=device, skip_existing=True))

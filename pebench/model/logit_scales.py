@@ -11,7 +11,7 @@ multipliers [T], or None where every factor is 1. Adding one is one function reg
   takes it as its own scale, and ``--logit-scale llama4@none`` applies it to the NoPE layers of any run.
 
 A scale is named ``NAME[:key=value...]`` (``llama4:alpha=0.2:floor=256``), its settings the function's keyword
-arguments; ``NAME@SCHEME`` applies it to the layers of one scheme (``model.DecoderLM.layer_scales``).
+arguments; ``NAME@SCHEME`` applies it to the layers of one scheme (``decoder.DecoderLM.layer_scales``).
 """
 
 from __future__ import annotations

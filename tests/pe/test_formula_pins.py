@@ -33,13 +33,13 @@ def test_kerple_training_keeps_its_parameters_in_their_domain(tmp_path):
     from pebench.config import Config, ModelConfig, TrainConfig
     from pebench.model.checkpoint import load_checkpoint
     from pebench.results import ResultsDir
-    from pebench.train import train
+    from pebench.train import TrainJob, train
 
     cfg = Config(
         ModelConfig(d_model=32, n_layers=1, n_heads=2, d_mlp=64, context=16, pe="kerple"),
         TrainConfig(steps=3, batch_size=2, lr=5.0, warmup=0, log_every=1, checkpoint_every=3),
     ).validate()
-    train(cfg, ResultsDir(tmp_path), "k", device="cpu")
+    train(TrainJob(cfg, ResultsDir(tmp_path), "k", device="cpu"))
     state = load_checkpoint(tmp_path / "runs" / "k" / "checkpoint.pt")["model"]
     bound = torch.tensor(0.01)  # in float32, as stored
     assert bool(state["pe.p"].min() >= bound) and bool(state["pe.a"].min() >= bound)

@@ -302,13 +302,13 @@ def outside_task():
 
 def test_a_task_added_outside_shows_up_in_eval_and_report(outside_task, tmp_path):
     from pebench.config import load_config
-    from pebench.train import train
+    from pebench.train import TrainJob, train
 
     cfg = load_config("tiny")
     cfg.model = ModelConfig(d_model=16, n_layers=1, n_heads=2, d_mlp=32, context=16, pe="alibi")
     cfg.train.steps, cfg.train.batch_size, cfg.train.lr_by_scheme = 2, 2, {}
     rd = ResultsDir(tmp_path)
-    train(cfg.validate(), rd, "alibi-s0", device="cpu")
+    train(TrainJob(cfg.validate(), rd, "alibi-s0", device="cpu"))
     r = runner.invoke(
         app,
         ["eval", "--task", "window-size,ppl", "--lengths", "16,32", "--max-tokens", "200", "--results", str(tmp_path)],
