@@ -1,0 +1,137 @@
+"""``index``: positions in a list (after "Lost in the Haystack"-style probes of order; arXiv 2605.07127 finds models far
+worse at looking backward than forward). A list of ``items`` distinct random words ("items: dake mulo ...") sits at a
+depth of filler or evaluation text; the window ends with one question and its answer:
+
+- ``after``: "2 after mulo: sepa", the word ``k`` places after an anchor;
+- ``before``: "2 before sepa: dake", the word ``k`` places before one;
+- ``position``: "place of sepa: 7", a word's place in the list (from 1).
+
+Answers are scored teacher-forced, per byte among the choices of their kind (letters for a word, digits for a place;
+ties split, so a uniform model scores chance), each metric the fraction of prompts whose answer is exactly right. The
+prompts come from the evaluation stream (seed, length, variant, depth), never training's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..data.needles import EVAL
+from ..data.ruler import MAX_WORD, Prompt, assemble, distinct, fill_source, fixed_bytes, random_word
+from ..util.errors import UsageError
+from .base import Metric, Task, answer_scores, check_choice, check_int, parse_floats, register_task, wilson
+
+VARIANTS = ("after", "before", "position")
+LETTERS = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
+DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
+HAYSTACKS = ("filler", "corpus")
+
+
+def question(variant: str, k: int, anchor: str) -> str:
+    return f"place of {anchor}:" if variant == "position" else f"{k} {variant} {anchor}:"
+
+
+def need(items: int, k: int) -> int:
+    """Bytes of a prompt that are not haystack, at the longest words and the longest question."""
+    listing = "items: " + " ".join(["x" * MAX_WORD] * items) + "."
+    tails = [
+        question(v, k, "x" * MAX_WORD) + " " + ("x" * MAX_WORD if v != "position" else str(items)) for v in VARIANTS
+    ]
+    return fixed_bytes([listing], max(tails, key=len))
+
+
+def index_prompt(rng: np.random.Generator, variant: str, length: int, depth: float, items: int, k: int, haystack=None):
+    """One prompt: the list at ``depth`` of the haystack, the question and its answer ending the window."""
+    words = distinct(rng, random_word, items)
+    lo, hi = (k, items) if variant == "before" else (0, items - k) if variant == "after" else (0, items)
+    a = int(rng.integers(lo, hi))
+    target = str(a + 1) if variant == "position" else words[a + k] if variant == "after" else words[a - k]
+    tail = question(variant, k, words[a]) + " " + target
+    listing = "items: " + " ".join(words) + "."
+    tokens, starts = assemble(length, [(depth, listing)], tail, fill_source(haystack, length, rng))
+    answer = (length - len(target), length)
+    return Prompt(tokens, "compact", starts, [answer], [target], meta={"variant": variant, "anchor": a, "words": words})
+
+
+class IndexTask(Task):
+    name = "index"
+    description = "positions in a list: the word k places after or before an anchor, and a word's place"
+    metrics = tuple(
+        Metric(f"index_{v}", "index", True, d, threshold=0.5, proportion=True)
+        for v, d in (
+            ("after", "index after: fraction of prompts whose word k places after the anchor is exact"),
+            ("before", "index before: fraction of prompts whose word k places before the anchor is exact"),
+            ("position", "index position: fraction of prompts whose place of a word (from 1) is exact"),
+        )
+    )
+    fields = {
+        "haystack": "filler or corpus (the text around the list)",
+        "trials": "prompts per variant and depth",
+        "options": "items, k",
+        "cells": "per variant and depth: {variant, depth, trials, score, score_ci}",
+    }
+    options = {"trials": 20, "items": 12, "k": 2, "depths": "0,0.5,1", "haystack": "filler"}
+    headline = "index_after"
+    order = 60
+
+    def check(self, options, lengths, context, n_tokens, protocol):
+        check_choice(options, "index", "haystack", HAYSTACKS)
+        for key in ("trials", "items", "k"):
+            check_int(options, "index", key)
+        if not 1 <= options["k"] < options["items"]:
+            raise UsageError(
+                f"index.k must be at least 1 and below index.items ({options['items']}), got {options['k']}"
+            )
+        parse_floats(options["depths"], "index.depths (fractions of the haystack, 0 to 1)", 0.0, 1.0)
+        if short := [L for L in lengths if need(options["items"], options["k"]) > L]:
+            raise UsageError(
+                f"index with items={options['items']} needs windows of at least "
+                f"{need(options['items'], options['k'])} tokens; got lengths {short}"
+            )
+        if options["haystack"] == "corpus" and max(lengths) > n_tokens:
+            raise UsageError(f"index.haystack=corpus needs an evaluation split of at least {max(lengths)} tokens")
+
+    def protocol(self, options, protocol):
+        return options["haystack"], {key: options[key] for key in ("trials", "items", "k")}
+
+    def measure(self, ctx, length: int) -> dict:
+        o = ctx.options
+        depths = parse_floats(o["depths"], "index.depths", 0.0, 1.0)
+        hay = ctx.split_tokens if o["haystack"] == "corpus" else None
+        metrics, intervals, cells = {}, {}, []
+        for vi, v in enumerate(VARIANTS):
+            prompts = []
+            for di, d in enumerate(depths):
+                rng = np.random.default_rng([ctx.seed, EVAL, 7, length, vi, di])
+                prompts += [index_prompt(rng, v, length, d, o["items"], o["k"], hay) for _ in range(o["trials"])]
+            exact = [e[0] for e in answer_scores(ctx, prompts, DIGITS if v == "position" else LETTERS)[0]]
+            metrics[f"index_{v}"], intervals[f"index_{v}"] = (
+                sum(exact) / len(exact),
+                list(wilson(sum(exact), len(exact))),
+            )
+            t = o["trials"]
+            for di, d in enumerate(depths):
+                part = exact[di * t : (di + 1) * t]
+                cells.append(
+                    {
+                        "variant": v,
+                        "depth": d,
+                        "trials": t,
+                        "score": sum(part) / t,
+                        "score_ci": list(wilson(sum(part), t)),
+                    }
+                )
+        return {
+            "status": "ok",
+            "reason": None,
+            "metrics": metrics,
+            "intervals": intervals,
+            "details": {
+                "haystack": o["haystack"],
+                "trials": o["trials"],
+                "options": {"items": o["items"], "k": o["k"]},
+                "cells": cells,
+            },
+        }
+
+
+register_task(IndexTask())
