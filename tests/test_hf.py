@@ -436,4 +436,5 @@ def test_eval_hf_measures_niah_in_the_models_tokens(llama_bpe, tmp_path):
     assert r.exit_code == 0, r.output
     (rec,) = records(res)
     assert rec["task"] == "niah" and rec["details"]["tokens"] != "bytes" and rec["length"] == 128
+    assert "next: pebench report --metric niah_single" in r.output  # its own metric, not bits per byte
     assert all(0 <= rec["metrics"][f"niah_{v}"] <= 1 for v in ("single", "multikey", "multivalue", "multiquery"))

@@ -79,7 +79,7 @@ def eval_cmd(
     if hf:
         rd.ensure_writable()
         outside_eval(rd, hf, lengths, rope_scaling, req, context, dtype, revision, data, console.reporter())
-        return console.next_step("report --metric bpb", results, "its rows beside your runs', in bits per byte")
+        return console.next_step(outside_next(task), results, "its rows beside your runs'")
     names = [n for r in run or [] for n in parse_list(r, "--run")] or rd.existing().runs_in(
         "finished"
     )  # repeat or comma list
@@ -88,6 +88,16 @@ def eval_cmd(
     if evaluate_runs(rd.ensure_writable(), names, req, rope_scaling is not None, console.reporter()):
         raise typer.Exit(1)
     console.next_step("report", results, "the table and plots of every record")
+
+
+def outside_next(task: str) -> str:
+    """The report an outside model's evaluation points to: bits per byte where it measured perplexity (tokenizers
+    differ), else its first task's headline metric."""
+    from ..tasks import TASKS
+    from ..util.parsing import parse_list
+
+    names = parse_list(task, "--task")
+    return "report --metric " + ("bpb" if "ppl" in names else TASKS.get(names[0]).headline)
 
 
 @app.command()
