@@ -273,6 +273,25 @@ def check_choice(options: dict, task: str, name: str, allowed: tuple) -> str:
     return options[name]
 
 
+HAYSTACKS = ("filler", "corpus")  # what a retrieval prompt's filler is: a sentence repeated, or evaluation text
+
+
+def check_haystack(options: dict, task: str, lengths: list, n_tokens: int) -> None:
+    """A retrieval task's ``haystack`` option, and for the corpus an evaluation split as long as the longest window."""
+    check_choice(options, task, "haystack", HAYSTACKS)
+    if options["haystack"] == "corpus" and max(lengths) > n_tokens:
+        raise UsageError(f"{task}.haystack=corpus needs an evaluation split of at least {max(lengths)} tokens")
+
+
+def summarize(scores: list[list[float]], one_answer: bool) -> tuple[float, list[float]]:
+    """Mean of the per-prompt mean scores and its 95% interval (Wilson where a prompt has one answer)."""
+    per = [sum(s) / len(s) for s in scores]
+    if one_answer:
+        return sum(per) / len(per), list(wilson(sum(per), len(per)))
+    m, lo, hi = mean_interval(per)
+    return m, [lo, hi]
+
+
 def rank_credit(true_ll: list[float], distractor_ll: list[float]) -> list[float]:
     """Order-free recall by ranking: each true candidate's credit is 1 when its log-likelihood beats every
     distractor's, 1/(k+1) when it ties with k distractors at the top, else 0 (a uniform model: 1/(1 + distractors))."""

@@ -18,12 +18,11 @@ import numpy as np
 from ..data.needles import EVAL
 from ..data.ruler import MAX_WORD, Prompt, assemble, distinct, fill_source, fixed_bytes, random_word
 from ..util.errors import UsageError
-from .base import Metric, Task, answer_scores, check_choice, check_int, parse_floats, register_task, wilson
+from .base import Metric, Task, answer_scores, check_haystack, check_int, parse_floats, register_task, summarize
 
 VARIANTS = ("after", "before", "position")
 LETTERS = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
 DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
-HAYSTACKS = ("filler", "corpus")
 
 
 def question(variant: str, k: int, anchor: str) -> str:
@@ -74,7 +73,7 @@ class IndexTask(Task):
     order = 60
 
     def check(self, options, lengths, context, n_tokens, protocol):
-        check_choice(options, "index", "haystack", HAYSTACKS)
+        check_haystack(options, "index", lengths, n_tokens)
         for key in ("trials", "items", "k"):
             check_int(options, "index", key)
         if not 1 <= options["k"] < options["items"]:
@@ -87,8 +86,6 @@ class IndexTask(Task):
                 f"index with items={options['items']} needs windows of at least "
                 f"{need(options['items'], options['k'])} tokens; got lengths {short}"
             )
-        if options["haystack"] == "corpus" and max(lengths) > n_tokens:
-            raise UsageError(f"index.haystack=corpus needs an evaluation split of at least {max(lengths)} tokens")
 
     def protocol(self, options, protocol):
         return options["haystack"], {key: options[key] for key in ("trials", "items", "k")}
@@ -103,23 +100,12 @@ class IndexTask(Task):
             for di, d in enumerate(depths):
                 rng = np.random.default_rng([ctx.seed, EVAL, 7, length, vi, di])
                 prompts += [index_prompt(rng, v, length, d, o["items"], o["k"], hay) for _ in range(o["trials"])]
-            exact = [e[0] for e in answer_scores(ctx, prompts, DIGITS if v == "position" else LETTERS)[0]]
-            metrics[f"index_{v}"], intervals[f"index_{v}"] = (
-                sum(exact) / len(exact),
-                list(wilson(sum(exact), len(exact))),
-            )
+            exact = answer_scores(ctx, prompts, DIGITS if v == "position" else LETTERS)[0]  # one answer a prompt
+            metrics[f"index_{v}"], intervals[f"index_{v}"] = summarize(exact, True)
             t = o["trials"]
             for di, d in enumerate(depths):
-                part = exact[di * t : (di + 1) * t]
-                cells.append(
-                    {
-                        "variant": v,
-                        "depth": d,
-                        "trials": t,
-                        "score": sum(part) / t,
-                        "score_ci": list(wilson(sum(part), t)),
-                    }
-                )
+                score, ci = summarize(exact[di * t : (di + 1) * t], True)
+                cells.append({"variant": v, "depth": d, "trials": t, "score": score, "score_ci": ci})
         return {
             "status": "ok",
             "reason": None,

@@ -13,10 +13,9 @@ import numpy as np
 from ..data.needles import EVAL
 from ..data.ruler import MQAR_VALUE, mqar_need, mqar_prompt
 from ..util.errors import UsageError
-from .base import Metric, Task, answer_scores, check_choice, check_int, mean_interval, register_task
+from .base import Metric, Task, answer_scores, check_haystack, check_int, mean_interval, register_task
 
 DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
-HAYSTACKS = ("filler", "corpus")
 
 
 class MqarTask(Task):
@@ -45,7 +44,7 @@ class MqarTask(Task):
     order = 50
 
     def check(self, options, lengths, context, n_tokens, protocol):
-        check_choice(options, "mqar", "haystack", HAYSTACKS)
+        check_haystack(options, "mqar", lengths, n_tokens)
         check_int(options, "mqar", "trials")
         pairs, queries = check_int(options, "mqar", "pairs"), check_int(options, "mqar", "queries")
         if queries > pairs:
@@ -60,8 +59,6 @@ class MqarTask(Task):
                 f"{mqar_need(pairs, queries)} tokens; got lengths {short}"
                 + (f" (at {min(lengths)} tokens at most {fit} pairs fit)" if fit else "")
             )
-        if options["haystack"] == "corpus" and max(lengths) > n_tokens:
-            raise UsageError(f"mqar.haystack=corpus needs an evaluation split of at least {max(lengths)} tokens")
 
     def protocol(self, options, protocol):
         return options["haystack"], {k: options[k] for k in ("trials", "pairs", "queries")}

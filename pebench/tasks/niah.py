@@ -27,17 +27,17 @@ from .base import (
     Task,
     answer_scores,
     check_choice,
+    check_haystack,
     check_int,
     encoder,
-    mean_interval,
     parse_floats,
     ranking_scores,
     register_task,
-    wilson,
+    summarize,
 )
 
 DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
-HAYSTACKS, FORMS = ("filler", "corpus"), ("auto", "standard", "compact")
+FORMS = ("auto", "standard", "compact")
 
 
 def variants(options: dict) -> list[str]:
@@ -59,15 +59,6 @@ def cell_prompts(
         return [niah_prompt(rng, *args, encode=encode) for _ in range(o["trials"])]
     except ValueError as e:
         raise UsageError(str(e)) from None
-
-
-def summarize(scores: list[list[float]], one_answer: bool) -> tuple[float, list[float]]:
-    """Mean of the per-prompt mean scores and its 95% interval (Wilson where a prompt has one answer)."""
-    per = [sum(s) / len(s) for s in scores]
-    if one_answer:
-        return sum(per) / len(per), list(wilson(sum(per), len(per)))
-    m, lo, hi = mean_interval(per)
-    return m, [lo, hi]
 
 
 class NiahTask(Task):
@@ -119,7 +110,7 @@ class NiahTask(Task):
     order = 30
 
     def check(self, options, lengths, context, n_tokens, protocol):
-        check_choice(options, "niah", "haystack", HAYSTACKS)
+        check_haystack(options, "niah", lengths, n_tokens)
         check_choice(options, "niah", "form", FORMS)
         for k in ("trials", "keys", "values", "queries", "distractors"):
             check_int(options, "niah", k)
@@ -140,8 +131,6 @@ class NiahTask(Task):
                     f"niah {v} with keys={o['keys']}, values={o['values']}, queries={o['queries']} "
                     f"needs windows of at least {need} tokens; got lengths {short}"
                 )
-        if options["haystack"] == "corpus" and max(lengths) > n_tokens:
-            raise UsageError(f"niah.haystack=corpus needs an evaluation split of at least {max(lengths)} tokens")
 
     def protocol(self, options, protocol):
         return f"{options['haystack']}-{options['form']}", {

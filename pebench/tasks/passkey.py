@@ -15,9 +15,8 @@ import numpy as np
 
 from ..data.needles import EVAL, fixed_bytes, passkey_form, passkey_window, random_key, token_passkey
 from ..util.errors import UsageError
-from .base import Metric, Task, encoder, mean_interval, parse_floats, register_task, wilson
+from .base import HAYSTACKS, Metric, Task, check_choice, encoder, mean_interval, parse_floats, register_task, wilson
 
-HAYSTACKS = ("filler", "corpus")
 DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
 
 
@@ -95,8 +94,7 @@ class PasskeyTask(Task):
     any_tokenizer = True
 
     def check(self, options, lengths, context, n_tokens, protocol):
-        if options["haystack"] not in HAYSTACKS:
-            raise UsageError(f"passkey.haystack must be one of {', '.join(HAYSTACKS)}, got {options['haystack']!r}")
+        check_choice(options, "passkey", "haystack", HAYSTACKS)
         if not isinstance(options["trials"], int) or options["trials"] < 1:
             raise UsageError(f"passkey.trials must be an integer >= 1, got {options['trials']!r}")
         parse_floats(options["depths"], "passkey.depths", 0.0, 1.0)

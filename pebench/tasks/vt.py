@@ -13,9 +13,9 @@ import numpy as np
 from ..data.needles import EVAL
 from ..data.ruler import fixed_bytes, vt_form, vt_layout, vt_prompt
 from ..util.errors import UsageError
-from .base import Metric, Task, check_choice, check_int, mean_interval, ranking_scores, register_task
+from .base import Metric, Task, check_choice, check_haystack, check_int, mean_interval, ranking_scores, register_task
 
-HAYSTACKS, FORMS = ("filler", "corpus"), ("auto", "standard", "compact")
+FORMS = ("auto", "standard", "compact")
 
 
 class VariableTrackingTask(Task):
@@ -53,7 +53,7 @@ class VariableTrackingTask(Task):
     order = 40
 
     def check(self, options, lengths, context, n_tokens, protocol):
-        check_choice(options, "vt", "haystack", HAYSTACKS)
+        check_haystack(options, "vt", lengths, n_tokens)
         check_choice(options, "vt", "form", FORMS)
         check_int(options, "vt", "trials")
         check_int(options, "vt", "chains", 2)  # the other chains' names are what the true ones are ranked against
@@ -69,8 +69,6 @@ class VariableTrackingTask(Task):
                 f"vt with {options['chains']} chains of {options['hops']} hops needs windows of at least "
                 f"{need} tokens; got lengths {short}"
             )
-        if options["haystack"] == "corpus" and max(lengths) > n_tokens:
-            raise UsageError(f"vt.haystack=corpus needs an evaluation split of at least {max(lengths)} tokens")
 
     def protocol(self, options, protocol):
         return f"{options['haystack']}-{options['form']}", {k: options[k] for k in ("trials", "chains", "hops")}
