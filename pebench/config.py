@@ -61,6 +61,10 @@ class ModelConfig:
     # sigmoid(x W_g), x the block's normed input at the query, W_g learned per head; elementwise (a gate per output
     # channel, the paper's best) or headwise (one per head); empty: no gate.
     output_gate: str = ""
+    # Canon layers (Allen-Zhu 2025, arXiv 2512.17351; pebench.model.canon): a residual causal depthwise convolution over
+    # the last 4 tokens at the points named, a subset of ABCD (A: attention input, B: q/k/v, C: MLP input, D: MLP
+    # hidden); empty: none.
+    canon: str = ""
     # A scheme and a span per layer (pebench.patterns.LayerSpec as a dict: pe, options, window, chunk, logit_scale,
     # ssmax); empty: ``pe`` in every layer. With a list, ``pe`` is the runs' name for it (a pattern's name).
     layers: list = field(default_factory=list)
@@ -76,12 +80,17 @@ class ModelConfig:
         if self.output_gate not in OUTPUT_GATES:
             allowed = ", ".join(repr(g) for g in OUTPUT_GATES)
             raise UsageError(f"model.output_gate must be one of {allowed}, got {self.output_gate!r}")
+        if any(p not in CANON_POINTS for p in self.canon) or len(set(self.canon)) != len(self.canon):
+            raise UsageError(
+                f"model.canon must be letters of {CANON_POINTS}, each at most once (e.g. ABCD, AC), got {self.canon!r}"
+            )
         if self.layers and len(self.layers) != self.n_layers:
             raise UsageError(f"model.layers has {len(self.layers)} entries for model.n_layers {self.n_layers}")
 
 
 PRECISIONS = ("auto", "fp32", "bf16")
 OUTPUT_GATES = ("", "elementwise", "headwise")
+CANON_POINTS = "ABCD"  # Canon layers' points in a block (pebench.model.canon)
 MAX_STEPS = 10**9  # a billion optimizer steps: beyond any run this tool plans; a larger number is a typo
 
 
@@ -198,6 +207,7 @@ HASH_OMITTED: dict[str, Callable[[dict], bool]] = {
     "model.attention_sinks": lambda d: not d["model"]["attention_sinks"],
     "model.ssmax": lambda d: not d["model"]["ssmax"],
     "model.output_gate": lambda d: not d["model"]["output_gate"],
+    "model.canon": lambda d: not d["model"]["canon"],
     "model.layers": lambda d: not d["model"]["layers"],
     "train.needles": lambda d: not d["train"]["needles"],
     "train.needle_lengths": lambda d: not d["train"]["needles"],
@@ -420,6 +430,7 @@ class ConfigFlags:
     sinks: Optional[bool] = _flag("model.attention_sinks", "--sinks")  # also joins the config name
     ssmax: Optional[bool] = _flag("model.ssmax", "--ssmax")  # also joins the config name
     gate: Optional[str] = _flag("model.output_gate", "--gate")  # also joins the config name
+    canon: Optional[str] = _flag("model.canon", "--canon")  # also joins the config name
     layers: Optional[str] = None  # --layers: a pattern or a list, one layer each (sets model.layers and model.pe)
 
     def given(self) -> dict[str, tuple[str, Any]]:
@@ -493,6 +504,8 @@ def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
             cfg = replace(cfg, name=f"{cfg.name}-ssmax")
         if flags.gate:
             cfg = replace(cfg, name=f"{cfg.name}-gate" + ("" if flags.gate == "elementwise" else f"-{flags.gate}"))
+        if flags.canon:
+            cfg = replace(cfg, name=f"{cfg.name}-canon" + ("" if flags.canon == "ABCD" else f"-{flags.canon}"))
         notes: list[str] = []
         if flags.lr is not None:  # one rate for every scheme: runs at it never take the tuned runs' names
             if cfg.train.lr_by_scheme:

@@ -29,6 +29,9 @@ SsmaxOpt = typer.Option(
 GateOpt = typer.Option(
     None, "--gate", help="gated attention's output gate: elementwise | headwise (model.output_gate; default: none)"
 )
+CanonOpt = typer.Option(
+    None, "--canon", help="Canon layers at the points named: ABCD or a subset (model.canon; default: none)"
+)
 LayersOpt = typer.Option(
     None,
     "--layers",

@@ -14,6 +14,7 @@ from . import console
 from .app import app, notes_of
 from .console import handle_errors
 from .options import (
+    CanonOpt,
     CompileOpt,
     DataOpt,
     DeviceOpt,
@@ -69,6 +70,7 @@ def train(
     sinks: Optional[bool] = SinksOpt,
     ssmax: Optional[bool] = SsmaxOpt,
     gate: Optional[str] = GateOpt,
+    canon: Optional[str] = CanonOpt,
     precision: Optional[str] = PrecisionOpt,
     needles: Optional[float] = NeedlesOpt,
     results: Path = ResultsOpt,
@@ -138,6 +140,7 @@ def run(
     sinks: Optional[bool] = SinksOpt,
     ssmax: Optional[bool] = SsmaxOpt,
     gate: Optional[str] = GateOpt,
+    canon: Optional[str] = CanonOpt,
     precision: Optional[str] = PrecisionOpt,
     final: bool = typer.Option(False, "--final", help="evaluate and report on the test split"),
     results: Optional[Path] = typer.Option(None, "--results", help="results folder (default: the suite's)"),

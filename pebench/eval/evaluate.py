@@ -180,6 +180,8 @@ def variant_label(
         label += " ssmax"  # trained with Scalable-Softmax
     if cfg.model.output_gate:  # trained with gated attention's output gate
         label += " gate" + ("" if cfg.model.output_gate == "elementwise" else f"-{cfg.model.output_gate}")
+    if cfg.model.canon:  # trained with Canon layers at these points
+        label += " canon" + ("" if cfg.model.canon == "ABCD" else f"-{cfg.model.canon}")
     if meta.get("recalibration"):
         return v, label + f" from-{meta['recalibration']['from_scheme']}"
     return v, label + (f" ft{cfg.model.context}" if meta.get("parent") else "")

@@ -22,6 +22,7 @@ from ..pe.base import at_positions, scaled
 from ..pe.layered import LayeredPE
 from ..util.errors import UsageError
 from .attention import attend, attend_from, attend_normalised
+from .canon import KERNEL, canon_at
 from .logit_scales import check_logit_scale, logit_scale_factors
 from .spans import Span, combined
 
@@ -46,6 +47,7 @@ class CausalSelfAttention(nn.Module):
         self.ssmax = nn.Parameter(torch.full((cfg.n_heads,), SSMAX_INIT)) if ssmax else None  # s per head
         width = {"elementwise": cfg.d_model, "headwise": cfg.n_heads}.get(cfg.output_gate)
         self.gate = nn.Linear(cfg.d_model, width, bias=False) if width else None  # gated attention's W_g
+        self.canon_b = canon_at(cfg.canon, "B", 3 * cfg.d_model)  # Canon-B on q, k and v (identity without)
 
     def gated(self, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Gated attention's output gate (Qiu et al. 2025): each head's output y [B, H, T, d_h] times sigmoid(x W_g),
@@ -70,7 +72,7 @@ class CausalSelfAttention(nn.Module):
     ):
         """q, k, v [B, H, T, d_h] after the scheme's rotation, and its logit term (analysis reads these too)."""
         B, T, C = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)
+        q, k, v = self.canon_b(self.qkv(x)).view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)
         scheme, j = pe.at_layer(self.layer)  # this layer's scheme and its index for it (a pattern's layers differ)
         q, k = scheme.rotate(q, k, positions, j)  # RoPE acts here
         mod = scheme.score_mod(q, j, k, x)  # ALiBi / T5 / Shaw / ... act here (None for the others)
@@ -123,15 +125,27 @@ class Block(nn.Module):
             nn.Linear(cfg.d_model, cfg.d_mlp, bias=False), nn.GELU(), nn.Linear(cfg.d_mlp, cfg.d_model, bias=False)
         )
         self.drop = nn.Dropout(cfg.dropout)
+        # Canon layers A, C, D (the identity where model.canon does not name them; B sits in the attention)
+        self.canon_a, self.canon_c = canon_at(cfg.canon, "A", cfg.d_model), canon_at(cfg.canon, "C", cfg.d_model)
+        self.canon_d = canon_at(cfg.canon, "D", cfg.d_mlp)
+        # tokens back the MLP reads (K - 1 for each of Canon-C and D, one after the other)
+        self.mlp_reach = (KERNEL - 1) * sum(p in cfg.canon for p in "CD")
+
+    def ffn(self, x):
+        """The MLP of the normed input x (with Canon-C on its input and Canon-D on its hidden layer, where set)."""
+        up, act, down = self.mlp
+        return down(act(self.canon_d(up(self.canon_c(x)))))
 
     def forward(self, x, pe, positions, logit_scale=None):
-        x = x + self.drop(self.attn(self.ln1(x), pe, positions, logit_scale))
-        return x + self.drop(self.mlp(self.ln2(x)))
+        x = x + self.drop(self.attn(self.canon_a(self.ln1(x)), pe, positions, logit_scale))
+        return x + self.drop(self.ffn(self.ln2(x)))
 
     def forward_from(self, x, pe, positions, logit_scale, start: int):
-        """The block's output at positions ``start`` .. T-1 of x (its input at every position)."""
-        x_out = x[:, start:] + self.drop(self.attn.forward_from(self.ln1(x), pe, positions, logit_scale, start))
-        return x_out + self.drop(self.mlp(self.ln2(x_out)))
+        """The block's output at positions ``start`` .. T-1 of x (its input at every position). With Canon-C or D the
+        MLP also reads the K - 1 tokens before ``start`` (each), so the attention runs from there."""
+        s0 = max(0, start - self.mlp_reach)
+        x_out = x[:, s0:] + self.drop(self.attn.forward_from(self.canon_a(self.ln1(x)), pe, positions, logit_scale, s0))
+        return (x_out + self.drop(self.ffn(self.ln2(x_out))))[:, start - s0 :]
 
 
 class DecoderLM(nn.Module):

@@ -19,25 +19,38 @@ Softmax then weighs the scores as usual (``attention_scores``; the scheme ``owns
   of queries, r_i = q_i is carried back key by key (s_ij = k_j . r_i, then r_i <- H_j r_i), one step per distance,
   batched over the block, with one [block, T] score matrix in memory.
 
-The reference to read is fla-org/flash-linear-attention's ``fla/layers/path_attn.py``."""
+How w_t is read from the token follows the paper's reference layer (fla-org/flash-linear-attention,
+``fla/layers/path_attn.py``), the default: a low-rank projection of the layer's input (``rank``, 32: d_model -> 32 ->
+H d_h), then a causal depthwise convolution over the last ``conv`` tokens (3) with SiLU, then per head a unit vector.
+``path:rank=0:conv=0`` is the form pebench used before (records of results/patterns): one full linear map and no
+convolution. beta_t = 2 sigmoid(x_t W_b + b) either way."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from ..util.errors import UsageError
 from .base import SCHEMES, PositionalEncoding
 
 
-def householder_factors(x: torch.Tensor, w_proj: torch.Tensor, b_proj: torch.Tensor, b_bias: torch.Tensor):
-    """(w [B, H, T, d_h] unit vectors, beta [B, H, T] in (0, 2)) of the layer input x [B, T, d_model]."""
+def causal_depthwise_conv(u: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """y_t = sum_s weight[:, s] u_{t - K + 1 + s} per channel (u [B, T, C], weight [C, K]; u before 0 is 0)."""
+    K = weight.shape[-1]
+    return F.conv1d(F.pad(u.transpose(1, 2), (K - 1, 0)), weight.unsqueeze(1), groups=u.shape[-1]).transpose(1, 2)
+
+
+def householder_factors(x: torch.Tensor, w_raw: torch.Tensor, b_proj: torch.Tensor, b_bias: torch.Tensor):
+    """(w [B, H, T, d_h] unit vectors, beta [B, H, T] in (0, 2)) of the layer input x [B, T, d_model], w_raw
+    [B, T, H d_h] the directions before normalisation (``PaTH.directions``)."""
     B, T, _ = x.shape
     H = b_proj.shape[-1]
-    w = (x @ w_proj).view(B, T, H, -1).transpose(1, 2)
+    w = w_raw.view(B, T, H, -1).transpose(1, 2)
     beta = 2 * torch.sigmoid(x @ b_proj + b_bias).transpose(1, 2)
     return F.normalize(w, dim=-1), beta
 
@@ -100,10 +113,22 @@ def path_reference(q, k, w, beta) -> torch.Tensor:
     return s
 
 
+@dataclass
+class PaTHOptions:
+    rank: int = 32  # the low-rank map's inner width (0: one full linear map)
+    conv: int = 3  # the causal depthwise convolution's width, with SiLU (0: none)
+
+    def validate(self):
+        for name in ("rank", "conv"):
+            if getattr(self, name) < 0:
+                raise UsageError(f"path {name} must be >= 0 (0: off), got {getattr(self, name)}")
+
+
 @SCHEMES.add
 class PaTH(PositionalEncoding):
     name = "path"
     description = "data-dependent Householder transforms of the tokens between key and query (Yang 2025)"
+    Options = PaTHOptions
     owns_attention = True
     query_block = 256  # the in-place scores of a block: [B, H, 256, T] at most
     # Keys up to which the UT form runs: its solve grows as T^3, the naive form's loop as T (steps of T x d work);
@@ -114,13 +139,29 @@ class PaTH(PositionalEncoding):
     def __init__(self, ctx, options=None):
         super().__init__(ctx, options)
         L, H, d, D = ctx.n_layers, ctx.n_heads, ctx.head_dim, ctx.d_model
-        self.w_proj = nn.Parameter(torch.randn(L, D, H * d) * D**-0.5)
+        r, K = self.options.rank, self.options.conv
+        if r:  # the reference layer's low-rank map, d_model -> rank -> H d_h
+            self.w_down = nn.Parameter(torch.randn(L, D, r) * D**-0.5)
+            self.w_up = nn.Parameter(torch.randn(L, r, H * d) * r**-0.5)
+        else:
+            self.w_proj = nn.Parameter(torch.randn(L, D, H * d) * D**-0.5)
+        if K:  # a depthwise convolution's default initialisation, uniform within 1/sqrt(fan-in)
+            self.w_conv = nn.Parameter((torch.rand(L, H * d, K) * 2 - 1) * K**-0.5)
         self.b_proj = nn.Parameter(torch.randn(L, D, H) * 0.02)
         self.b_bias = nn.Parameter(torch.zeros(L, H))  # beta starts near 1: halfway to a reflection
 
+    def directions(self, x: torch.Tensor, layer: int) -> torch.Tensor:
+        """The directions w_t before normalisation, [B, T, H d_h], of the layer input x [B, T, d_model]."""
+        if self.options.rank:
+            u = x @ self.w_down[layer].to(x.dtype) @ self.w_up[layer].to(x.dtype)
+        else:
+            u = x @ self.w_proj[layer].to(x.dtype)
+        return F.silu(causal_depthwise_conv(u, self.w_conv[layer].to(x.dtype))) if self.options.conv else u
+
     def attention_scores(self, q, k, layer, x, start):
         T = k.shape[2]
-        w, beta = householder_factors(x[:, :T].to(q.dtype), self.w_proj[layer], self.b_proj[layer], self.b_bias[layer])
+        x = x[:, :T].to(q.dtype)
+        w, beta = householder_factors(x, self.directions(x, layer), self.b_proj[layer], self.b_bias[layer])
         w, beta = w.to(q.dtype), beta.to(q.dtype)
         grad = torch.is_grad_enabled() and q.requires_grad
         if T <= (self.ut_max if grad else self.ut_max_eval):

@@ -4,7 +4,7 @@ GROUPS = {
     "classic": ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"],  # the survey's seven
     "modern": ["kerple", "fire", "xpos", "p-rope", "sandwich", "fox", "cope"],  # after ALiBi
     "2025": ["pope", "stick-breaking", "path"],
-    "2026": ["rope-alibi"],  # the newest
+    "2026": ["rope-alibi", "rope-id"],  # the newest
 }
 SCHEME_ORDER = GROUPS["classic"] + GROUPS["modern"] + GROUPS["2025"] + GROUPS["2026"]
 

@@ -10,6 +10,7 @@ from pebench.model.attention import attend_normalised
 from pebench.model.decoder import DecoderLM
 from pebench.pe import PEContext, build_pe
 from pebench.pe.path import householder_factors, path_reference, path_scores, path_scores_ut
+from pebench.util.errors import UsageError
 from support import invoke, tiny_model_config, write_micro
 
 
@@ -69,8 +70,9 @@ def test_gradients_match_finite_differences_and_reach_the_transforms():
 
     assert torch.autograd.gradcheck(f, (q, k))
     f(q, k).sum().backward()
-    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in (pe.w_proj, pe.b_proj, pe.b_bias))
-    w, beta = householder_factors(x, pe.w_proj[0], pe.b_proj[0], pe.b_bias[0])
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in pe.parameters())
+    assert {n for n, _ in pe.named_parameters()} == {"w_down", "w_up", "w_conv", "b_proj", "b_bias"}
+    w, beta = householder_factors(x, pe.directions(x, 0), pe.b_proj[0], pe.b_bias[0])
     assert (
         torch.allclose(w.norm(dim=-1), torch.ones(1, 2, 5, dtype=torch.float64))
         and (0 < beta).all()
@@ -115,3 +117,24 @@ def test_the_schemes_that_own_attention_train_and_evaluate_to_16x(tmp_path, pe):
     assert r.exit_code == 0, r.output
     recs = list((res / "records" / f"{pe}-micro-s0").glob("*.json"))
     assert len(recs) == 2 and all('"status": "ok"' in p.read_text() for p in recs)
+
+
+def test_the_directions_follow_the_reference_layer_and_the_former_form_is_an_option():
+    """w_t = SiLU(causal depthwise conv of x W_down W_up over the last 3 tokens), by hand for one token; with
+    rank=0 and conv=0, x W as before."""
+    torch.manual_seed(6)
+    ctx = PEContext(8, 2, 2, 16)
+    pe = build_pe("path", ctx).double()
+    x = torch.randn(1, 5, 8, dtype=torch.float64)
+    u = x @ pe.w_down[1] @ pe.w_up[1]  # [1, 5, 8]
+    t, c = 3, 6
+    by_hand = sum(pe.w_conv[1, c, s] * u[0, t - 2 + s, c] for s in range(3))
+    got = pe.directions(x, 1)
+    assert torch.allclose(got[0, t, c], F.silu(by_hand))
+    want0 = F.silu(pe.w_conv[1, :, 2] * u[0, 0])  # the first token sees no earlier one
+    assert torch.allclose(got[0, 0], want0)
+    old = build_pe("path", ctx, {"rank": 0, "conv": 0}).double()
+    assert {n for n, _ in old.named_parameters()} == {"w_proj", "b_proj", "b_bias"}
+    assert torch.allclose(old.directions(x, 0), x @ old.w_proj[0])
+    with pytest.raises(UsageError, match="path rank must be >= 0"):
+        build_pe("path", ctx, {"rank": -1})
