@@ -65,6 +65,11 @@ class ModelConfig:
     # the last 4 tokens at the points named, a subset of ABCD (A: attention input, B: q/k/v, C: MLP input, D: MLP
     # hidden); empty: none.
     canon: str = ""
+    # The attention's normaliser (pebench.model.entmax): softmax, alpha-entmax (sparse: exact zeros for keys far below
+    # the best), or ASEntmax (Vasylenko et al. 2025, arXiv 2506.16640: entmax with a learned, length-scaled query
+    # temperature); entmax_alpha its alpha (1 is softmax, 2 sparsemax).
+    normaliser: str = "softmax"
+    entmax_alpha: float = 1.5
     # A scheme and a span per layer (pebench.patterns.LayerSpec as a dict: pe, options, window, chunk, logit_scale,
     # ssmax); empty: ``pe`` in every layer. With a list, ``pe`` is the runs' name for it (a pattern's name).
     layers: list = field(default_factory=list)
@@ -84,12 +89,19 @@ class ModelConfig:
             raise UsageError(
                 f"model.canon must be letters of {CANON_POINTS}, each at most once (e.g. ABCD, AC), got {self.canon!r}"
             )
+        if self.normaliser not in NORMALISERS:
+            raise UsageError(f"model.normaliser must be one of {', '.join(NORMALISERS)}, got {self.normaliser!r}")
+        if not self.entmax_alpha >= 1:
+            raise UsageError(
+                f"model.entmax_alpha must be >= 1 (1: softmax, 1.5, 2: sparsemax), got {self.entmax_alpha}"
+            )
         if self.layers and len(self.layers) != self.n_layers:
             raise UsageError(f"model.layers has {len(self.layers)} entries for model.n_layers {self.n_layers}")
 
 
 PRECISIONS = ("auto", "fp32", "bf16")
 OUTPUT_GATES = ("", "elementwise", "headwise")
+NORMALISERS = ("softmax", "entmax", "asentmax")
 CANON_POINTS = "ABCD"  # Canon layers' points in a block (pebench.model.canon)
 MAX_STEPS = 10**9  # a billion optimizer steps: beyond any run this tool plans; a larger number is a typo
 
@@ -118,6 +130,9 @@ class TrainConfig:
     lr_by_scheme: dict[str, float] = field(default_factory=dict)  # scheme -> learning rate (written by `pebench tune`)
     eval_every: int = 0  # learning curve: evaluate at 1x and the longest multiple every N steps (0: off)
     random_positions: int = 0  # M > context: train on sorted random positions from [0, M) (Ruoss 2023); 0: off
+    # Random Float Sampling (arXiv 2602.14050): the random positions are sorted uniform floats from [0, M), in training
+    # and at evaluation too (one draw per length, seeded by it), for schemes that read positions as numbers
+    random_positions_float: bool = False
     # Retrieval data: this fraction of training windows are passkey documents and repeated random strings of
     # needle_lengths [lo, hi] bytes (data/needles.py), keys from the training seed's own stream; 0: off.
     needles: float = 0.0
@@ -151,6 +166,8 @@ class TrainConfig:
         for scheme, lr in self.lr_by_scheme.items():
             if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
                 raise UsageError(f"train.lr_by_scheme.{scheme} must be a learning rate > 0, got {lr!r}")
+        if self.random_positions_float and not self.random_positions:
+            raise UsageError("train.random_positions_float needs train.random_positions M (the range [0, M))")
         if self.random_positions < 0:
             raise UsageError(f"train.random_positions must be 0 (off) or M >= the context, got {self.random_positions}")
         if not 0.0 <= self.needles <= 1.0:
@@ -208,6 +225,9 @@ HASH_OMITTED: dict[str, Callable[[dict], bool]] = {
     "model.ssmax": lambda d: not d["model"]["ssmax"],
     "model.output_gate": lambda d: not d["model"]["output_gate"],
     "model.canon": lambda d: not d["model"]["canon"],
+    "train.random_positions_float": lambda d: not d["train"]["random_positions_float"],
+    "model.normaliser": lambda d: d["model"]["normaliser"] == "softmax",
+    "model.entmax_alpha": lambda d: d["model"]["normaliser"] == "softmax",
     "model.layers": lambda d: not d["model"]["layers"],
     "train.needles": lambda d: not d["train"]["needles"],
     "train.needle_lengths": lambda d: not d["train"]["needles"],
@@ -431,6 +451,7 @@ class ConfigFlags:
     ssmax: Optional[bool] = _flag("model.ssmax", "--ssmax")  # also joins the config name
     gate: Optional[str] = _flag("model.output_gate", "--gate")  # also joins the config name
     canon: Optional[str] = _flag("model.canon", "--canon")  # also joins the config name
+    normaliser: Optional[str] = _flag("model.normaliser", "--normaliser")  # also joins the config name
     layers: Optional[str] = None  # --layers: a pattern or a list, one layer each (sets model.layers and model.pe)
 
     def given(self) -> dict[str, tuple[str, Any]]:
@@ -504,6 +525,8 @@ def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
             cfg = replace(cfg, name=f"{cfg.name}-ssmax")
         if flags.gate:
             cfg = replace(cfg, name=f"{cfg.name}-gate" + ("" if flags.gate == "elementwise" else f"-{flags.gate}"))
+        if flags.normaliser and flags.normaliser != "softmax":
+            cfg = replace(cfg, name=f"{cfg.name}-{flags.normaliser}")
         if flags.canon:
             cfg = replace(cfg, name=f"{cfg.name}-canon" + ("" if flags.canon == "ABCD" else f"-{flags.canon}"))
         notes: list[str] = []

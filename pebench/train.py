@@ -20,7 +20,7 @@ from .config import Config
 from .data import prepare_corpus, sample_batch
 from .eval.scoring import Protocol, score_stream
 from .model.checkpoint import CHECKPOINT, build_model, check_compatible, load_checkpoint, load_shared_weights
-from .model.decoder import DecoderLM
+from .model.decoder import DecoderLM, float_positions
 from .model.device import resolve_device, train_autocast, train_precision, tune_cpu_allocator
 from .results import ResultsDir, environment, now
 from .util.errors import PebenchError, TrainingDiverged, UsageError
@@ -266,10 +266,13 @@ def _check_same_config(results: ResultsDir, name: str, cfg: Config, state: str =
         )
 
 
-def sample_positions(seed: int, step: int, T: int, M: int, device) -> torch.Tensor:
+def sample_positions(seed: int, step: int, T: int, M: int, device, continuous: bool = False) -> torch.Tensor:
     """Randomized positions (Ruoss et al. 2023): a sorted random subset of [0, M) of size T, fixed by
-    (seed, step) and the same for every rank."""
+    (seed, step) and the same for every rank; ``continuous`` (Random Float Sampling): T sorted uniform floats from
+    [0, M) instead (``model.decoder.float_positions`` draws evaluation's the same way)."""
     gen = torch.Generator().manual_seed(seed * 1_000_003 + step + 7)
+    if continuous:
+        return float_positions(gen, T, M).to(device)
     return torch.randperm(M, generator=gen)[:T].sort().values.to(device)
 
 
@@ -416,7 +419,11 @@ class _Loop:
         x, y = sample_batch(
             self.train_tokens, tc.seed, step, tc.batch_size, T, self.rank, self.world, *needle_settings(tc, step)
         )
-        pos = sample_positions(tc.seed, step, T, tc.random_positions, self.dev) if tc.random_positions else None
+        pos = (
+            sample_positions(tc.seed, step, T, tc.random_positions, self.dev, tc.random_positions_float)
+            if tc.random_positions
+            else None
+        )
         x, y = x.to(self.dev, non_blocking=True), y.to(self.dev, non_blocking=True)
         loss, stopping = self.update(fwd, net, x, y, stop, pos)
         if not math.isfinite(loss):

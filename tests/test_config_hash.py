@@ -98,6 +98,9 @@ def test_a_key_added_later_is_left_out_at_its_default_and_counts_when_set(key):
         "model.ssmax": True,
         "model.output_gate": "elementwise",
         "model.canon": "ABCD",
+        "model.normaliser": "asentmax",
+        "model.entmax_alpha": 2.0,
+        "train.random_positions_float": True,
         "model.layers": [{"pe": "rope", "window": 8}, {"pe": "none"}],
     }[key]
     assert value != changed
@@ -106,9 +109,10 @@ def test_a_key_added_later_is_left_out_at_its_default_and_counts_when_set(key):
         "train.needle_kinds": {"needles": 0.5},
         "train.induction_lengths": {"induction_steps": 10},
         "train.induction_kinds": {"induction_steps": 10},
+        "model.entmax_alpha": {"normaliser": "entmax"},
     }
     gate = on.get(key, {})
-    base = replace(cfg, train=replace(cfg.train, **gate))
+    base = replace(cfg, **{section: replace(getattr(cfg, section), **gate)})
     part = getattr(base, section)
     assert replace(base, **{section: replace(part, **{name: changed})}).hash() != base.hash()  # set: it counts
     if not gate:  # at its default (and with its gate off) the key is not in the hash at all

@@ -32,6 +32,12 @@ GateOpt = typer.Option(
 CanonOpt = typer.Option(
     None, "--canon", help="Canon layers at the points named: ABCD or a subset (model.canon; default: none)"
 )
+NormaliserOpt = typer.Option(
+    None,
+    "--normaliser",
+    help="attention weights: softmax | entmax | asentmax (entmax with a learned length-scaled temperature; "
+    "model.normaliser)",
+)
 LayersOpt = typer.Option(
     None,
     "--layers",

@@ -28,6 +28,7 @@ from .options import (
     LrOpt,
     MaxTokensOpt,
     NeedlesOpt,
+    NormaliserOpt,
     OverlayOpt,
     PrecisionOpt,
     ResultsOpt,
@@ -71,6 +72,7 @@ def train(
     ssmax: Optional[bool] = SsmaxOpt,
     gate: Optional[str] = GateOpt,
     canon: Optional[str] = CanonOpt,
+    normaliser: Optional[str] = NormaliserOpt,
     precision: Optional[str] = PrecisionOpt,
     needles: Optional[float] = NeedlesOpt,
     results: Path = ResultsOpt,
@@ -141,6 +143,7 @@ def run(
     ssmax: Optional[bool] = SsmaxOpt,
     gate: Optional[str] = GateOpt,
     canon: Optional[str] = CanonOpt,
+    normaliser: Optional[str] = NormaliserOpt,
     precision: Optional[str] = PrecisionOpt,
     final: bool = typer.Option(False, "--final", help="evaluate and report on the test split"),
     results: Optional[Path] = typer.Option(None, "--results", help="results folder (default: the suite's)"),
@@ -272,7 +275,7 @@ def _catalog(results) -> list[str]:
         for n, text in described().items()
     ]
     out.append("model options (train/run flags, on any scheme):")
-    out += [f"  {flag:<9} {text or key}" for flag, key, text in _model_flags()]
+    out += [f"  {flag:<12} {text or key}" for flag, key, text in _model_flags()]
     out.append("evaluation-time variants (--rope-scaling): " + ", ".join(all_variants()))
     out.append(
         "evaluation tasks (eval --task), their options (--task-opt TASK.NAME=V) and metrics (report "

@@ -173,13 +173,16 @@ def variant_label(
             v = extra if v == "none" else f"{v}+{extra}"
     label = cfg.model.pe + ("" if v == "none" else f"+{v}")
     if cfg.train.random_positions:
-        label += f" rp{cfg.train.random_positions}"  # trained on random positions from [0, M)
+        # trained on random positions from [0, M): integers, or floats (Random Float Sampling)
+        label += f" rp{'f' if cfg.train.random_positions_float else ''}{cfg.train.random_positions}"
     if cfg.model.attention_sinks:
         label += " sink"  # trained with a sink logit per head
     if cfg.model.ssmax:
         label += " ssmax"  # trained with Scalable-Softmax
     if cfg.model.output_gate:  # trained with gated attention's output gate
         label += " gate" + ("" if cfg.model.output_gate == "elementwise" else f"-{cfg.model.output_gate}")
+    if cfg.model.normaliser != "softmax":  # trained with entmax attention (its alpha where not 1.5)
+        label += f" {cfg.model.normaliser}" + ("" if cfg.model.entmax_alpha == 1.5 else f"{cfg.model.entmax_alpha:g}")
     if cfg.model.canon:  # trained with Canon layers at these points
         label += " canon" + ("" if cfg.model.canon == "ABCD" else f"-{cfg.model.canon}")
     if meta.get("recalibration"):

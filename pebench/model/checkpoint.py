@@ -16,7 +16,7 @@ from .decoder import DecoderLM
 
 def build_model(cfg: Config) -> DecoderLM:
     """The model of a config (a learned table holds every random training position)."""
-    return DecoderLM(cfg.model, cfg.train.random_positions)
+    return DecoderLM(cfg.model, cfg.train.random_positions, cfg.train.random_positions_float)
 
 
 def train_flops(cfg: Config) -> float:

@@ -23,10 +23,19 @@ from ..pe.layered import LayeredPE
 from ..util.errors import UsageError
 from .attention import attend, attend_from, attend_normalised
 from .canon import KERNEL, canon_at
+from .entmax import AdaptiveScale, attend_entmax, check_normaliser
 from .logit_scales import check_logit_scale, logit_scale_factors
 from .spans import Span, combined
 
 SSMAX_INIT = 0.43  # Scalable-Softmax's s at the start (Nakanishi 2025)
+
+
+EVAL_POSITIONS_SEED = 20_260_214  # Random Float Sampling's evaluation draw: one per length, the same for every model
+
+
+def float_positions(gen: torch.Generator, T: int, M: int) -> torch.Tensor:
+    """Random Float Sampling (arXiv 2602.14050): T sorted uniform floats from [0, M) (float32)."""
+    return (torch.rand(T, generator=gen, dtype=torch.float64) * M).sort().values.float()
 
 
 def scheme_options(cfg: ModelConfig) -> dict:
@@ -48,6 +57,8 @@ class CausalSelfAttention(nn.Module):
         width = {"elementwise": cfg.d_model, "headwise": cfg.n_heads}.get(cfg.output_gate)
         self.gate = nn.Linear(cfg.d_model, width, bias=False) if width else None  # gated attention's W_g
         self.canon_b = canon_at(cfg.canon, "B", 3 * cfg.d_model)  # Canon-B on q, k and v (identity without)
+        self.normaliser, self.alpha = cfg.normaliser, cfg.entmax_alpha  # softmax, or entmax weights
+        self.adaptive = AdaptiveScale(cfg.d_model, cfg.n_heads) if cfg.normaliser == "asentmax" else None
 
     def gated(self, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Gated attention's output gate (Qiu et al. 2025): each head's output y [B, H, T, d_h] times sigmoid(x W_g),
@@ -75,6 +86,8 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.canon_b(self.qkv(x)).view(B, T, 3, self.n_heads, C // self.n_heads).permute(2, 0, 3, 1, 4)
         scheme, j = pe.at_layer(self.layer)  # this layer's scheme and its index for it (a pattern's layers differ)
         q, k = scheme.rotate(q, k, positions, j)  # RoPE acts here
+        if self.adaptive is not None:  # ASEntmax: each query times its learned, length-scaled temperature
+            q = q * self.adaptive(x).to(q.dtype)
         mod = scheme.score_mod(q, j, k, x)  # ALiBi / T5 / Shaw / ... act here (None for the others)
         if not scheme.consecutive:
             mod = at_positions(mod, positions)  # random training positions: the term at those positions
@@ -100,6 +113,8 @@ class CausalSelfAttention(nn.Module):
         scheme, j = pe.at_layer(self.layer)
         if scheme.owns_attention:  # stick-breaking, PaTH: its scores and weights, a block of queries at a time
             y = attend_normalised(q, k, v, scheme, j, x, span=self.span(pe))
+        elif self.normaliser != "softmax":  # entmax weights on the materialised scores, a block at a time
+            y = attend_entmax(q, k, v, mod, self.alpha, self.span(pe))
         else:
             y = attend(q, k, v, mod, self.backend, self.sink, self.span(pe))
         return self.proj(self.gated(y, x).transpose(1, 2).reshape(B, T, C))
@@ -111,6 +126,8 @@ class CausalSelfAttention(nn.Module):
         scheme, j = pe.at_layer(self.layer)
         if scheme.owns_attention:
             y = attend_normalised(q, k, v, scheme, j, x, start, span=self.span(pe))
+        elif self.normaliser != "softmax":
+            y = attend_entmax(q, k, v, mod, self.alpha, self.span(pe), start)
         else:
             y = attend_from(q, k, v, mod, start, self.sink, self.span(pe))
         return self.proj(self.gated(y, x[:, start:]).transpose(1, 2).reshape(B, T - start, C))
@@ -149,9 +166,13 @@ class Block(nn.Module):
 
 
 class DecoderLM(nn.Module):
-    def __init__(self, cfg: ModelConfig, max_position: int = 0):
+    def __init__(self, cfg: ModelConfig, max_position: int = 0, continuous: bool = False):
+        """``max_position``: the range M of random training positions (0: none); ``continuous``: they are floats
+        (Random Float Sampling), and so are the positions the model draws for itself when given none."""
         super().__init__()
         cfg.validate()
+        self.continuous = continuous
+        self._drawn: dict = {}  # (T, device) -> the evaluation positions drawn for length T
         check_logit_scale(cfg.logit_scale)  # model.logit_scale names a registered scale
         self.cfg = cfg
         self.layer_specs = layers_of(cfg)  # one per layer: its scheme, span, own logit scale
@@ -162,6 +183,12 @@ class DecoderLM(nn.Module):
             self.pe = LayeredPE(ctx, self.layer_specs, lambda n, c, o: build_pe(n, c, o, cfg.pe_source), cfg.pe_options)
         else:
             self.pe = build_pe(cfg.pe, ctx, scheme_options(cfg), cfg.pe_source)
+        check_normaliser(cfg.normaliser, self.pe.owns_attention, cfg.attention_sinks)
+        if continuous and not (max_position and self.pe.continuous_positions):
+            raise UsageError(
+                f"train.random_positions_float needs train.random_positions and a scheme that reads positions as "
+                f"numbers (none, sinusoidal, rope and its family, alibi); {cfg.pe!r} is not one"
+            )
         if cfg.attention_sinks and self.pe.owns_attention:
             raise UsageError(f"model.attention_sinks adds a term to softmax; {cfg.pe!r} computes its attention itself")
         self.logit_scale = cfg.logit_scale
@@ -212,6 +239,8 @@ class DecoderLM(nn.Module):
     def _inputs(self, idx: torch.Tensor, positions: Optional[torch.Tensor] = None):
         """The first block's input, the positions (default 0 .. T-1) and the logit scale for token ids ``idx``."""
         T = idx.shape[1]
+        if positions is None and self.continuous:  # Random Float Sampling: evaluation's positions are drawn too
+            positions = self.drawn_positions(T, idx.device)
         if self.pe.consecutive != (positions is None):
             self.pe.consecutive = positions is None
         if positions is None:
@@ -227,6 +256,15 @@ class DecoderLM(nn.Module):
             )
         x = self.drop(self.pe.embed(self.tok(idx), positions))  # sinusoidal / learned act here
         return x, positions, self.layer_scales(T, idx.device)
+
+    def drawn_positions(self, T: int, device) -> torch.Tensor:
+        """The positions a Random-Float-Sampling model reads a sequence of T tokens at when given none: one sorted
+        uniform draw from [0, M) per length, seeded by it, so every window and every run of a length share it."""
+        key = (T, str(device))
+        if key not in self._drawn:
+            gen = torch.Generator().manual_seed(EVAL_POSITIONS_SEED + T)
+            self._drawn[key] = float_positions(gen, T, self.pe.ctx.positions).to(device)
+        return self._drawn[key]
 
     def forward(
         self, idx: torch.Tensor, targets: Optional[torch.Tensor] = None, positions: Optional[torch.Tensor] = None

@@ -32,6 +32,7 @@ def add_slopes(scheme: PositionalEncoding, n_heads: int) -> None:
 @SCHEMES.add
 class ALiBi(PositionalEncoding):
     name = "alibi"
+    continuous_positions = True  # positions as numbers: real-valued ones too
     description = "linear distance penalty per head on the logits (Press 2021)"
     static_bias = True
 

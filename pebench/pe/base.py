@@ -195,6 +195,9 @@ class PositionalEncoding(nn.Module):
     static_bias: ClassVar[bool] = False
     # The evaluation-time variant this instance computes ("default": the scheme as trained).
     variant: str = "default"
+    # True if the scheme reads positions as numbers, so real-valued ones mean something (Random Float Sampling:
+    # train.random_positions_float); a table indexed by position (learned) or a bucketed distance cannot.
+    continuous_positions: ClassVar[bool] = False
 
     def __init__(self, ctx: PEContext, options: Optional[dict[str, Any]] = None):
         super().__init__()

@@ -184,6 +184,7 @@ class RopeOptions:
 @SCHEMES.add
 class RoPE(PositionalEncoding):
     name = "rope"
+    continuous_positions = True  # positions as numbers: real-valued ones too
     description = "rotary embedding of q and k (Su 2021); scalings: linear, ntk, dynamic-ntk, yarn, llama3"
     Options = RopeOptions
 

@@ -33,6 +33,7 @@ class SinusoidalOptions:
 @SCHEMES.add
 class Sinusoidal(PositionalEncoding):
     name = "sinusoidal"
+    continuous_positions = True  # positions as numbers: real-valued ones too
     description = "fixed sin/cos absolute positions added to the embeddings (Vaswani 2017)"
     Options = SinusoidalOptions
 

@@ -96,12 +96,12 @@ def test_list_shows_runs(trained):
 
 
 def test_list_shows_every_model_option_with_its_help():
-    """Each flag that sets a model key (sinks, ssmax, the output gate, Canon layers) is listed with the help its command
-    gives."""
+    """Each flag that sets a model key (sinks, ssmax, the output gate, Canon layers, the normaliser) is listed with the
+    help its command gives."""
     out = invoke("list").output
     section = out.split("model options", 1)[1].split("evaluation-time variants", 1)[0]
     flags = [line.split()[0] for line in section.splitlines()[1:] if line.strip()]
-    assert flags == ["--sinks", "--ssmax", "--gate", "--canon"], section
+    assert flags == ["--sinks", "--ssmax", "--gate", "--canon", "--normaliser"], section
     assert "elementwise | headwise" in section
 
 
