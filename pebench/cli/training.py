@@ -4,22 +4,21 @@ train, evaluate, report), ``tune`` (a learning-rate grid) and ``list`` (what the
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
+from ..config import ConfigFlags
 from ..util.errors import UsageError
 from . import console
 from .app import app, notes_of
 from .console import handle_errors
+from .flags import option_fields, takes
 from .options import (
-    CanonOpt,
-    CompileOpt,
-    DataOpt,
     DeviceOpt,
     EmitSbatchOpt,
-    GateOpt,
     GroupPeOpt,
     LauncherOpt,
     LauncherOptOpt,
@@ -27,36 +26,30 @@ from .options import (
     LengthsOpt,
     LrOpt,
     MaxTokensOpt,
-    NeedlesOpt,
-    NormaliserOpt,
     OverlayOpt,
-    PrecisionOpt,
     ResultsOpt,
     RopeScalingHelp,
     SeedOpt,
     SeedsOpt,
-    SinksOpt,
-    SsmaxOpt,
-    StepsOpt,
     TaskOptOpt,
-    TextFieldOpt,
     TrialsOpt,
 )
+
+NO_FLAGS = ConfigFlags()  # the placeholder a command's signature holds where cli.flags.takes puts the options
 
 
 @app.command()
 @handle_errors
+@takes(ConfigFlags, "flags")
 def train(
     pe: Optional[str] = typer.Option(None, "--pe", help="positional encoding, or a comma list (default: rope)"),
     layers: Optional[str] = LayersOpt,
     config: str = typer.Option("tiny", "--config", help="tiny | small | PATH.yaml"),
     overlays: Optional[List[Path]] = OverlayOpt,
-    steps: Optional[int] = StepsOpt,
+    flags: ConfigFlags = NO_FLAGS,  # --steps, --data, --precision, --sinks, ... (made by cli.flags.takes)
     lr: Optional[float] = LrOpt,
     seed: Optional[int] = SeedOpt,
     seeds: Optional[str] = SeedsOpt,
-    data: Optional[str] = DataOpt,
-    text_field: Optional[str] = TextFieldOpt,
     device: str = DeviceOpt,
     name: Optional[str] = typer.Option(None, "--name", help="run name (default: PE-CONFIG-sSEED)"),
     resume: bool = typer.Option(False, "--resume", help="continue an interrupted run"),
@@ -67,18 +60,9 @@ def train(
     rope_factor: Optional[float] = typer.Option(
         None, "--rope-factor", help="with --init-from: the factor (default: the new context over the old)"
     ),
-    compile: Optional[bool] = CompileOpt,
-    sinks: Optional[bool] = SinksOpt,
-    ssmax: Optional[bool] = SsmaxOpt,
-    gate: Optional[str] = GateOpt,
-    canon: Optional[str] = CanonOpt,
-    normaliser: Optional[str] = NormaliserOpt,
-    precision: Optional[str] = PrecisionOpt,
-    needles: Optional[float] = NeedlesOpt,
     results: Path = ResultsOpt,
 ):
     """Train one model per scheme and seed (or continue a finished run with --init-from)."""
-    from ..config import ConfigFlags
     from ..jobs.plan import Continuation
     from ..jobs.training import train_runs
     from ..results import ResultsDir
@@ -88,11 +72,12 @@ def train(
     console.scaling_notes(rope_scaling)
     if init_from is None and (context or rope_scaling or rope_factor):
         raise UsageError("--context, --rope-scaling and --rope-factor need --init-from RUN")
-    continued = None if init_from is None else fields_from(Continuation, options, parent=init_from)
+    given = {"steps": flags.steps, "needles": flags.needles, "compile": flags.compile}  # a continuation's own
+    continued = None if init_from is None else fields_from(Continuation, {**options, **given}, parent=init_from)
     train_runs(
         ResultsDir(results),
         pe,
-        fields_from(ConfigFlags, options),
+        replace(flags, config=config, overlays=tuple(overlays or ()), seed=seed, lr=lr, layers=layers),
         seeds,
         console.reporter(),
         name,
@@ -106,6 +91,7 @@ def train(
 
 @app.command()
 @handle_errors
+@takes(ConfigFlags, "flags")
 def run(
     pe: Optional[str] = typer.Option(None, "--pe", help="default: the suite's (classic), or modern, all, a list"),
     layers: Optional[str] = LayersOpt,
@@ -117,17 +103,14 @@ def run(
     ),
     config: Optional[str] = typer.Option(None, "--config", help="default: the suite's"),
     overlays: Optional[List[Path]] = OverlayOpt,
-    steps: Optional[int] = StepsOpt,
+    flags: ConfigFlags = NO_FLAGS,  # --steps, --data, --precision, --sinks, ... (made by cli.flags.takes)
     lr: Optional[float] = LrOpt,
     seeds: Optional[str] = SeedsOpt,
-    data: Optional[str] = DataOpt,
-    text_field: Optional[str] = TextFieldOpt,
     lengths: Optional[str] = LengthsOpt,
     max_tokens: Optional[int] = MaxTokensOpt,
     task: Optional[str] = typer.Option(None, "--task", help="evaluation tasks (default: the suite's)"),
     trials: Optional[int] = TrialsOpt,
     task_opts: Optional[List[str]] = TaskOptOpt,
-    needles: Optional[float] = NeedlesOpt,
     rope_scaling: str = typer.Option("all", "--rope-scaling", help=RopeScalingHelp),
     device: str = DeviceOpt,
     workers: Optional[str] = typer.Option(
@@ -138,18 +121,10 @@ def run(
     launcher_opt: Optional[List[str]] = LauncherOptOpt,
     emit_sbatch: Optional[Path] = EmitSbatchOpt,
     overwrite: bool = typer.Option(False, "--overwrite", help="train and evaluate again what is finished"),
-    compile: Optional[bool] = CompileOpt,
-    sinks: Optional[bool] = SinksOpt,
-    ssmax: Optional[bool] = SsmaxOpt,
-    gate: Optional[str] = GateOpt,
-    canon: Optional[str] = CanonOpt,
-    normaliser: Optional[str] = NormaliserOpt,
-    precision: Optional[str] = PrecisionOpt,
     final: bool = typer.Option(False, "--final", help="evaluate and report on the test split"),
     results: Optional[Path] = typer.Option(None, "--results", help="results folder (default: the suite's)"),
 ):
     """Train, evaluate and report in one go (resumes what was interrupted, skips what is finished)."""
-    from ..config import ConfigFlags
     from ..eval.evaluate import EvalFlags
     from ..jobs import launch, profile
     from ..jobs.plan import suite_plan
@@ -160,7 +135,8 @@ def run(
         raise UsageError(f"--devices is now --workers (--device is the kind: auto | cpu | cuda): --workers {devices}")
     clock, options = profile.Clock(), locals()
     console.scaling_notes(rope_scaling)
-    flags, ev = fields_from(ConfigFlags, options), fields_from(EvalFlags, options)
+    flags = replace(flags, config=config, overlays=tuple(overlays or ()), lr=lr, layers=layers)
+    ev = fields_from(EvalFlags, options)
     sp = suite_plan(suite, pe, flags, seeds, results, ev, overwrite, final, workers, points)
     lp = launch.launch_plan(launcher, launcher_opt, emit_sbatch, sp.config, workers)
     notes_of(sp.notes)  # before the work, not after it
@@ -175,6 +151,7 @@ def run(
 
 @app.command()
 @handle_errors
+@takes(ConfigFlags, "flags", skip=("compile", "needles", "precision", "sinks", "ssmax", "gate", "canon", "normaliser"))
 def tune(
     pe: str = GroupPeOpt,
     layers: Optional[str] = LayersOpt,
@@ -188,26 +165,25 @@ def tune(
         help="one point of the scale suite (d64, d256, ctx64, ctx256, steps2000, steps4000): the grid at its shape "
         "and schedule (--steps replaces its steps)",
     ),
-    steps: Optional[int] = StepsOpt,
+    flags: ConfigFlags = NO_FLAGS,  # --steps, --data, --precision, --sinks, ... (made by cli.flags.takes)
     seed: Optional[int] = SeedOpt,
-    data: Optional[str] = DataOpt,
     device: str = DeviceOpt,
     results: Path = ResultsOpt,
 ):
     """Per-scheme learning rate (and options) by 1x validation loss; writes RESULTS/tune/tuned.yaml for --overlay."""
     import math
 
-    from ..config import ConfigFlags
     from ..jobs.plan import at_point, resolve_flags, resolve_pe
     from ..jobs.tune import parse_option_grid, use_overlay
     from ..jobs.tune import tune as run_tune
     from ..results import ResultsDir
-    from ..util.parsing import fields_from, parse_list
+    from ..util.parsing import parse_list
 
     lrs = parse_list(lr, "--lr", float, lo=1e-12)
     grid = parse_option_grid(option or [])
-    base, notes = resolve_flags(fields_from(ConfigFlags, locals(), lr=None))  # its --lr is the grid
-    base = at_point(base, point, steps is not None) if point else base
+    # its --lr is the grid, not one rate
+    base, notes = resolve_flags(replace(flags, config=config, overlays=tuple(overlays or ()), seed=seed, layers=layers))
+    base = at_point(base, point, flags.steps is not None) if point else base
     notes_of(notes)
 
     def line(scheme, x, opts, loss):
@@ -233,19 +209,12 @@ def list_cmd(results: Path = ResultsOpt):
 
 
 def _model_flags() -> list[tuple[str, str, str]]:
-    """(flag, config key, help) of each flag that sets a model key (``ConfigFlags``), its help as the command has it."""
-    from dataclasses import fields
-
-    from ..config import ConfigFlags
-    from . import options
-
-    helps = {
-        o.param_decls[0].split("/")[0]: o.help
-        for o in vars(options).values()
-        if isinstance(o, typer.models.OptionInfo) and o.param_decls
-    }
-    keyed = [f.metadata for f in fields(ConfigFlags) if f.metadata.get("key", "").startswith("model.")]
-    return [(m["flag"], m["key"], helps.get(m["flag"], "")) for m in keyed]
+    """(flag, config key, help) of each option that sets a model key (``ConfigFlags``, where it is declared)."""
+    return [
+        (f.metadata["flag"], f.metadata["key"], f.metadata["help"])
+        for f, _ in option_fields(ConfigFlags)
+        if f.metadata["key"].startswith("model.")
+    ]
 
 
 def _catalog(results) -> list[str]:

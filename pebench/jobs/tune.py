@@ -105,23 +105,22 @@ def grid_run_name(scheme: str, config_name: str, lr: float, seed: int, opts: tup
 
 
 def _one(base: Config, tr: ResultsDir, scheme: str, lr: float, opts: tuple, device: str) -> Optional[float]:
+    """One grid cell: the run ``plan_runs`` makes of the scheme at rate ``lr`` with ``opts``, trained (resumed where
+    it stopped) through ``jobs.training.train_run`` and scored at 1x; None if it diverged."""
     from ..eval.evaluate import EvalRequest, evaluate_run
-    from ..train import TrainJob, train
+    from ..util.progress import Reporter
+    from .plan import plan_runs
+    from .training import train_run
 
     pe_options = dict(base.model.pe_options)
     pe_options[scheme] = {**(pe_options.get(scheme) or {}), **dict(opts)}
-    from ..patterns import model_for
-    from ..pe import SOURCES
-
-    model = model_for(base.model, scheme)
-    cfg = replace(
-        base,
-        model=replace(model, pe_options=pe_options, pe_source=SOURCES.get(model.pe, "")),
-        train=replace(base.train, lr=lr, lr_by_scheme={}),
-    ).validate()
-    name = grid_run_name(model.pe, base.name, lr, cfg.train.seed, opts)
+    cell = replace(
+        base, model=replace(base.model, pe_options=pe_options), train=replace(base.train, lr=lr, lr_by_scheme={})
+    )
+    ((_, cfg),) = plan_runs(cell, [scheme], [base.train.seed])
+    name = grid_run_name(cfg.model.pe, base.name, lr, cfg.train.seed, opts)
     try:
-        train(TrainJob(cfg, tr, name, device=device, resume=True))
+        train_run(cfg, tr, name, Reporter.quiet(), device, resume=True)
     except TrainingDiverged:
         return None
     (rec,) = evaluate_run(tr, name, EvalRequest(lengths=[cfg.model.context], device=device, skip_existing=True))

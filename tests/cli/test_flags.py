@@ -1,0 +1,44 @@
+"""A flag declared once: a flags dataclass's field with a help is an option of every command that takes the
+dataclass (``cli.flags.takes``), with that help, and reaches the command inside the dataclass; the commands that
+train take ``ConfigFlags`` so."""
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import typer
+from typer.testing import CliRunner
+
+from pebench.cli.flags import option_fields, takes
+from pebench.config import ConfigFlags
+from support import invoke
+
+
+@dataclass(frozen=True)
+class Toy:
+    size: Optional[int] = field(default=None, metadata={"help": "how big", "decl": "--size"})
+    loud: Optional[bool] = field(default=None, metadata={"help": "say it loud", "decl": "--loud/--no-loud"})
+    hidden: Optional[str] = None  # no help: not an option
+
+
+def test_a_field_with_a_help_is_an_option_that_reaches_the_command_in_its_dataclass():
+    app, got = typer.Typer(), []
+
+    @app.command()
+    @takes(Toy, "toy")
+    def cmd(name: str = typer.Option("x", "--name"), toy: Toy = Toy()):
+        got.append((name, toy))
+
+    r = CliRunner().invoke(app, ["--size", "3", "--no-loud", "--name", "y"])
+    assert r.exit_code == 0, r.output
+    assert got == [("y", Toy(size=3, loud=False))]
+    help_text = CliRunner().invoke(app, ["--help"]).output
+    assert "how big" in help_text and "say it loud" in help_text and "--hidden" not in help_text
+
+
+def test_the_training_commands_take_every_config_flag_with_its_help():
+    for f, _ in option_fields(ConfigFlags):
+        flag = f.metadata["flag"]
+        for command in ("train", "run"):
+            out = invoke(command, "--help").output
+            assert flag in out, (command, flag)
+    assert {f.name for f, _ in option_fields(ConfigFlags)} >= {"steps", "precision", "sinks", "canon", "normaliser"}
