@@ -129,10 +129,17 @@ class TrainConfig:
     grad_accum: int = 1  # micro-batches per step (per rank), when a rank's share of the batch does not fit
     lr_by_scheme: dict[str, float] = field(default_factory=dict)  # scheme -> learning rate (written by `pebench tune`)
     eval_every: int = 0  # learning curve: evaluate at 1x and the longest multiple every N steps (0: off)
-    random_positions: int = 0  # M > context: train on sorted random positions from [0, M) (Ruoss 2023); 0: off
-    # Random Float Sampling (arXiv 2602.14050): the random positions are sorted uniform floats from [0, M), in training
-    # and at evaluation too (one draw per length, seeded by it), for schemes that read positions as numbers
-    random_positions_float: bool = False
+    # training options on any scheme that `pebench list` shows: a field with a help (set in a config or an overlay)
+    random_positions: int = field(
+        default=0, metadata={"help": "M >= context: train on sorted random positions from [0, M) (Ruoss 2023); 0: off"}
+    )
+    random_positions_float: bool = field(
+        default=False,
+        metadata={
+            "help": "Random Float Sampling (arXiv 2602.14050): the random positions are sorted uniform floats, in "
+            "training and at evaluation (one seeded draw per length); RoPE, ALiBi, sinusoidal, none"
+        },
+    )
     # Retrieval data: this fraction of training windows are passkey documents and repeated random strings of
     # needle_lengths [lo, hi] bytes (data/needles.py), keys from the training seed's own stream; 0: off.
     needles: float = 0.0

@@ -220,9 +220,9 @@ def _model_flags() -> list[tuple[str, str, str]]:
 def _catalog(results) -> list[str]:
     """`pebench list`: schemes (with their positional parameters at the tiny config), variants, tasks and their
     metrics, corpora, configs and the runs in the results folder."""
-    from dataclasses import replace
+    from dataclasses import fields, replace
 
-    from ..config import builtin_configs, load_config
+    from ..config import TrainConfig, builtin_configs, load_config
     from ..data import describe_corpora
     from ..model.decoder import DecoderLM
     from ..patterns import described, pattern_settings
@@ -245,6 +245,8 @@ def _catalog(results) -> list[str]:
     ]
     out.append("model options (train/run flags, on any scheme):")
     out += [f"  {flag:<12} {text or key}" for flag, key, text in _model_flags()]
+    out.append("training options (config keys, on any scheme; set in a config or an --overlay YAML):")
+    out += [f"  train.{f.name:<24} {f.metadata['help']}" for f in fields(TrainConfig) if "help" in f.metadata]
     out.append("evaluation-time variants (--rope-scaling): " + ", ".join(all_variants()))
     out.append(
         "evaluation tasks (eval --task), their options (--task-opt TASK.NAME=V) and metrics (report "

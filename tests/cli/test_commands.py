@@ -99,10 +99,13 @@ def test_list_shows_every_model_option_with_its_help():
     """Each flag that sets a model key (sinks, ssmax, the output gate, Canon layers, the normaliser) is listed with the
     help its command gives."""
     out = invoke("list").output
-    section = out.split("model options", 1)[1].split("evaluation-time variants", 1)[0]
+    section = out.split("model options", 1)[1].split("training options", 1)[0]
     flags = [line.split()[0] for line in section.splitlines()[1:] if line.strip()]
     assert flags == ["--sinks", "--ssmax", "--gate", "--canon", "--normaliser"], section
     assert "elementwise | headwise" in section
+    training = out.split("training options", 1)[1].split("evaluation-time variants", 1)[0]
+    keys = [line.split()[0] for line in training.splitlines()[1:] if line.strip()]
+    assert keys == ["train.random_positions", "train.random_positions_float"] and "Random Float Sampling" in training
 
 
 def test_refuses_to_overwrite_a_finished_run(trained, micro_config):
