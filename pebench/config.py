@@ -451,8 +451,20 @@ class ConfigFlags:
     field here and a line in the docs. The others (the config, overlays, seed, rate, layers) each command declares
     with its own default and help."""
 
-    config: Optional[str] = None  # None: the command's default (tiny, or the suite's)
-    overlays: tuple[str, ...] = ()
+    config: Optional[str] = field(  # None: the command's default (tiny, or the suite's)
+        default=None,
+        metadata={
+            "decl": "--config",
+            "help": "tiny | small | context | gpt2-small | PATH.yaml (default: tiny, or the suite's)",
+        },
+    )
+    overlays: tuple[str, ...] = field(
+        default=(),
+        metadata={
+            "decl": "--overlay",
+            "help": "YAML merged over the config (repeatable), e.g. the one `pebench tune` writes",
+        },
+    )
     # also shortens the warmup and checkpoint interval
     steps: Optional[int] = _flag("train.steps", "--steps", "training steps (default: the config's)")
     data: Optional[str] = _flag("train.data", "--data", "sotu | hf:NAME[:CONFIG] | local:PATH")
@@ -463,8 +475,14 @@ class ConfigFlags:
     needles: Optional[float] = _flag(  # also joins the config name
         "train.needles", "--needles", "fraction of training windows that are retrieval documents (train.needles)"
     )
-    seed: Optional[int] = _flag("train.seed", "--seed")
-    lr: Optional[float] = _flag("train.lr", "--lr")  # every scheme's rate (the tuned ones set aside); joins the name
+    seed: Optional[int] = _flag(
+        "train.seed", "--seed", "the training seed (data order and initialisation; default: the config's)"
+    )
+    lr: Optional[float] = _flag(  # every scheme's rate (the tuned ones set aside); joins the name
+        "train.lr",
+        "--lr",
+        "one learning rate for every scheme (default: each scheme's tuned rate); joins the run names",
+    )
     precision: Optional[str] = _flag(
         "train.precision", "--precision", "training: auto (bf16 on CUDA and on CPUs with native bf16) | fp32 | bf16"
     )
@@ -491,7 +509,14 @@ class ConfigFlags:
         "attention weights: softmax | entmax | asentmax (entmax with a learned length-scaled temperature; "
         "model.normaliser)",
     )
-    layers: Optional[str] = None  # --layers: a pattern or a list, one layer each (sets model.layers and model.pe)
+    layers: Optional[str] = field(  # a pattern or a list, one layer each (sets model.layers and model.pe)
+        default=None,
+        metadata={
+            "decl": "--layers",
+            "help": "a scheme and span per layer: a pattern (irope, local-global, swan, nope-rope-alt, NAME:key=value) "
+            "or a list, one per layer (rope@w32,rope@c32,none)",
+        },
+    )
 
     def given(self) -> dict[str, tuple[str, Any]]:
         """Config key -> (flag, value) of every flag given."""

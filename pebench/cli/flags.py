@@ -1,7 +1,7 @@
 """Options made from a flags dataclass, declared once (torchtitan's way): a field whose metadata has a ``help`` (and
 its ``decl``, the flag as click spells it) becomes an option of every command decorated with ``takes``; the command
-receives the dataclass, filled from those options, as one parameter. ``config.ConfigFlags`` is the one group today:
-``train``, ``run`` and ``tune`` take it."""
+receives the dataclass, filled from those options, as one parameter. The groups: ``config.ConfigFlags`` (``train``,
+``run``, ``tune``), ``eval.evaluate.EvalFlags`` (``eval``, ``run``) and ``jobs.launch.LaunchFlags`` (``run``)."""
 
 from __future__ import annotations
 
@@ -9,41 +9,59 @@ import dataclasses
 import functools
 import inspect
 import typing
-from typing import Callable
+from typing import Any, Callable, List, Optional
 
 import typer
 
 
-def option_fields(cls, skip: tuple[str, ...] = ()) -> list[tuple[dataclasses.Field, object]]:
+def option_fields(cls, skip: tuple[str, ...] = ()) -> list[tuple[dataclasses.Field, Any]]:
     """(field, its type) of each field of ``cls`` that is an option (its metadata has a help), in field order."""
     hints = typing.get_type_hints(cls)
     return [(f, hints[f.name]) for f in dataclasses.fields(cls) if "help" in f.metadata and f.name not in skip]
 
 
-def takes(cls, param: str, skip: tuple[str, ...] = ()) -> Callable:
+def _repeated(hint) -> bool:
+    """Whether a field's type is a tuple of values (a repeatable option)."""
+    return typing.get_origin(hint) is tuple
+
+
+def _parameter(f: dataclasses.Field, hint, default: Any) -> inspect.Parameter:
+    if _repeated(hint):  # a repeatable option: click gives a list, the dataclass keeps a tuple
+        hint, default = Optional[List[typing.get_args(hint)[0]]], None
+    return inspect.Parameter(
+        f.name,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        default=typer.Option(default, f.metadata["decl"], help=f.metadata["help"]),
+        annotation=hint,
+    )
+
+
+def takes(
+    cls,
+    param: str,
+    skip: tuple[str, ...] = (),
+    only: Optional[tuple[str, ...]] = None,
+    defaults: Optional[dict[str, Any]] = None,
+) -> Callable:
     """Decorate a command whose parameter ``param`` is a ``cls``: its options come from ``cls``'s option fields
-    (all but ``skip``), in its signature where ``param`` stood, and the command is called with ``param`` a ``cls``
-    of what was given (None where an option was not given)."""
+    (``only`` these, or all but ``skip``; each defaulting to the field's default, or to ``defaults[name]`` for this
+    command), in its signature where ``param`` stood, and the command is called with ``param`` a ``cls`` of what was
+    given (the fields it has no option for at their defaults)."""
+    defaults = defaults or {}
 
     def decorate(fn: Callable) -> Callable:
         sig = inspect.signature(fn, eval_str=True)
-        made = [
-            inspect.Parameter(
-                f.name,
-                inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                default=typer.Option(None, f.metadata["decl"], help=f.metadata["help"]),
-                annotation=hint,
-            )
-            for f, hint in option_fields(cls, skip)
-        ]
-        names = [m.name for m in made]
+        fields = [(f, h) for f, h in option_fields(cls, skip) if only is None or f.name in only]
+        made = [_parameter(f, hint, defaults.get(f.name, f.default)) for f, hint in fields]
+        repeated = {f.name for f, hint in fields if _repeated(hint)}
         params = []
         for p in sig.parameters.values():
             params.extend(made if p.name == param else [p])
 
         @functools.wraps(fn)
         def command(**kw):
-            given = {n: kw.pop(n) for n in names}
+            given = {m.name: kw.pop(m.name) for m in made}
+            given.update({n: tuple(given[n] or ()) for n in repeated})
             return fn(**kw, **{param: cls(**given)})
 
         command.__signature__ = sig.replace(parameters=params)

@@ -11,6 +11,8 @@ from typing import List, Optional
 import typer
 
 from ..config import ConfigFlags
+from ..eval.flags import EvalFlags
+from ..jobs.launch import LaunchFlags
 from ..util.errors import UsageError
 from . import console
 from .app import app, notes_of
@@ -18,24 +20,15 @@ from .console import handle_errors
 from .flags import option_fields, takes
 from .options import (
     DeviceOpt,
-    EmitSbatchOpt,
     GroupPeOpt,
-    LauncherOpt,
-    LauncherOptOpt,
-    LayersOpt,
-    LengthsOpt,
-    LrOpt,
-    MaxTokensOpt,
-    OverlayOpt,
     ResultsOpt,
-    RopeScalingHelp,
-    SeedOpt,
     SeedsOpt,
-    TaskOptOpt,
-    TrialsOpt,
 )
 
-NO_FLAGS = ConfigFlags()  # the placeholder a command's signature holds where cli.flags.takes puts the options
+# the placeholders a command's signature holds where cli.flags.takes puts a group's options
+NO_FLAGS, NO_EVAL_FLAGS, NO_LAUNCH_FLAGS = ConfigFlags(), EvalFlags(), LaunchFlags()
+# tune's grid trains plain models at a rate of its grid: the model options and one rate are not its flags
+TUNE_SKIPS = ("compile", "needles", "precision", "sinks", "ssmax", "gate", "canon", "normaliser", "lr")
 
 
 @app.command()
@@ -43,12 +36,7 @@ NO_FLAGS = ConfigFlags()  # the placeholder a command's signature holds where cl
 @takes(ConfigFlags, "flags")
 def train(
     pe: Optional[str] = typer.Option(None, "--pe", help="positional encoding, or a comma list (default: rope)"),
-    layers: Optional[str] = LayersOpt,
-    config: str = typer.Option("tiny", "--config", help="tiny | small | PATH.yaml"),
-    overlays: Optional[List[Path]] = OverlayOpt,
-    flags: ConfigFlags = NO_FLAGS,  # --steps, --data, --precision, --sinks, ... (made by cli.flags.takes)
-    lr: Optional[float] = LrOpt,
-    seed: Optional[int] = SeedOpt,
+    flags: ConfigFlags = NO_FLAGS,  # --config, --steps, --precision, --sinks, ... (made by cli.flags.takes)
     seeds: Optional[str] = SeedsOpt,
     device: str = DeviceOpt,
     name: Optional[str] = typer.Option(None, "--name", help="run name (default: PE-CONFIG-sSEED)"),
@@ -72,12 +60,12 @@ def train(
     console.scaling_notes(rope_scaling)
     if init_from is None and (context or rope_scaling or rope_factor):
         raise UsageError("--context, --rope-scaling and --rope-factor need --init-from RUN")
-    given = {"steps": flags.steps, "needles": flags.needles, "compile": flags.compile}  # a continuation's own
+    given = {k: getattr(flags, k) for k in ("steps", "needles", "compile", "overlays")}  # a continuation's own
     continued = None if init_from is None else fields_from(Continuation, {**options, **given}, parent=init_from)
     train_runs(
         ResultsDir(results),
         pe,
-        replace(flags, config=config, overlays=tuple(overlays or ()), seed=seed, lr=lr, layers=layers),
+        flags,
         seeds,
         console.reporter(),
         name,
@@ -91,54 +79,45 @@ def train(
 
 @app.command()
 @handle_errors
-@takes(ConfigFlags, "flags")
+@takes(ConfigFlags, "flags", skip=("seed",))
+@takes(
+    EvalFlags,
+    "ev",
+    only=("lengths", "max_tokens", "task", "trials", "task_opts", "rope_scaling"),
+    defaults={"rope_scaling": "all"},
+)
+@takes(LaunchFlags, "launch")
 def run(
     pe: Optional[str] = typer.Option(None, "--pe", help="default: the suite's (classic), or modern, all, a list"),
-    layers: Optional[str] = LayersOpt,
     suite: Optional[str] = typer.Option(
         None, "--suite", help="default (the README's main job) | context | patterns | scale"
     ),
     points: Optional[str] = typer.Option(
         None, "--points", help="a suite with scale points (scale): the points to run, e.g. d64,ctx64 (default: all)"
     ),
-    config: Optional[str] = typer.Option(None, "--config", help="default: the suite's"),
-    overlays: Optional[List[Path]] = OverlayOpt,
-    flags: ConfigFlags = NO_FLAGS,  # --steps, --data, --precision, --sinks, ... (made by cli.flags.takes)
-    lr: Optional[float] = LrOpt,
+    flags: ConfigFlags = NO_FLAGS,  # --config, --steps, --precision, --sinks, ... (made by cli.flags.takes)
     seeds: Optional[str] = SeedsOpt,
-    lengths: Optional[str] = LengthsOpt,
-    max_tokens: Optional[int] = MaxTokensOpt,
-    task: Optional[str] = typer.Option(None, "--task", help="evaluation tasks (default: the suite's)"),
-    trials: Optional[int] = TrialsOpt,
-    task_opts: Optional[List[str]] = TaskOptOpt,
-    rope_scaling: str = typer.Option("all", "--rope-scaling", help=RopeScalingHelp),
+    ev: EvalFlags = NO_EVAL_FLAGS,  # --lengths, --task, --rope-scaling, ...
     device: str = DeviceOpt,
-    workers: Optional[str] = typer.Option(
-        None, "--workers", help="where jobs run: local (default: here) | auto (one per GPU) | 0,1,2 | cpu:N"
-    ),
+    launch: LaunchFlags = NO_LAUNCH_FLAGS,  # --workers, --launcher, --launcher-opt, --emit-sbatch
     devices: Optional[str] = typer.Option(None, "--devices", hidden=True, help="the old name of --workers"),
-    launcher: Optional[str] = LauncherOpt,
-    launcher_opt: Optional[List[str]] = LauncherOptOpt,
-    emit_sbatch: Optional[Path] = EmitSbatchOpt,
     overwrite: bool = typer.Option(False, "--overwrite", help="train and evaluate again what is finished"),
     final: bool = typer.Option(False, "--final", help="evaluate and report on the test split"),
     results: Optional[Path] = typer.Option(None, "--results", help="results folder (default: the suite's)"),
 ):
     """Train, evaluate and report in one go (resumes what was interrupted, skips what is finished)."""
-    from ..eval.evaluate import EvalFlags
-    from ..jobs import launch, profile
+    from ..jobs import profile
+    from ..jobs.launch import launch_plan
     from ..jobs.plan import suite_plan
     from ..jobs.runner import run_suite
-    from ..util.parsing import fields_from
 
     if devices is not None:
         raise UsageError(f"--devices is now --workers (--device is the kind: auto | cpu | cuda): --workers {devices}")
-    clock, options = profile.Clock(), locals()
-    console.scaling_notes(rope_scaling)
-    flags = replace(flags, config=config, overlays=tuple(overlays or ()), lr=lr, layers=layers)
-    ev = fields_from(EvalFlags, options)
-    sp = suite_plan(suite, pe, flags, seeds, results, ev, overwrite, final, workers, points)
-    lp = launch.launch_plan(launcher, launcher_opt, emit_sbatch, sp.config, workers)
+    clock = profile.Clock()
+    console.scaling_notes(ev.rope_scaling)
+    ev = replace(ev, device=device)
+    sp = suite_plan(suite, pe, flags, seeds, results, ev, overwrite, final, launch.workers, points)
+    lp = launch_plan(launch.launcher, list(launch.launcher_opt), launch.emit_sbatch, sp.config, launch.workers)
     notes_of(sp.notes)  # before the work, not after it
     done = run_suite(sp, lp, clock, console.reporter(), show=sys.stdout.isatty())
     if done.failed:
@@ -151,22 +130,18 @@ def run(
 
 @app.command()
 @handle_errors
-@takes(ConfigFlags, "flags", skip=("compile", "needles", "precision", "sinks", "ssmax", "gate", "canon", "normaliser"))
+@takes(ConfigFlags, "flags", skip=TUNE_SKIPS)
 def tune(
     pe: str = GroupPeOpt,
-    layers: Optional[str] = LayersOpt,
     lr: str = typer.Option("1e-3,3e-3,1e-2", "--lr", help="comma list of learning rates"),
     option: Optional[List[str]] = typer.Option(None, "--option", help="a scheme option to tune, NAME=V1,V2"),
-    config: str = typer.Option("tiny", "--config", help="tiny | small | context | PATH.yaml"),
-    overlays: Optional[List[Path]] = OverlayOpt,
     point: Optional[str] = typer.Option(
         None,
         "--point",
         help="one point of the scale suite (d64, d256, ctx64, ctx256, steps2000, steps4000): the grid at its shape "
         "and schedule (--steps replaces its steps)",
     ),
-    flags: ConfigFlags = NO_FLAGS,  # --steps, --data, --precision, --sinks, ... (made by cli.flags.takes)
-    seed: Optional[int] = SeedOpt,
+    flags: ConfigFlags = NO_FLAGS,  # --config, --overlay, --steps, --data, --seed, --layers (made by cli.flags.takes)
     device: str = DeviceOpt,
     results: Path = ResultsOpt,
 ):
@@ -181,8 +156,7 @@ def tune(
 
     lrs = parse_list(lr, "--lr", float, lo=1e-12)
     grid = parse_option_grid(option or [])
-    # its --lr is the grid, not one rate
-    base, notes = resolve_flags(replace(flags, config=config, overlays=tuple(overlays or ()), seed=seed, layers=layers))
+    base, notes = resolve_flags(flags)  # its --lr is the grid, not one rate
     base = at_point(base, point, flags.steps is not None) if point else base
     notes_of(notes)
 
@@ -192,7 +166,7 @@ def tune(
             f"{scheme:<11} lr {x:<8g}{label} " + ("diverged" if loss is None else f"ppl 1x {math.exp(loss):.3f}")
         )
 
-    schemes = resolve_pe("" if layers and pe == "classic" else pe, base)  # --layers alone: its list only
+    schemes = resolve_pe("" if flags.layers and pe == "classic" else pe, base)  # --layers alone: its list only
     res = run_tune(base, schemes, lrs, ResultsDir(results), device, on_result=line, options=grid, point=point)
     console.echo(res.table.read_text())
     console.echo(f"wrote {res.overlay} (use: {use_overlay(res.overlay, point)}) and {res.table}")
@@ -213,7 +187,7 @@ def _model_flags() -> list[tuple[str, str, str]]:
     return [
         (f.metadata["flag"], f.metadata["key"], f.metadata["help"])
         for f, _ in option_fields(ConfigFlags)
-        if f.metadata["key"].startswith("model.")
+        if f.metadata.get("key", "").startswith("model.")
     ]
 
 

@@ -34,31 +34,6 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class EvalFlags:
-    """An evaluation as a command's flags give it, as text (None: not given); ``jobs.plan.eval_request`` parses
-    it into an ``EvalRequest``. A field that ``EvalRequest`` has by the same name is copied over as it is, so a new
-    setting is a field of both, an option in the command and a line in the docs."""
-
-    lengths: Optional[str] = None  # --lengths 512,2048
-    protocol: str = "nonoverlap"
-    stride: Optional[int] = None
-    targets: Optional[int] = None
-    rope_scaling: Optional[str] = None  # variant names, a comma list, or all
-    rope_factor: Optional[float] = None
-    task: Optional[str] = None  # a comma list of tasks (None: ppl, or the suite's)
-    trials: Optional[int] = None
-    task_opts: tuple[str, ...] = ()  # NAME=V or TASK.NAME=V
-    max_tokens: Optional[int] = None
-    split: str = "validation"
-    logit_scale: Optional[str] = None
-    window: Optional[int] = None
-    keep: Optional[int] = None
-    device: str = "auto"
-    backend: str = "auto"
-    skip_existing: bool = False  # --resume: the records already written are kept and not measured again
-
-
-@dataclass(frozen=True)
 class EvalRequest:
     """What to measure on a run: lengths (None: the config's multiples of its context), the protocol, the
     scheme's evaluation-time variants (``["all"]``: each run's own list), a fixed RoPE factor (None: automatic),

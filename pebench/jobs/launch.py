@@ -46,6 +46,42 @@ class LaunchOptions:
     folder: str = ""  # submitit's logs and pickles (default RESULTS/launcher)
 
 
+@dataclass(frozen=True)
+class LaunchFlags:
+    """Where a `pebench run`'s jobs go, as its flags give them (``cli.flags.takes`` makes the options from these
+    fields); ``launch_plan`` and ``jobs.plan.suite_plan`` read them."""
+
+    workers: Optional[str] = dataclasses.field(
+        default=None,
+        metadata={
+            "decl": "--workers",
+            "help": "where jobs run: local (default: here) | auto (one per GPU) | 0,1,2 | cpu:N",
+        },
+    )
+    launcher: Optional[str] = dataclasses.field(
+        default=None,
+        metadata={
+            "decl": "--launcher",
+            "help": "local | slurm: the jobs as one submitit job array (pip install 'pebench\\[slurm]')",
+        },
+    )
+    launcher_opt: tuple[str, ...] = dataclasses.field(
+        default=(),
+        metadata={
+            "decl": "--launcher-opt",
+            "help": "NAME=V (repeatable): partition, time_min, cpus_per_task, gpus_per_task, mem_gb, parallelism, "
+            "pack, account, qos, signal_delay_s, folder",
+        },
+    )
+    emit_sbatch: Optional[Path] = dataclasses.field(
+        default=None,
+        metadata={
+            "decl": "--emit-sbatch",
+            "help": "write a plain #SBATCH --array script and its job list instead of running",
+        },
+    )
+
+
 @dataclass
 class LaunchPlan:
     kind: str  # local | slurm

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..config import Config, ConfigFlags, naming_flags, resolve_config, short_warmup, with_overlays
-from ..eval.evaluate import EvalFlags, EvalRequest, parse_variants
+from ..eval.evaluate import EvalRequest, parse_variants
+from ..eval.flags import EvalFlags
 from ..eval.scoring import Protocol
 from ..results import ResultsDir
 from ..tasks import parse_task_opts, resolve_tasks, task_options
@@ -235,10 +236,11 @@ def variants_for(cfg: Config, variants: list[str], explicit: bool) -> Optional[l
     return None if explicit else []
 
 
-def eval_request(flags: EvalFlags = EvalFlags(), **settings) -> EvalRequest:
+def eval_request(flags: Optional[EvalFlags] = None, **settings) -> EvalRequest:
     """The evaluation request of a command's flags: lengths, variants, protocol, tasks and their options parsed;
     every field that ``EvalRequest`` has by the same name copied as it is, then ``settings`` (a suite's, the
     command's own) over them. Validated once, here."""
+    flags = flags or EvalFlags()
     tasks = resolve_tasks(flags.task)
     given = {**parse_task_opts(list(flags.task_opts)), **({"trials": flags.trials} if flags.trials is not None else {})}
     same = {f.name for f in fields(EvalRequest)} & {f.name for f in fields(EvalFlags)}

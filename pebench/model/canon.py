@@ -17,6 +17,14 @@ from torch import nn
 KERNEL = 4
 
 
+def causal_depthwise_conv(u: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """y_t = sum_s weight[:, s] u_{t - K + 1 + s} per channel (u [B, T, C], weight [C, K]; u before 0 is 0): Canon
+    layers' convolution, and PaTH's on its directions (``pe.path``)."""
+    K = weight.shape[-1]
+    w = weight.to(u.dtype).unsqueeze(1)  # [C, 1, K]
+    return F.conv1d(F.pad(u.transpose(1, 2), (K - 1, 0)), w, groups=u.shape[-1]).transpose(1, 2)
+
+
 class Canon(nn.Module):
     """One Canon layer over ``width`` channels: x [B, T, width] -> x + its causal depthwise convolution."""
 
@@ -26,9 +34,7 @@ class Canon(nn.Module):
         self.weight = nn.Parameter((torch.rand(width, kernel) * 2 - 1) * kernel**-0.5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        K = self.weight.shape[-1]
-        w = self.weight.to(x.dtype).unsqueeze(1)  # [width, 1, K]
-        return x + F.conv1d(F.pad(x.transpose(1, 2), (K - 1, 0)), w, groups=x.shape[-1]).transpose(1, 2)
+        return x + causal_depthwise_conv(x, self.weight)
 
 
 def canon_at(points: str, point: str, width: int):

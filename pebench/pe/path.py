@@ -35,14 +35,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from ..model.canon import causal_depthwise_conv
 from ..util.errors import UsageError
 from .base import SCHEMES, PositionalEncoding
-
-
-def causal_depthwise_conv(u: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """y_t = sum_s weight[:, s] u_{t - K + 1 + s} per channel (u [B, T, C], weight [C, K]; u before 0 is 0)."""
-    K = weight.shape[-1]
-    return F.conv1d(F.pad(u.transpose(1, 2), (K - 1, 0)), weight.unsqueeze(1), groups=u.shape[-1]).transpose(1, 2)
 
 
 def householder_factors(x: torch.Tensor, w_raw: torch.Tensor, b_proj: torch.Tensor, b_bias: torch.Tensor):
@@ -156,7 +151,7 @@ class PaTH(PositionalEncoding):
             u = x @ self.w_down[layer].to(x.dtype) @ self.w_up[layer].to(x.dtype)
         else:
             u = x @ self.w_proj[layer].to(x.dtype)
-        return F.silu(causal_depthwise_conv(u, self.w_conv[layer].to(x.dtype))) if self.options.conv else u
+        return F.silu(causal_depthwise_conv(u, self.w_conv[layer])) if self.options.conv else u
 
     def attention_scores(self, q, k, layer, x, start):
         T = k.shape[2]

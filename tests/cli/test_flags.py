@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from pebench.cli.flags import option_fields, takes
 from pebench.config import ConfigFlags
+from pebench.eval.flags import EvalFlags
 from support import invoke
 
 
@@ -36,9 +37,13 @@ def test_a_field_with_a_help_is_an_option_that_reaches_the_command_in_its_datacl
 
 
 def test_the_training_commands_take_every_config_flag_with_its_help():
+    helps = {command: invoke(command, "--help").output for command in ("train", "run", "tune", "eval")}
     for f, _ in option_fields(ConfigFlags):
-        flag = f.metadata["flag"]
-        for command in ("train", "run"):
-            out = invoke(command, "--help").output
-            assert flag in out, (command, flag)
+        flag = f.metadata["decl"].split("/")[0]
+        assert flag in helps["train"], flag
+        assert flag in helps["run"] or f.name == "seed", flag  # run takes --seeds only
     assert {f.name for f, _ in option_fields(ConfigFlags)} >= {"steps", "precision", "sinks", "canon", "normaliser"}
+    for f, _ in option_fields(EvalFlags):  # eval takes the whole group, run the part a suite's evaluation reads
+        assert f.metadata["decl"] in helps["eval"], f.name
+    assert all(flag in helps["run"] for flag in ("--lengths", "--task-opt", "--workers", "--emit-sbatch"))
+    assert "--protocol" not in helps["run"] and "--precision" not in helps["tune"]

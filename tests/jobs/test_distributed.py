@@ -182,7 +182,7 @@ def test_sweep_jobs_hand_workers_the_resolved_config_and_request(tmp_path):
     """A worker reads the run's config exactly as the parent planned it (overlays, steps, per-scheme rate) and the
     evaluation request (lengths, split, tasks, options), so it can never plan differently from its parent."""
     from pebench.config import load_config
-    from pebench.eval.evaluate import EvalFlags
+    from pebench.eval.flags import EvalFlags
     from pebench.jobs.plan import eval_request, plan_runs
     from pebench.jobs.sweep import jobs_for, read_job
     from pebench.results import ResultsDir

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from pebench.config import ConfigFlags, load_config
-from pebench.eval.evaluate import EvalFlags, eval_lengths
+from pebench.eval.evaluate import eval_lengths
+from pebench.eval.flags import EvalFlags
 from pebench.findings.claims import markdown_tables
 from pebench.jobs.plan import suite_plan
 from pebench.jobs.suites import SCALE_POINTS
