@@ -4,7 +4,9 @@ The positional encoding is a module with five hooks (see ``pebench.pe.base``): t
 embedding term, lets it rotate q and k, and passes its logit term to the attention backend; a scheme that
 owns its attention (``owns_attention``) gives the scores or the weights itself. Nothing
 here depends on which scheme is in use, and no buffer is sized to the training context, so the model
-runs at any length its scheme can represent.
+runs at any length its scheme can represent. The options any scheme takes live here, each off by default: a sink
+logit, Scalable-Softmax, the output gate, Canon layers (``canon``), entmax weights (``entmax``) and Random Float
+Sampling's positions.
 """
 
 from __future__ import annotations
