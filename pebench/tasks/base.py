@@ -292,6 +292,17 @@ def summarize(scores: list[list[float]], one_answer: bool) -> tuple[float, list[
     return m, [lo, hi]
 
 
+def summarize_by_depth(
+    scores: list[list[float]], one_answer: bool, variant: str, depths: list[float], trials: int
+) -> tuple[float, list[float], list[dict]]:
+    """A variant's summary over all its prompts (``trials`` at each depth, depth by depth) and one cell a depth."""
+    cells = []
+    for i, d in enumerate(depths):
+        score, ci = summarize(scores[i * trials : (i + 1) * trials], one_answer)
+        cells.append({"variant": variant, "depth": d, "trials": trials, "score": score, "score_ci": ci})
+    return (*summarize(scores, one_answer), cells)
+
+
 def rank_credit(true_ll: list[float], distractor_ll: list[float]) -> list[float]:
     """Order-free recall by ranking: each true candidate's credit is 1 when its log-likelihood beats every
     distractor's, 1/(k+1) when it ties with k distractors at the top, else 0 (a uniform model: 1/(1 + distractors))."""

@@ -18,7 +18,16 @@ import numpy as np
 from ..data.needles import EVAL
 from ..data.ruler import MAX_WORD, Prompt, assemble, distinct, fill_source, fixed_bytes, random_word
 from ..util.errors import UsageError
-from .base import Metric, Task, answer_scores, check_haystack, check_int, parse_floats, register_task, summarize
+from .base import (
+    Metric,
+    Task,
+    answer_scores,
+    check_haystack,
+    check_int,
+    parse_floats,
+    register_task,
+    summarize_by_depth,
+)
 
 VARIANTS = ("after", "before", "position")
 LETTERS = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
@@ -101,11 +110,10 @@ class IndexTask(Task):
                 rng = np.random.default_rng([ctx.seed, EVAL, 7, length, vi, di])
                 prompts += [index_prompt(rng, v, length, d, o["items"], o["k"], hay) for _ in range(o["trials"])]
             exact = answer_scores(ctx, prompts, DIGITS if v == "position" else LETTERS)[0]  # one answer a prompt
-            metrics[f"index_{v}"], intervals[f"index_{v}"] = summarize(exact, True)
-            t = o["trials"]
-            for di, d in enumerate(depths):
-                score, ci = summarize(exact[di * t : (di + 1) * t], True)
-                cells.append({"variant": v, "depth": d, "trials": t, "score": score, "score_ci": ci})
+            metrics[f"index_{v}"], intervals[f"index_{v}"], by_depth = summarize_by_depth(
+                exact, True, v, depths, o["trials"]
+            )
+            cells += by_depth
         return {
             "status": "ok",
             "reason": None,

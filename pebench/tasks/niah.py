@@ -33,7 +33,7 @@ from .base import (
     parse_floats,
     ranking_scores,
     register_task,
-    summarize,
+    summarize_by_depth,
 )
 
 DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
@@ -152,11 +152,10 @@ class NiahTask(Task):
             else:
                 scores = answer_scores(ctx, prompts, DIGITS if encode is None else None)[0]
             one = v in ("single", "multikey")
-            metrics[f"niah_{v}"], intervals[f"niah_{v}"] = summarize(scores, one)
-            t = o["trials"]
-            for i, d in enumerate(depths):
-                s, ci = summarize(scores[i * t : (i + 1) * t], one)
-                cells.append({"variant": v, "depth": d, "trials": t, "score": s, "score_ci": ci})
+            metrics[f"niah_{v}"], intervals[f"niah_{v}"], by_depth = summarize_by_depth(
+                scores, one, v, depths, o["trials"]
+            )
+            cells += by_depth
         return {
             "status": "ok",
             "reason": None,
