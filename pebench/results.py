@@ -217,6 +217,14 @@ class ResultsDir:
         meta = data.pop("run", {})
         return config_from_dict(data, name=data.get("name", "custom")), meta
 
+    def run_precision(self, name: str, device: str = "cpu") -> str:
+        """The precision run ``name`` trained in, from its config's run section; a run from before that record
+        trained as pebench then did: bf16 on CUDA, fp32 on the CPU (the device its status names, else ``device``).
+        The one reading of a run's precision (a record's is :func:`record_precision`)."""
+        meta = self.run_config(name)[1]
+        dev = str(self.status(name).get("env", {}).get("device", device))
+        return meta.get("precision") or ("bf16" if dev.startswith("cuda") else "fp32")
+
     def learning_curves(self) -> list[dict]:
         """Every learning-curve point (``train.eval_every``) of every run: run, scheme, seed, step, training
         tokens and ppl by length. Lines cut short by a kill are skipped."""

@@ -256,7 +256,7 @@ def _check_same_config(results: ResultsDir, name: str, cfg: Config, state: str =
     saved, _ = results.run_config(name)
     # The precision compares as used: auto accepts the run's, an explicit one must be the one it trained in.
     diff = [k for k in config_diff(saved, cfg) if k != "train.precision"]
-    used = _recorded_precision(results, name, torch.device("cpu"))
+    used = results.run_precision(name)
     if cfg.train.precision not in ("auto", used):
         diff.append(f"train.precision (trained in {used})")
     if diff:
@@ -336,19 +336,11 @@ def _prepare(job: TrainJob, dev, corpus):
     return start
 
 
-def _recorded_precision(results: ResultsDir, name: str, dev: torch.device) -> str:
-    """The precision an existing run trained in, from its config's run section; a run from before that record
-    trained as pebench then did: bf16 on CUDA, fp32 on the CPU (the device its status names, else ``dev``)."""
-    meta = results.run_config(name)[1]
-    device = str(results.status(name).get("env", {}).get("device", dev.type))
-    return meta.get("precision") or ("bf16" if device.startswith("cuda") else "fp32")
-
-
 def _run_precision(results: ResultsDir, name: str, dev: torch.device, requested: str, resume: bool) -> str:
     """The precision a run trains in: a resumed run keeps the one it started in, wherever it resumes; a new run
     resolves ``train.precision`` on this device."""
     if resume and (results.run_dir(name) / "config.yaml").exists():
-        return _recorded_precision(results, name, dev)
+        return results.run_precision(name, dev.type)
     return train_precision(dev, requested)
 
 

@@ -1,7 +1,7 @@
 """Options made from a flags dataclass, declared once (torchtitan's way): a field whose metadata has a ``help`` (and
 its ``decl``, the flag as click spells it) becomes an option of every command decorated with ``takes``; the command
 receives the dataclass, filled from those options, as one parameter. The groups: ``config.ConfigFlags`` (``train``,
-``run``, ``tune``), ``eval.evaluate.EvalFlags`` (``eval``, ``run``) and ``jobs.launch.LaunchFlags`` (``run``)."""
+``run``, ``tune``), ``eval.flags.EvalFlags`` (``eval``, ``run``) and ``jobs.launch.LaunchFlags`` (``run``)."""
 
 from __future__ import annotations
 

@@ -310,5 +310,5 @@ def _precisions(rd: ResultsDir, runs: list) -> list:
     out = []
     for name, _ in runs:
         if (rd.run_dir(name) / "config.yaml").exists():  # a run that never started has none
-            out.append(rd.run_config(name)[1].get("precision") or "unrecorded")
+            out.append(rd.run_precision(name))
     return out
