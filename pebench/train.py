@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     from .data.dataset import PreparedCorpus
 
 
+# What a stopped run says: `train` continues it with --resume; `run` and `tune` continue what they find by themselves.
+RESUME_HINT = "rerun to continue (pebench train with --resume; run and tune resume by themselves)"
+
+
 def lr_at(step: int, cfg) -> float:
     """Linear warmup to lr, then cosine decay to min_lr_ratio * lr at the last step. With an induction warm-up
     (``induction_steps``) the warm-up holds lr after its warmup (a decaying rate delays the phase change it waits
@@ -452,8 +456,7 @@ class _Loop:
             if self.is_main:
                 self.results.set_status(self.name, state="interrupted", step=done, steps=tc.steps, signal=why)
             raise TrainingInterrupted(
-                f"{self.name}: interrupted by {why} at step {done}/{tc.steps}; checkpoint "
-                f"saved, rerun with --resume to continue",
+                f"{self.name}: interrupted by {why} at step {done}/{tc.steps}; checkpoint saved; {RESUME_HINT}",
                 stop.signal,
             )
         if self.is_main and done % tc.checkpoint_every == 0 and done < tc.steps:
@@ -488,7 +491,7 @@ class _Loop:
                         self.name, state="interrupted", step=self.saved, steps=self.cfg.train.steps, reason=str(e)
                     )
                 raise PebenchError(
-                    f"{self.name}: {e}; the last checkpoint saved is at step {self.saved}: rerun with --resume "
+                    f"{self.name}: {e}; the last checkpoint saved is at step {self.saved}: {RESUME_HINT} "
                     "once there is room"
                 ) from e
         self.saved = step
@@ -499,8 +502,7 @@ class _Loop:
         if self.is_main:
             self.results.set_status(self.name, state="interrupted", step=self.saved, steps=steps, signal="SIGINT")
         raise TrainingInterrupted(
-            f"{self.name}: interrupted at once; the last checkpoint is at step {self.saved}/"
-            f"{steps}, rerun with --resume to continue"
+            f"{self.name}: interrupted at once; the last checkpoint is at step {self.saved}/{steps}; {RESUME_HINT}"
         )
 
 

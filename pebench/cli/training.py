@@ -138,8 +138,8 @@ def tune(
     point: Optional[str] = typer.Option(
         None,
         "--point",
-        help="one point of the scale suite (d64, d256, ctx64, ctx256, steps2000, steps4000): the grid at its shape "
-        "and schedule (--steps replaces its steps)",
+        help="one point of the scale suite (steps1000, d64, d256s500, ctx512, ...: a name it lacks is refused with "
+        "the list): the grid at its shape and schedule (--steps replaces its steps)",
     ),
     flags: ConfigFlags = NO_FLAGS,  # --config, --overlay, --steps, --data, --seed, --layers (made by cli.flags.takes)
     device: str = DeviceOpt,

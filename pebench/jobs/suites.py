@@ -24,7 +24,7 @@ class Point:
     """One point of a suite's scale axes: the suite's config with some keys set (``model.d_model``: 64), its name
     joined to the config's (``tiny-d64``), so each point's runs are named apart. The empty name is the config."""
 
-    axis: str  # budget | width | context, or "" for the config itself (every axis's middle point)
+    axis: str  # budget | width | width-steps | context, or "" for the config itself (every axis's middle point)
     name: str
     settings: tuple[tuple[str, Any], ...] = ()  # (dotted key, value)
 
@@ -61,10 +61,12 @@ class Suite:
 
 
 # The scale suite: the default point (tiny: width 128, 500 steps of 32 x 128, 2.49 tokens per parameter, context
-# 128) and more points on each axis. Budget: 2x, 4x and 8x the steps (5, 10 and 20 tokens per parameter; 2x is the
-# fourth point a trend needs, its predictions registered before it ran).
-# Width: 64 and 256 (4 heads, MLP 4x, as tiny) at the default's 2.49 tokens per parameter (130 and 1,957 steps).
-# Training context: 64 and 256 at the default's 2,048,000 tokens (the batch 64 and 16). The two costliest points
+# 128) and more points on each axis, four or more per axis with the default (a slope is stated on at least four).
+# Budget: 2x, 4x and 8x the steps (5, 10 and 20 tokens per parameter).
+# Width: 64, 192 and 256 (4 heads, MLP 4x, as tiny) at the default's 2.49 tokens per parameter (130, 1,108 and 1,957
+# steps), so a wider model also trains longer; "width-steps" holds the widths at the default's 500 steps instead, so
+# the two axes tell model size from training length apart.
+# Training context: 64, 256 and 512 at the default's 2,048,000 tokens (the batch 64, 16 and 8). The costliest points
 # train compiled (train.compile): in the suite's layout (a process per core, one thread each, bf16) the compiled step
 # is the lever that pays (results/scale/levers.md and levers-d256.md, scripts/speed_levers.py --suite), its compile
 # a few tens of seconds per run; the points measured before it keep the eager configs their records were hashed with.
@@ -79,8 +81,17 @@ SCALE_POINTS = (
         "d256",
         (("model.d_model", 256), ("model.d_mlp", 1024), ("train.steps", 1957), ("train.compile", True)),
     ),
+    Point(
+        "width",
+        "d192",
+        (("model.d_model", 192), ("model.d_mlp", 768), ("train.steps", 1108), ("train.compile", True)),
+    ),
+    Point("width-steps", "d64s500", (("model.d_model", 64), ("model.d_mlp", 256))),
+    Point("width-steps", "d192s500", (("model.d_model", 192), ("model.d_mlp", 768), ("train.compile", True))),
+    Point("width-steps", "d256s500", (("model.d_model", 256), ("model.d_mlp", 1024), ("train.compile", True))),
     Point("context", "ctx64", (("model.context", 64), ("train.batch_size", 64))),
     Point("context", "ctx256", (("model.context", 256), ("train.batch_size", 16))),
+    Point("context", "ctx512", (("model.context", 512), ("train.batch_size", 8))),
 )
 
 

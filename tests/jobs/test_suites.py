@@ -36,9 +36,9 @@ def test_the_scale_suite_plans_the_classic_seven_at_every_point_and_seed():
     assert "rope-tiny-s0" in names and "alibi-tiny-d256-s2" in names and "t5-tiny-ctx64-s1" in names
     assert sp.request.split == "test" and str(sp.results) == "results/scale-runs"
     axes = {p.axis for p in SCALE_POINTS if p.axis}
-    assert axes == {"budget", "width", "context"}
+    assert axes == {"budget", "width", "width-steps", "context"}
     counts = {axis: len([p for p in SCALE_POINTS if p.axis == axis]) for axis in axes}
-    assert counts == {"budget": 3, "width": 2, "context": 2}  # beside the default: four budget points, three others
+    assert counts == {"budget": 3, "width": 3, "width-steps": 3, "context": 3}  # beside the default: four points each
 
 
 def test_each_axis_keeps_what_it_states():
@@ -46,13 +46,16 @@ def test_each_axis_keeps_what_it_states():
     base = cfgs["tiny"]
     ratio = _tokens(base) / count_params(base)[0]
     assert ratio == pytest.approx(2.49, abs=0.01)
-    for w in ("d64", "d256"):  # width: the default's tokens per parameter, heads and MLP ratio fixed
+    for w in ("d64", "d192", "d256"):  # width: the default's tokens per parameter, heads and MLP ratio fixed
         c = cfgs[f"tiny-{w}"]
         assert _tokens(c) / count_params(c)[0] == pytest.approx(ratio, rel=0.01)
         assert c.model.n_heads == 4 and c.model.d_mlp == 4 * c.model.d_model
+        fixed = cfgs[f"tiny-{w}s500"]  # width at fixed steps: the same model, the default's 500 steps
+        assert fixed.model == c.model and fixed.train.steps == base.train.steps == 500
+        assert _tokens(fixed) == _tokens(base) and fixed.train.lr_by_scheme == base.train.lr_by_scheme
     sizes = [count_params(cfgs[n])[0] for n in ("tiny-d64", "tiny-d256")]
     assert sizes[1] / sizes[0] >= 8  # spans at least 8x in parameters
-    for ctx in ("ctx64", "ctx256"):  # context: the default's token budget
+    for ctx in ("ctx64", "ctx256", "ctx512"):  # context: the default's token budget
         assert _tokens(cfgs[f"tiny-{ctx}"]) == _tokens(base)
     names = ("tiny", "tiny-steps1000", "tiny-steps2000", "tiny-steps4000")
     budgets = sorted(_tokens(cfgs[n]) / count_params(cfgs[n])[0] for n in names)
@@ -72,14 +75,15 @@ def test_steps_given_make_a_smoke_run_of_every_point():
     assert {c.train.steps for _, c in sp.runs} == {3}
     assert any("--steps 3 replaces every point's steps" in n for n in sp.notes)
     widths = {c.model.d_model for _, c in sp.runs}
-    assert widths == {64, 128, 256}  # the other axes stay
+    assert widths == {64, 128, 192, 256}  # the other axes stay
 
 
 def test_the_costliest_points_train_compiled_unless_a_flag_says_otherwise():
-    """steps4000 and d256 train compiled (the suite's lever, results/scale/levers.md); the points measured eager
-    keep their configs (and so their records' hashes); --compile/--no-compile decides for every point."""
+    """steps4000, d192, d256 and the fixed-step widths 192 and 256 train compiled (the suite's lever,
+    results/scale/levers.md); the points measured eager keep their configs (and so their records' hashes);
+    --compile/--no-compile decides for every point."""
     compiled = {c.name for _, c in _plan("scale").runs if c.train.compile}
-    assert compiled == {"tiny-steps4000", "tiny-d256"}
+    assert compiled == {"tiny-steps4000", "tiny-d256", "tiny-d192", "tiny-d192s500", "tiny-d256s500"}
     assert not any(c.train.compile for _, c in _plan("scale", compile=False).runs)
     assert all(c.train.compile for _, c in _plan("scale", compile=True).runs)
 
