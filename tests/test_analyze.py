@@ -22,6 +22,7 @@ from pebench.analysis.encodings import (
     effective_window,
     relative_vector_norms,
     rope_bound,
+    sinusoid_like,
     table_components,
     table_spectrum,
 )
@@ -150,6 +151,31 @@ def test_the_spectrum_recovers_a_known_sinusoid_and_noise_is_flat():
     assert noise["concentration"] < 0.2
     pcs = table_components(torch.cat([pos, 2 * pos], 1))  # a rank-one ramp: one component holds everything
     assert pcs["explained"][0] == pytest.approx(1.0)
+
+
+def test_sinusoid_like_dimensions_are_told_from_low_rank_and_their_scales_counted():
+    """A dimension is sinusoid-like when its concentration beats its own position-shuffled copies (which keep the
+    rank), so: pure sinusoids of cycles 1..55 all pass and span log2 of their 90th over 10th percentile cycle
+    count; smooth curves of one scale pass but span no octave; the same smooth table with its rows shuffled, noise,
+    and a random low-rank table pass only at about the chance rate."""
+    T = 128
+    pos = torch.arange(T).double()[:, None]
+    cycles = torch.tensor([1, 2, 3, 5, 8, 13, 21, 34, 55]).double().repeat(4)  # 36 dimensions, 9 scales
+    sines = sinusoid_like(torch.sin(2 * math.pi * pos * cycles / T + 0.3))
+    assert sines["fraction"] == 1.0
+    logc = torch.log2(cycles)
+    assert sines["octaves"] == pytest.approx(float(torch.quantile(logc, 0.9) - torch.quantile(logc, 0.1)))
+    gen = torch.Generator().manual_seed(0)
+    x = torch.linspace(0, 1, T, dtype=torch.float64)[:, None]
+    smooth = torch.cat([x, x**2, torch.exp(-3 * x)], 1) @ torch.randn(3, 64, generator=gen, dtype=torch.float64)
+    one_scale = sinusoid_like(smooth)
+    assert one_scale["fraction"] == 1.0 and one_scale["octaves"] == 0.0
+    shuffled = smooth[torch.randperm(T, generator=gen)]  # the same values and rank, no order
+    low_rank = torch.randn(T, 3, generator=gen, dtype=torch.float64) @ torch.randn(3, 64, generator=gen).double()
+    noise = torch.randn(T, 64, generator=gen, dtype=torch.float64)
+    for table in (shuffled, low_rank, noise):
+        assert sinusoid_like(table)["fraction"] <= 0.15  # the chance rate is 0.05
+    assert sinusoid_like(noise, level=0.99)["chance"] == pytest.approx(0.01)
 
 
 def test_the_rope_bound_equals_the_direct_sum():

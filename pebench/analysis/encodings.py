@@ -36,6 +36,43 @@ def table_spectrum(table: torch.Tensor) -> dict:
     }
 
 
+def _dim_concentration(x: torch.Tensor) -> torch.Tensor:
+    """[..., T, d] -> [..., d]: each dimension's share of its non-DC power in its strongest bin and the two next to
+    it."""
+    x = x - x.mean(-2, keepdim=True)
+    power = torch.fft.rfft(x, dim=-2).abs() ** 2
+    power[..., 0, :] = 0.0
+    total = power.sum(-2).clamp(min=1e-300)
+    padded = torch.nn.functional.pad(power.transpose(-1, -2), (1, 1))  # [..., d, bins + 2], a zero bin either side
+    peak = power.argmax(-2)  # [..., d]
+    near = sum(padded.gather(-1, (peak + j).unsqueeze(-1)).squeeze(-1) for j in range(3))
+    return near / total
+
+
+def sinusoid_like(table: torch.Tensor, shuffles: int = 200, level: float = 0.95, seed: int = 0) -> dict:
+    """Which of a [T, d] table's dimensions are sinusoid-like, told from low rank: a dimension is when its spectral
+    concentration is above the ``level`` quantile of the same dimension's in ``shuffles`` copies of the table with its
+    positions (rows) permuted. A permutation keeps every value, the covariance between dimensions and so the rank and
+    the principal components' shares; it destroys only the order along position, which a frequency needs. So by
+    chance ``1 - level`` of the dimensions pass, of any table. Returns that share (``fraction``), the chance share
+    (``chance``) and the spread of the passing dimensions' dominant frequencies in octaves (``octaves``: from their
+    10th to their 90th percentile, so a few chance passes do not stretch it; 0 with fewer than two): a sinusoidal
+    table's spans several octaves, smooth curves of one scale none."""
+    x = table.double()
+    T = x.shape[0]
+    gen = torch.Generator().manual_seed(seed)
+    perms = torch.stack([torch.randperm(T, generator=gen) for _ in range(shuffles)])  # [S, T]
+    null = _dim_concentration(x[perms])  # [S, d]
+    own = _dim_concentration(x)
+    passing = own > torch.quantile(null, level, dim=0)
+    xc = x - x.mean(0, keepdim=True)
+    power = torch.fft.rfft(xc, dim=0).abs() ** 2
+    power[0] = 0.0
+    logf = torch.log2(torch.fft.rfftfreq(T, dtype=torch.float64)[power.argmax(0)][passing])
+    octaves = float(torch.quantile(logf, 0.9) - torch.quantile(logf, 0.1)) if logf.numel() > 1 else 0.0
+    return {"fraction": float(passing.double().mean()), "chance": 1 - level, "octaves": octaves}
+
+
 def table_components(table: torch.Tensor, k: int = 3) -> dict:
     """The top-k principal components of a [T, d] table as curves against position, and their variance shares."""
     x = table.double() - table.double().mean(0, keepdim=True)
@@ -118,4 +155,5 @@ def learned_vs_reference(pe, length: int) -> Optional[dict]:
     table = pe.position_table(length)
     if table is None:
         return None
-    return {"spectrum": table_spectrum(table.detach()), "components": table_components(table.detach())}
+    t = table.detach()
+    return {"spectrum": table_spectrum(t), "components": table_components(t), "sinusoid_like": sinusoid_like(t)}

@@ -52,7 +52,9 @@ which is one draw). A rank agreement between two points: ``tau`` (``{labels: [..
 16x}``), Kendall's tau of the schemes' values at the two points, one value per draw.
 A cell from a committed markdown table: ``file``, ``row``, ``col`` (header text), optional ``table`` (index) and
 ``where`` ({column: value} for rows keyed by more than their first column). A number from a committed JSON file
-(such as the ``profile.json`` a run writes): ``file`` (ending ``.json``) and ``key`` (a dotted path into it).
+(such as the ``profile.json`` a run writes): ``file`` (ending ``.json``) and ``key`` (a dotted path into it); with
+``per_draw: true`` (and optional ``seeds``), the file's ``draws`` give one value per trained model, with the commit
+it was trained at, which a prediction is decided on as on records.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ RULES = ("intervals", "paired", "one-seed", "ratio", "point", "seeds")
 KINDS = ("observation", "prediction")
 _CELL_KEYS = {
     "label",
+    "per_draw",
     "length",
     "metric",
     "split",
@@ -393,16 +396,20 @@ class Evidence:
         return cell
 
     def _json_cell(self, spec: dict) -> Cell:
-        """One number of a committed JSON file, at the dotted path ``key``."""
+        """One number of a committed JSON file, at the dotted path ``key``; with ``per_draw``, a value per draw."""
         import json
 
         path, key = self.root / spec["file"], spec.get("key")
         if not key:
             raise UsageError(f"{path}: a cell from a JSON file needs a key (a dotted path to a number)")
+        if spec.get("per_draw") and not path.exists():  # a prediction's measurement not made yet: no draws in
+            return Cell(f"{spec['file']}: {key}")
         try:
             value = json.loads(path.read_text())
         except (OSError, ValueError) as e:
             raise UsageError(f"cannot read {path}: {e}") from e
+        if spec.get("per_draw"):
+            return _per_draw_cell(f"{spec['file']}: {key}", value, key, spec.get("seeds"))
         for part in key.split("."):
             if not isinstance(value, dict) or part not in value:
                 raise UsageError(f"{path}: no number at {key!r} ({part!r} is missing)")
@@ -573,6 +580,28 @@ def _cells(line: str) -> list[str]:
 
 
 _NUM = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+
+
+def _per_draw_cell(name: str, data: dict, key: str, seeds: Optional[list]) -> Cell:
+    """A measurement a script made of each trained model (``{"draws": {SEED: {"precision", "git_commit", KEY: x}}}``,
+    as scripts/learned_tables.py writes): a value per draw, each with the commit its model was trained at, so a
+    prediction on it is decided, and its order proved, as on records. A draw whose KEY is null (a run that did not
+    train) is left out."""
+    from ..util.stats import mean_ci
+
+    draws = data.get("draws") if isinstance(data, dict) else None
+    if not isinstance(draws, dict):
+        raise UsageError(f"{name}: a per-draw cell needs a 'draws' object keyed by seed")
+    values, commits = {}, {}
+    for seed, d in draws.items():
+        if (seeds is None or int(seed) in seeds) and d.get(key) is not None:
+            draw = (int(seed), str(d.get("precision")))
+            values[draw] = float(d[key])
+            commits[draw] = {d.get("git_commit")}
+    if not values:
+        return Cell(name)
+    mean, half = mean_ci(list(values.values()))
+    return Cell(name, values, mean, mean - half, mean + half, len(values), commits=commits)
 
 
 def table_value(name: str, text: str) -> Cell:

@@ -5,6 +5,7 @@ the smallest effect that matters with Benjamini-Hochberg adjusted p-values; a cl
 beyond its context is refused; `pebench check` prints the scoreboard and exits non-zero only on refusals and
 contradicted observations. Each on a scratch git repository."""
 
+import json
 import math
 import subprocess
 
@@ -316,3 +317,43 @@ def test_one_model_is_decided_window_by_window(repo):
     rd.write_record(r)  # the same cell again, now without its window losses
     with pytest.raises(cl.UsageError, match="keeps no window_losses"):
         by_id(repo)
+
+
+def test_a_prediction_on_a_per_draw_measurement_is_decided_and_its_order_proved(repo):
+    """A script's measurement of each trained model (scripts/learned_tables.py) is a value per draw with the commit
+    its model was trained at: decided by the prediction's test as records are, pending while draws are missing,
+    refused when a draw was trained before the registration, and a draw with a null value (untrained) left out."""
+    share = prediction(
+        "sinusoid-like-share",
+        "At least 25% of the learned table's dimensions are sinusoid-like, 20 points above the 5% of chance.",
+        {"file": "tables.json", "key": "fraction", "per_draw": True, "seeds": FRESH},
+        None,
+        "above",
+        "one-sample",
+        value=0.05,
+        effect=0.2,
+        draws=5,
+    )
+    share.pop("b")
+    write_claims(repo, [share])
+    before = git(repo, "rev-parse", "HEAD")
+    reg = commit(repo, "register")
+    values = {5: 0.50, 6: 0.55, 7: 0.60, 8: 0.52, 9: None}
+
+    def write(at, vals):
+        draws = {str(s): {"precision": "bf16", "git_commit": at, "fraction": v} for s, v in vals.items()}
+        (repo / "set" / "tables.json").write_text(json.dumps({"draws": draws}))
+
+    (v,) = cl.check_set(repo / "set")
+    assert v.state == "pending" and "0 of 5" in v.why  # the measurement is not made yet
+    write(reg, values)
+    (v,) = cl.check_set(repo / "set")
+    assert v.state == "pending"  # seed 9 did not train: four of five draws in
+    write(reg, {**values, 9: 0.58})
+    (v,) = cl.check_set(repo / "set")
+    diffs = [x - 0.05 for x in (0.50, 0.55, 0.60, 0.52, 0.58)]
+    assert v.state == "confirmed"
+    assert v.p == pytest.approx(stats.ttest_1samp(diffs, 0.2, alternative="greater").pvalue)
+    write(before, {**values, 9: 0.58})
+    (v,) = cl.check_set(repo / "set")
+    assert v.state == "refused" and "not after its registration" in v.why
