@@ -113,6 +113,7 @@ class Verdict:
     p: Optional[float] = None  # a prediction's p-value (the largest over its comparisons)
     p_adj: Optional[float] = None  # adjusted over its set's predictions (Benjamini-Hochberg)
     observed: str = ""  # an observation's count: "lower in 3 of 3 draws"
+    withdrawn: str = ""  # a prediction its registration cannot decide, and why (the claim's ``withdrawn``)
 
     @property
     def id(self) -> str:
@@ -124,7 +125,10 @@ class Verdict:
 
     @property
     def state(self) -> str:
-        """refused | pending | confirmed | failed (a prediction) | observed | contradicted (an observation)."""
+        """withdrawn | refused | pending | confirmed | failed (a prediction) | observed | contradicted (an
+        observation)."""
+        if self.withdrawn:
+            return "withdrawn"
         if self.refused:
             return "refused"
         if self.pending:
@@ -237,6 +241,8 @@ def _checked_prediction(c: dict, defaults: dict, where: str) -> dict:
         )
     if "awaits" in c or "registered" in c:
         raise UsageError(f"{where}: a prediction is registered by its commit (git proves it); drop awaits/registered")
+    if "withdrawn" in c and not (isinstance(c["withdrawn"], str) and c["withdrawn"].strip()):
+        raise UsageError(f"{where}: withdrawn says why the prediction cannot be decided as registered (a sentence)")
     draws = c.get("draws")
     if not (isinstance(draws, int) and not isinstance(draws, bool) and draws >= (1 if rule == "point" else 2)):
         raise UsageError(f"{where}: a prediction needs draws, the number of fresh draws it is decided on (>= 2)")
@@ -746,7 +752,29 @@ def check_set(root: Path, df=None) -> list[Verdict]:
     ev = Evidence(root, df)
     claims = load_claims(path)
     verdicts = audit(claims, ev, [check_claim(ev, c) for c in claims])
-    return adjust(prove_order(path, verdicts))
+    return adjust([withdraw(v) for v in prove_order(path, verdicts)])
+
+
+def withdraw(v: Verdict) -> Verdict:
+    """A prediction whose ``withdrawn`` says why its registration cannot decide it (a baseline measured before it was
+    registered, so ``prove_order`` refuses it; or draws that will never come): shown with its numbers and that
+    reason, never counted as confirmed or failed, outside the family's adjustment, and not a refusal. One its
+    records decide cannot be withdrawn (it is refused): a failed prediction stays failed. The field is the one a
+    registered prediction may gain (``registration``); its test and cells stay as registered, and a successor
+    decides the statement under a new id."""
+    from dataclasses import replace
+
+    reason = v.claim.get("withdrawn")
+    if v.kind != "prediction" or not reason:
+        return v
+    if not v.refused and not v.pending:  # its registration decides it: a failed prediction stays failed
+        return _refuse(v, "withdrawn, but its registration decides it (only an undecidable prediction is withdrawn)")
+    if v.refused and "not after its registration" not in v.why:  # an edit, or the audit's reasons, stay refusals
+        return v
+    why = re.sub(r"^REFUSED: ", "", v.why)
+    return replace(
+        v, withdrawn=str(reason), held=False, refused=False, pending=False, why=f"WITHDRAWN: {reason}\n{why}"
+    )
 
 
 def prove_order(path: Path, verdicts: list[Verdict]) -> list[Verdict]:
@@ -815,7 +843,11 @@ def adjust(verdicts: list[Verdict]) -> list[Verdict]:
     from ..util.stats import bh_adjust
     from .power import ALPHA
 
-    idx = [i for i, v in enumerate(verdicts) if v.kind == "prediction" and v.p is not None and v.state != "refused"]
+    idx = [
+        i
+        for i, v in enumerate(verdicts)
+        if v.kind == "prediction" and v.p is not None and v.state not in ("refused", "withdrawn")
+    ]
     idx = [i for i in idx if not verdicts[i].pending]
     adjusted = bh_adjust([verdicts[i].p for i in idx])
     out = list(verdicts)
@@ -835,10 +867,11 @@ def scoreboard(verdicts: list[Verdict]) -> str:
     """One line: the set's predictions registered, confirmed, failed, pending (refused), and its observations."""
     preds = [v for v in verdicts if v.kind == "prediction"]
     obs = [v for v in verdicts if v.kind != "prediction"]
-    count = {s: sum(v.state == s for v in preds) for s in ("confirmed", "failed", "pending", "refused")}
+    count = {s: sum(v.state == s for v in preds) for s in ("confirmed", "failed", "pending", "refused", "withdrawn")}
     line = (
         f"predictions: {len(preds)} registered, {count['confirmed']} confirmed, {count['failed']} failed, "
         f"{count['pending']} pending"
+        + (f", {count['withdrawn']} withdrawn" if count["withdrawn"] else "")
         + (f", {count['refused']} refused" if count["refused"] else "")
         + f"; observations (written after their data, never counted as findings): {len(obs)}"
     )
@@ -895,6 +928,7 @@ MARKS = {
     "failed": "FAILED",
     "pending": "pending",
     "refused": "REFUSED",
+    "withdrawn": "WITHDRAWN",
     "observed": "observed",
     "contradicted": "CONTRADICTED",
 }

@@ -51,8 +51,11 @@ def repo_root(path: str) -> Optional[Path]:
 
 
 def canonical(claim: dict, defaults: dict) -> str:
-    """A claim as registered: its own fields and the file's defaults, in one sorted JSON string."""
-    return json.dumps({"claim": claim, "defaults": defaults or {}}, sort_keys=True, default=str)
+    """A claim as registered: its own fields and the file's defaults, in one sorted JSON string. ``withdrawn`` is
+    left out: it is the one field a registered prediction may gain (it takes the prediction out of the count, and
+    changes nothing of its test)."""
+    kept = {k: v for k, v in claim.items() if k != "withdrawn"}
+    return json.dumps({"claim": kept, "defaults": defaults or {}}, sort_keys=True, default=str)
 
 
 def _claims_by_id(text: str) -> tuple[dict, dict]:

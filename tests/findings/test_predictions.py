@@ -357,3 +357,30 @@ def test_a_prediction_on_a_per_draw_measurement_is_decided_and_its_order_proved(
     write(before, {**values, 9: 0.58})
     (v,) = cl.check_set(repo / "set")
     assert v.state == "refused" and "not after its registration" in v.why
+
+
+def test_only_a_prediction_its_records_cannot_decide_is_withdrawn_and_it_stays_on_the_page(repo):
+    """A prediction whose records predate it is refused; with ``withdrawn`` (the one field it may gain) it is shown
+    as withdrawn with its reason and numbers, outside the count and the family, and ``check`` passes. A prediction
+    its records decide cannot be withdrawn: that is refused, so a failed prediction stays failed."""
+    before = git(repo, "rev-parse", "HEAD")
+    write_claims(repo, [DEGRADES, TOO_BIG])
+    commit(repo, "register")
+    write_records(repo, before)  # the baseline was measured before the registration
+    reason = "its records were measured before it was registered; rope-degrades-b decides it on fresh draws"
+    write_claims(repo, [{**DEGRADES, "withdrawn": reason}, TOO_BIG])
+    v = by_id(repo)
+    assert v["rope-degrades"].state == "withdrawn" and v["rope-degrades"].p_adj is None
+    assert reason in v["rope-degrades"].why and "ratio" not in reason
+    assert v["rope-triples"].state == "refused"  # not withdrawn: still refused
+    assert "1 withdrawn, 1 refused" in cl.scoreboard(list(v.values()))
+    text = cl.render_verdicts([v["rope-degrades"]], markdown=True)
+    assert text.startswith("- **WITHDRAWN** (prediction, paired)") and "9." in text  # its numbers stay shown
+    write_records(repo, commit(repo, "after"))  # records after the registration decide both
+    v = by_id(repo)
+    assert (
+        v["rope-degrades"].state == "refused" and "withdrawn, but its registration decides it" in v["rope-degrades"].why
+    )
+    with pytest.raises(cl.UsageError, match="withdrawn says why"):
+        write_claims(repo, [{**DEGRADES, "withdrawn": ""}])
+        cl.check_set(repo / "set")
