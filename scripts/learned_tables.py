@@ -20,25 +20,11 @@ from pathlib import Path
 import torch
 
 from pebench.analysis.encodings import sinusoid_like
+from pebench.analysis.run import ppl_by_length
 from pebench.model.checkpoint import load_run_model
 from pebench.pe.sinusoidal import sinusoidal_table
 from pebench.results import ResultsDir
 from pebench.util.fsutil import atomic_write_text
-
-
-def ppl_1x(rd: ResultsDir, run: str, context: int):
-    for rec in rd.iter_records([]):
-        if (
-            rec["run"] == run
-            and rec["task"] == "ppl"
-            and rec["protocol"] == "nonoverlap"
-            and rec["variant"] == "none"
-            and rec.get("split", "validation") == "validation"
-            and rec["status"] == "ok"
-            and rec["length"] == context
-        ):
-            return rec["metrics"]["ppl"]
-    return None
 
 
 def main() -> None:
@@ -64,9 +50,9 @@ def main() -> None:
     for seed, (rd, run) in sorted(runs.items()):
         cfg, _, model = load_run_model(rd, run, torch.device("cpu"))
         context = cfg.model.context
-        nope_ppl = [p for r, n in nope if (p := ppl_1x(r, n, context)) is not None]
+        nope_ppl = [p for r, n in nope if (p := ppl_by_length(r, n).get(str(context))) is not None]
         bar = sum(nope_ppl) / len(nope_ppl) if nope_ppl else math.inf
-        ppl = ppl_1x(rd, run, context)
+        ppl = ppl_by_length(rd, run).get(str(context))
         stalled = ppl is None or ppl >= bar
         s = sinusoid_like(model.pe.position_table(context).detach())
         draws[str(seed)] = {
@@ -98,7 +84,8 @@ def main() -> None:
     for seed, r in draws.items():
         frac = "untrained" if r["fraction"] is None else f"{r['fraction']:.3f}"
         octv = "" if r["octaves"] is None else f"{r['octaves']:.2f}"
-        lines.append(f"| learned | {seed} | {r['ppl_1x']:.3f} | {frac} | {octv} |")
+        ppl = "no record" if r["ppl_1x"] is None else f"{r['ppl_1x']:.3f}"
+        lines.append(f"| learned | {seed} | {ppl} | {frac} | {octv} |")
     for name, r in refs.items():
         lines.append(f"| {name} | | | {r['fraction']:.3f} | {r['octaves']:.2f} |")
     atomic_write_text(args.out.with_suffix(".md"), "\n".join(lines) + "\n")

@@ -26,7 +26,7 @@ from .encodings import (
 from .options import AnalyzeOptions
 
 
-def _ppl_by_length(results: ResultsDir, run: str) -> dict:
+def ppl_by_length(results: ResultsDir, run: str) -> dict:
     """Validation perplexity of the run's own records (nonoverlap, no RoPE scaling), by length."""
     out = {}
     for rec in results.iter_records([]):
@@ -92,7 +92,7 @@ def analyze_run(results: ResultsDir, run: str, opts: AnalyzeOptions) -> dict:
         "head_dim": cfg.model.d_model // cfg.model.n_heads,
         "rope_base": model.pe.describe(T).get("base"),  # the scheme's rotary base; None without rotation
         "stats": stats,
-        "ppl": _ppl_by_length(results, run),
+        "ppl": ppl_by_length(results, run),
         "encoding": _encoding(model.pe, T, max(lengths), opts.window_k),
     }
 
