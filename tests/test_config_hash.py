@@ -34,8 +34,8 @@ def _committed_runs() -> dict:
 
 def _base(name: str):
     """A recorded config name as planned: a built-in config, ``NAME-sinks`` (``--sinks``), ``NAME-canon`` (``--canon
-    ABCD``), ``NAME-POINT`` (a scale suite's point) or ``NAME-STEM`` (``--overlay`` of a committed
-    ``results/**/STEM.yaml``, such as ``results/scale/d256-tuned.yaml``)."""
+    ABCD``), ``NAME-entmax`` or ``NAME-asentmax`` (``--normaliser``), ``NAME-POINT`` (a scale suite's point) or
+    ``NAME-STEM`` (``--overlay`` of a committed ``results/**/STEM.yaml``, such as ``results/scale/d256-tuned.yaml``)."""
     from pebench.jobs.suites import SCALE_POINTS
 
     for overlay in OVERLAYS:
@@ -47,6 +47,10 @@ def _base(name: str):
     if name.endswith("-canon"):  # --canon ABCD
         base = _base(name[: -len("-canon")])
         return replace(base, model=replace(base.model, canon="ABCD"), name=name)
+    for normaliser in ("entmax", "asentmax"):  # --normaliser
+        if name.endswith(f"-{normaliser}"):
+            base = _base(name[: -len(normaliser) - 1])
+            return replace(base, model=replace(base.model, normaliser=normaliser), name=name)
     for point in SCALE_POINTS:
         if point.name and name.endswith(f"-{point.name}"):
             return point.apply(load_config(name[: -len(point.name) - 1]))
