@@ -12,41 +12,37 @@ import numpy as np
 import torch
 
 
+def _power(x: torch.Tensor) -> torch.Tensor:
+    """[..., T, d] -> [..., T//2 + 1, d]: each dimension's power spectrum along position, centred, its DC bin 0."""
+    power = torch.fft.rfft(x - x.mean(-2, keepdim=True), dim=-2).abs() ** 2
+    power[..., 0, :] = 0.0
+    return power
+
+
+def _dim_concentration(power: torch.Tensor) -> torch.Tensor:
+    """[..., bins, d] -> [..., d]: each dimension's share of its power in its strongest bin and the two next to it."""
+    total = power.sum(-2).clamp(min=1e-300)
+    padded = torch.nn.functional.pad(power.transpose(-1, -2), (1, 1))  # [..., d, bins + 2], a zero bin either side
+    peak = power.argmax(-2)  # [..., d]
+    near = sum(padded.gather(-1, (peak + j).unsqueeze(-1)).squeeze(-1) for j in range(3))
+    return near / total
+
+
 def table_spectrum(table: torch.Tensor) -> dict:
     """Per-dimension power spectrum of a [T, d] position table along position (each column centred).
 
     Returns the frequencies (cycles per position), the power averaged over dimensions, each dimension's
     dominant frequency, and the concentration: the mean over dimensions of the share of its (non-DC) power in
     its strongest bin and the two next to it (about 1 for a sinusoid, about 3 / (T / 2) for white noise)."""
-    x = table.double()
-    x = x - x.mean(0, keepdim=True)
-    T = x.shape[0]
-    power = torch.fft.rfft(x, dim=0).abs() ** 2  # [T//2 + 1, d]
-    power[0] = 0.0
-    freqs = torch.fft.rfftfreq(T)
+    power = _power(table.double())
+    freqs = torch.fft.rfftfreq(table.shape[0])
     total = power.sum(0).clamp(min=1e-300)
-    peak = power.argmax(0)
-    padded = torch.nn.functional.pad(power.T, (1, 1)).T  # a zero bin either side
-    near = padded.gather(0, peak[None] + torch.arange(3)[:, None]).sum(0)  # bins peak-1 .. peak+1
     return {
         "freqs": freqs.tolist(),
         "power": (power / total).mean(1).tolist(),
-        "dominant": freqs[peak].tolist(),
-        "concentration": float((near / total).mean()),
+        "dominant": freqs[power.argmax(0)].tolist(),
+        "concentration": float(_dim_concentration(power).mean()),
     }
-
-
-def _dim_concentration(x: torch.Tensor) -> torch.Tensor:
-    """[..., T, d] -> [..., d]: each dimension's share of its non-DC power in its strongest bin and the two next to
-    it."""
-    x = x - x.mean(-2, keepdim=True)
-    power = torch.fft.rfft(x, dim=-2).abs() ** 2
-    power[..., 0, :] = 0.0
-    total = power.sum(-2).clamp(min=1e-300)
-    padded = torch.nn.functional.pad(power.transpose(-1, -2), (1, 1))  # [..., d, bins + 2], a zero bin either side
-    peak = power.argmax(-2)  # [..., d]
-    near = sum(padded.gather(-1, (peak + j).unsqueeze(-1)).squeeze(-1) for j in range(3))
-    return near / total
 
 
 def sinusoid_like(table: torch.Tensor, shuffles: int = 200, level: float = 0.95, seed: int = 0) -> dict:
@@ -62,12 +58,9 @@ def sinusoid_like(table: torch.Tensor, shuffles: int = 200, level: float = 0.95,
     T = x.shape[0]
     gen = torch.Generator().manual_seed(seed)
     perms = torch.stack([torch.randperm(T, generator=gen) for _ in range(shuffles)])  # [S, T]
-    null = _dim_concentration(x[perms])  # [S, d]
-    own = _dim_concentration(x)
-    passing = own > torch.quantile(null, level, dim=0)
-    xc = x - x.mean(0, keepdim=True)
-    power = torch.fft.rfft(xc, dim=0).abs() ** 2
-    power[0] = 0.0
+    null = _dim_concentration(_power(x[perms]))  # [S, d]
+    power = _power(x)
+    passing = _dim_concentration(power) > torch.quantile(null, level, dim=0)
     logf = torch.log2(torch.fft.rfftfreq(T, dtype=torch.float64)[power.argmax(0)][passing])
     octaves = float(torch.quantile(logf, 0.9) - torch.quantile(logf, 0.1)) if logf.numel() > 1 else 0.0
     return {"fraction": float(passing.double().mean()), "chance": 1 - level, "octaves": octaves}

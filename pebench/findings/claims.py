@@ -755,26 +755,26 @@ def check_set(root: Path, df=None) -> list[Verdict]:
     return adjust([withdraw(v) for v in prove_order(path, verdicts)])
 
 
+def _withdrawn(v: Verdict, why: str = "") -> Verdict:
+    from dataclasses import replace
+
+    reason = str(v.claim["withdrawn"])
+    body = f"{why}\n{v.why}" if why else v.why
+    return replace(v, withdrawn=reason, held=False, refused=False, pending=False, why=f"WITHDRAWN: {reason}\n{body}")
+
+
 def withdraw(v: Verdict) -> Verdict:
     """A prediction whose ``withdrawn`` says why its registration cannot decide it (a baseline measured before it was
     registered, so ``prove_order`` refuses it; or draws that will never come): shown with its numbers and that
     reason, never counted as confirmed or failed, outside the family's adjustment, and not a refusal. One its
     records decide cannot be withdrawn (it is refused): a failed prediction stays failed. The field is the one a
     registered prediction may gain (``registration``); its test and cells stay as registered, and a successor
-    decides the statement under a new id."""
-    from dataclasses import replace
-
-    reason = v.claim.get("withdrawn")
-    if v.kind != "prediction" or not reason:
-        return v
-    if not v.refused and not v.pending:  # its registration decides it: a failed prediction stays failed
-        return _refuse(v, "withdrawn, but its registration decides it (only an undecidable prediction is withdrawn)")
-    if v.refused and "not after its registration" not in v.why:  # an edit, or the audit's reasons, stay refusals
-        return v
-    why = re.sub(r"^REFUSED: ", "", v.why)
-    return replace(
-        v, withdrawn=str(reason), held=False, refused=False, pending=False, why=f"WITHDRAWN: {reason}\n{why}"
-    )
+    decides the statement under a new id. (``prove_order`` withdraws one whose records predate it; here the rest.)"""
+    if v.kind != "prediction" or not v.claim.get("withdrawn") or v.withdrawn or v.refused:
+        return v  # an edit, or the audit's reasons, stay refusals
+    if v.pending:
+        return _withdrawn(v)
+    return _refuse(v, "withdrawn, but its registration decides it (only an undecidable prediction is withdrawn)")
 
 
 def prove_order(path: Path, verdicts: list[Verdict]) -> list[Verdict]:
@@ -821,9 +821,8 @@ def prove_order(path: Path, verdicts: list[Verdict]) -> list[Verdict]:
         if late:
             name, draw, commit = late
             when = "names no commit" if late[2] is None else f"was measured at {str(commit)[:7]}"
-            out.append(
-                _refuse(v, f"a record of {name} ({draw_name(draw)}) {when}, not after its registration {reg.short}")
-            )
+            late_why = f"a record of {name} ({draw_name(draw)}) {when}, not after its registration {reg.short}"
+            out.append(_withdrawn(v, late_why) if v.claim.get("withdrawn") else _refuse(v, late_why))
             continue
         out.append(v)
     return out
