@@ -1,6 +1,7 @@
 """The sink mass of trained models, measured per draw so that a prediction can be decided on it: for every finished
 run of one label, config and the seeds given, the attention weight on the first token of each validation window
-(over the queries after it), averaged over every layer and head (``pebench.analysis.attention``, the statistic
+(over the queries after it), averaged over every layer and head, and its ratio to uniform attention's
+(``pebench.analysis.attention.uniform_sink``) (``pebench.analysis.attention``, the statistic
 ``pebench analyze`` reports per layer and head), at the training context and at a longer length, and the share of
 the first kept at the second (``kept``: long over 1x).
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from pebench.analysis.attention import attention_stats, head_means, windows_of
+from pebench.analysis.attention import attention_stats, head_means, uniform_sink, windows_of
 from pebench.data import prepare_corpus
 from pebench.model.checkpoint import load_run_model
 from pebench.results import ResultsDir
@@ -30,12 +31,6 @@ def sink_at(model, stream, length: int, context: int, tokens: int, batch_tokens:
     win = windows_of(stream, length, tokens)
     stats = attention_stats(model, win, far=context, batch=max(1, batch_tokens // length))
     return head_means(stats, "sink")
-
-
-def uniform_sink(length: int) -> float:
-    """The first token's weight under uniform causal attention, averaged over the queries after it: the mean of
-    1 / (i + 1) over i = 1 .. length - 1 (a model with no sink at all puts about this much there)."""
-    return sum(1.0 / (i + 1) for i in range(1, length)) / (length - 1)
 
 
 def measure(rd: ResultsDir, run: str, long: int, tokens: int) -> dict:

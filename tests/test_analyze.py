@@ -82,6 +82,18 @@ def test_sink_mass_is_the_mean_over_the_queries_after_the_first():
     assert stats.summary()["sink"] == [[pytest.approx(0.7)]]
 
 
+def test_uniform_sink_is_the_sink_mass_of_uniform_causal_attention():
+    """``uniform_sink`` (what scripts/sink_mass.py divides by): by hand at length 3, (1/2 + 1/3) / 2; and at 16 the
+    sink mass AttentionStats reads from uniform causal attention."""
+    from pebench.analysis.attention import AttentionStats, uniform_sink
+
+    assert uniform_sink(3) == pytest.approx(5 / 12)
+    stats = AttentionStats(16, 8, 1, 1)
+    stats.add(0, _uniform(16, 16, offset=0), 0)
+    assert stats.summary()["sink"] == [[pytest.approx(uniform_sink(16))]]
+    assert uniform_sink(16) != pytest.approx(uniform_sink(17))
+
+
 def test_distance_bins_are_log2():
     assert distance_bin(torch.tensor([0, 1, 2, 3, 4, 7, 8, 127, 128])).tolist() == [0, 1, 2, 2, 3, 3, 4, 7, 8]
     assert n_bins(128) == 8 and bin_edges(128) == [0, 1, 2, 4, 8, 16, 32, 64]

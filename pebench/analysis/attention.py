@@ -143,6 +143,12 @@ def head_means(summary: dict, key: str) -> float:
     return float(sum(vals) / len(vals))
 
 
+def uniform_sink(length: int) -> float:
+    """The sink mass of uniform causal attention over a window of ``length``: the mean of 1 / (i + 1) over the
+    queries i = 1 .. length - 1 after the first (a model with no sink puts about this much on the first token)."""
+    return sum(1.0 / (i + 1) for i in range(1, length)) / (length - 1)
+
+
 def entropy_ceiling(length: int) -> float:
     """Mean over queries i = 0..L-1 of log(i + 1): the entropy of uniform causal attention."""
     return math.lgamma(length + 1) / length

@@ -359,6 +359,41 @@ def test_a_prediction_on_a_per_draw_measurement_is_decided_and_its_order_proved(
     assert v.state == "refused" and "not after its registration" in v.why
 
 
+def test_a_paired_prediction_between_two_per_draw_measurements_pairs_them_by_seed(repo):
+    """Two scripts' files (scripts/sink_mass.py: one per scheme), a value per draw each: the paired test runs on the
+    per-seed log ratios of the seeds both files hold, so it is confirmed when one is higher on every seed by more
+    than the effect, and failed when the order flips, whatever the unpaired spread."""
+    keeps = prediction(
+        "rope-id-keeps-sink",
+        "RoPE-ID keeps at least 20% more of its sink mass than RoPE (paired by draw).",
+        {"file": "sink-a.json", "key": "kept", "per_draw": True, "seeds": FRESH},
+        {"file": "sink-b.json", "key": "kept", "per_draw": True, "seeds": FRESH},
+        "higher",
+        "paired",
+        effect="20%",
+        draws=5,
+    )
+    write_claims(repo, [keeps])
+    reg = commit(repo, "register")
+
+    def write(name, vals):
+        draws = {str(s): {"precision": "bf16", "git_commit": reg, "kept": v} for s, v in zip(FRESH, vals)}
+        (repo / "set" / name).write_text(json.dumps({"draws": draws}))
+
+    b = [0.10, 0.30, 0.15, 0.25, 0.20]  # a wide spread between seeds
+    write("sink-b.json", b)
+    (v,) = cl.check_set(repo / "set")
+    assert v.state == "pending"
+    write("sink-a.json", [x * r for x, r in zip(b, (1.50, 1.55, 1.45, 1.52, 1.48))])
+    (v,) = cl.check_set(repo / "set")
+    logs = [math.log(r) - math.log(1.2) for r in (1.50, 1.55, 1.45, 1.52, 1.48)]
+    assert v.state == "confirmed"
+    assert v.p == pytest.approx(stats.ttest_1samp(logs, 0, alternative="greater").pvalue, rel=1e-6)
+    write("sink-a.json", [x * r for x, r in zip(b, (0.90, 0.95, 0.85, 0.92, 0.88))])
+    (v,) = cl.check_set(repo / "set")
+    assert v.state == "failed"
+
+
 def test_only_a_prediction_its_records_cannot_decide_is_withdrawn_and_it_stays_on_the_page(repo):
     """A prediction whose records predate it is refused; with ``withdrawn`` (the one field it may gain) it is shown
     as withdrawn with its reason and numbers, outside the count and the family, and ``check`` passes. A prediction
