@@ -412,3 +412,17 @@ def protocol_key(rec: dict) -> str:
     """The protocol and its settings in one word: nonoverlap, sliding-s64, fixed-k256, filler-t20, text-t20-k24."""
     params = rec.get("protocol_params") or {}
     return "-".join([rec["protocol"]] + [f"{_ABBREV.get(k, k)}{v}" for k, v in sorted(params.items())])
+
+
+def finished_by_seed(roots, prefix: str, seeds) -> dict:
+    """The finished runs named ``PREFIX-sSEED`` for the seeds given, over several results folders, as {seed:
+    (ResultsDir, run name)}; where two folders hold one, the later folder's counts (as the scripts that measure each
+    trained model read them: scripts/learned_tables.py, scripts/sink_mass.py)."""
+    runs = {}
+    for root in roots:
+        rd = ResultsDir(root)
+        finished = set(rd.runs_in("finished"))
+        for seed in seeds:
+            if f"{prefix}-s{seed}" in finished:
+                runs[seed] = (rd, f"{prefix}-s{seed}")
+    return runs

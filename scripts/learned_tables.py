@@ -23,7 +23,7 @@ from pebench.analysis.encodings import sinusoid_like
 from pebench.analysis.run import ppl_by_length
 from pebench.model.checkpoint import load_run_model
 from pebench.pe.sinusoidal import sinusoidal_table
-from pebench.results import ResultsDir
+from pebench.results import finished_by_seed
 from pebench.util.fsutil import atomic_write_text
 
 
@@ -35,15 +35,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    runs, nope = {}, []
-    for root in args.work:
-        rd = ResultsDir(root)
-        finished = set(rd.runs_in("finished"))
-        for seed in seeds:
-            if f"learned-{args.config}-s{seed}" in finished:
-                runs[seed] = (rd, f"learned-{args.config}-s{seed}")
-            if f"none-{args.config}-s{seed}" in finished:
-                nope.append((rd, f"none-{args.config}-s{seed}"))
+    runs = finished_by_seed(args.work, f"learned-{args.config}", seeds)
+    nope = list(finished_by_seed(args.work, f"none-{args.config}", seeds).values())
     if not runs:
         raise SystemExit(f"no finished learned-{args.config}-sSEED run for seeds {args.seeds} in {args.work}")
     draws, context = {}, None

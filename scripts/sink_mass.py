@@ -21,7 +21,7 @@ import torch
 from pebench.analysis.attention import attention_stats, head_means, uniform_sink, windows_of
 from pebench.data import prepare_corpus
 from pebench.model.checkpoint import load_run_model
-from pebench.results import ResultsDir
+from pebench.results import ResultsDir, finished_by_seed
 from pebench.util.fsutil import atomic_write_text
 
 
@@ -62,13 +62,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    runs = {}
-    for root in args.work:
-        rd = ResultsDir(root)
-        finished = set(rd.runs_in("finished"))
-        for seed in seeds:
-            if f"{args.label}-{args.config}-s{seed}" in finished:
-                runs[seed] = (rd, f"{args.label}-{args.config}-s{seed}")
+    runs = finished_by_seed(args.work, f"{args.label}-{args.config}", seeds)
     if not runs:
         raise SystemExit(f"no finished {args.label}-{args.config}-sSEED run for seeds {args.seeds} in {args.work}")
     draws = {str(seed): measure(rd, run, args.long, args.tokens) for seed, (rd, run) in sorted(runs.items())}

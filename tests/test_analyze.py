@@ -265,3 +265,26 @@ def test_windows_of_the_stream():
     w = windows_of(np.arange(100), 30, 70)
     assert w.shape == (2, 30) and w[1, 0] == 30
     assert windows_of(np.arange(100), 30, 10).shape == (1, 30)
+
+
+def test_finished_by_seed_finds_a_labels_finished_runs_over_folders(tmp_path):
+    """The runs the per-draw scripts measure: finished ``PREFIX-sSEED`` runs only, for the seeds asked, the later
+    folder winning where two hold one."""
+    from pebench.results import ResultsDir, finished_by_seed
+
+    a, b = ResultsDir(tmp_path / "a"), ResultsDir(tmp_path / "b")
+    for rd, name, state in [
+        (a, "rope-tiny-s1", "finished"),
+        (a, "rope-tiny-s2", "finished"),
+        (a, "rope-tiny-s3", "interrupted"),
+        (b, "rope-tiny-s2", "finished"),
+        (b, "alibi-tiny-s1", "finished"),
+    ]:
+        rd.run_dir(name).mkdir(parents=True)
+        (rd.run_dir(name) / "config.yaml").write_text("name: tiny\n")  # what makes a folder a run
+        rd.set_status(name, state=state)
+    found = finished_by_seed([tmp_path / "a", tmp_path / "b"], "rope-tiny", [1, 2, 3, 4])
+    assert {s: (rd.root, run) for s, (rd, run) in found.items()} == {
+        1: (a.root, "rope-tiny-s1"),
+        2: (b.root, "rope-tiny-s2"),
+    }
