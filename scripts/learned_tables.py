@@ -24,7 +24,9 @@ from pebench.analysis.run import ppl_by_length
 from pebench.model.checkpoint import load_run_model
 from pebench.pe.sinusoidal import sinusoidal_table
 from pebench.results import finished_by_seed
+from pebench.util.errors import UsageError
 from pebench.util.fsutil import atomic_write_text
+from pebench.util.parsing import parse_list
 
 
 def main() -> None:
@@ -34,7 +36,10 @@ def main() -> None:
     ap.add_argument("--seeds", required=True)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
+    try:
+        seeds = parse_list(args.seeds, "--seeds", int, lo=0)
+    except UsageError as e:  # one line, no traceback
+        raise SystemExit(f"error: {e}") from None
     runs = finished_by_seed(args.work, f"learned-{args.config}", seeds)
     nope = list(finished_by_seed(args.work, f"none-{args.config}", seeds).values())
     if not runs:

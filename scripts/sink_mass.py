@@ -22,7 +22,9 @@ from pebench.analysis.attention import attention_stats, head_means, uniform_sink
 from pebench.data import prepare_corpus
 from pebench.model.checkpoint import load_run_model
 from pebench.results import ResultsDir, finished_by_seed
+from pebench.util.errors import UsageError
 from pebench.util.fsutil import atomic_write_text
+from pebench.util.parsing import parse_list
 
 
 def sink_at(model, stream, length: int, context: int, tokens: int, batch_tokens: int) -> float:
@@ -61,7 +63,10 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=8192, help="validation tokens per length (pebench analyze's)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
+    try:
+        seeds = parse_list(args.seeds, "--seeds", int, lo=0)
+    except UsageError as e:  # one line, no traceback
+        raise SystemExit(f"error: {e}") from None
     runs = finished_by_seed(args.work, f"{args.label}-{args.config}", seeds)
     if not runs:
         raise SystemExit(f"no finished {args.label}-{args.config}-sSEED run for seeds {args.seeds} in {args.work}")
