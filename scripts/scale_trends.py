@@ -2,7 +2,8 @@
 against the axis, one line per scheme with its band over draws (log-scale axes; the colours of every other plot);
 and, for each axis, each scheme's 16x/1x ratio at each point with the lack-of-fit test of a log-log line through
 the points (the point as the unit: ``pebench.findings.trends.fit_table``), the slope and its extrapolation to the
-GPU configs stated only on at least four points whose line the test keeps; and the width again with width 256's
+GPU configs stated only on at least four points whose line the test keeps (the width at fixed steps,
+`width-steps`, beside the width at fixed tokens per parameter); and the width again with width 256's
 draws of the schemes its grid moves to another rate taken from their rerun there (config `tiny-d256-tuned`), once
 that has every one of them. Writes the PNGs (the axes with two points or more) and `trends.md` into the set.
 
@@ -25,30 +26,41 @@ SCHEMES = ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi", "rope
 base = load_config("tiny")
 df = records_frame(ResultsDir(ROOT))
 df = df[(df["task"] == "ppl") & (df["split"] == "test") & (df["protocol"] == "nonoverlap")]
+# every point trained in bf16 autocast; the default point's fp32 draws would move a second thing along each axis
+df = df[df["precision"] == "bf16"]
 
 
 # the schemes width 256's grid moves to another rate: those its overlay sets a rate for (the overlay names the rerun)
 RATE_CHANGED = tuple(yaml.safe_load((ROOT / "d256-tuned.yaml").read_text())["train"]["lr_by_scheme"])
 
 
+EVERY_POINT = {"rope", "alibi", "shaw"}  # the schemes every point runs (the fourth and fixed-steps points run these)
+
+
 def measured(config: str, frame=df) -> bool:
-    """A point is measured once the suite's schemes ran there (a point run for one scheme alone is not)."""
-    return frame.loc[frame["config"] == config, "scheme"].nunique() >= len(SCHEMES) - 1
+    """A point is measured once the schemes every point runs are in (a point run for one scheme alone is not); a
+    scheme not run at a measured point shows "-" there in the fit tables and is fitted without it."""
+    return EVERY_POINT <= set(frame.loc[frame["config"] == config, "scheme"])
 
 
 x_of = {
     "budget": lambda c: c.train.steps * c.train.batch_size * c.model.context,
     "width": lambda c: es.count_params(c)[0],
+    "width-steps": lambda c: es.count_params(c)[0],
     "context": lambda c: c.model.context,
 }
 FIT_X = {  # each axis's own variable, which the fits extrapolate in
     "budget": lambda c: c.train.steps * c.train.batch_size * c.model.context / es.count_params(c)[0],
     "width": lambda c: es.count_params(c)[0],
+    "width-steps": lambda c: es.count_params(c)[0],
     "context": lambda c: c.model.context,
 }
-FIT_LABEL = {"budget": "training tokens per parameter", "width": "parameters", "context": "training context"}
-xlabel = {"budget": "training tokens", "width": "parameters", "context": "training context"}
-for axis in ("budget", "width", "context"):
+AXES = ("budget", "width", "width-steps", "context")
+FIT_LABEL = {"budget": "training tokens per parameter", "context": "training context"}
+FIT_LABEL |= {"width": "parameters", "width-steps": "parameters (500 steps at every width)"}
+xlabel = {"budget": "training tokens", "width": "parameters", "width-steps": "parameters"}
+xlabel["context"] = "training context"
+for axis in AXES:
     pts = [p for p in SCALE_POINTS if p.axis in ("", axis)]
     pairs = sorted(((p.apply(base).name, x_of[axis](p.apply(base))) for p in pts), key=lambda t: t[1])
     pairs = [(c, x) for c, x in pairs if measured(c)]  # the points measured so far
@@ -88,8 +100,8 @@ def fit_section(frame, axis: str, head: str, col: str) -> list[str]:
     return out + [""]
 
 
-for axis in ("budget", "width", "context"):
-    col = f"slope of log(16x/1x) on log({FIT_LABEL[axis]})"
+for axis in AXES:
+    col = f"slope of log(16x/1x) on log({FIT_LABEL[axis].split(' (')[0]})"
     lines += fit_section(df, axis, f"**{axis}** (x: {FIT_LABEL[axis]}", col)
 own = tr.with_rerun(df, "tiny-d256", "tiny-d256-tuned", RATE_CHANGED)
 lines += (

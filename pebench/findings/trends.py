@@ -144,6 +144,7 @@ class AxisFit:
     ns: tuple
     fit: Optional[Fit]
     lof_p: Optional[float]
+    configs: tuple = ()  # the points the scheme has values at, in the order of xs
 
     @property
     def points(self) -> int:
@@ -154,9 +155,17 @@ class AxisFit:
         """Whether a slope may be stated: at least MIN_POINTS points and a line the lack-of-fit test keeps."""
         return self.fit is not None and self.points >= MIN_POINTS and (self.lof_p is None or self.lof_p >= LOF_ALPHA)
 
-    def shape(self) -> str:
-        """The points as they are (the geometric mean of y at each), for a reader where no slope is stated."""
-        return " -> ".join(f"{math.exp(m):.3g}" for m in self.means)
+    def shape(self, configs: tuple = ()) -> str:
+        """The points as they are (the geometric mean of y at each), for a reader where no slope is stated; given
+        the axis's ``configs``, one entry per config, "-" where this scheme was not run."""
+        at = dict(zip(self.configs, self.means))
+        means = [at.get(c) for c in configs] if configs else list(self.means)
+        return " -> ".join("-" if m is None else f"{math.exp(m):.3g}" for m in means)
+
+    def counts(self, configs: tuple = ()) -> str:
+        """The draws at each point, aligned with ``configs`` as ``shape`` is ("0" where the scheme was not run)."""
+        at = dict(zip(self.configs, self.ns))
+        return "/".join(str(at.get(c, 0)) for c in configs) if configs else "/".join(map(str, self.ns))
 
 
 def fit_axis(
@@ -165,18 +174,18 @@ def fit_axis(
     """A scheme's ``num``x/``den``x ratio along an axis given as {config: x}: the log-log line through the points'
     means of log ratio (the point as the unit: its interval on points - 2 degrees of freedom) and the lack-of-fit
     test of that line against the draws' scatter within the points; None where the scheme has no value."""
-    xs, groups = [], []
+    xs, groups, configs = [], [], []
     for config, x in sorted(points.items(), key=lambda t: t[1]):
         vals = [math.log(v) for v in ratio_by_draw(df, config, label, num, den, metric).values() if v > 0]
         if vals:
-            xs.append(x), groups.append(vals)
+            xs.append(x), groups.append(vals), configs.append(config)
     if not xs:
         return None
     means = tuple(sum(g) / len(g) for g in groups)
     fit = None
     if len(set(xs)) >= 3:
         fit = fit_loglog(xs, [math.exp(m) for m in means])
-    return AxisFit(tuple(xs), means, tuple(len(g) for g in groups), fit, lack_of_fit(xs, groups))
+    return AxisFit(tuple(xs), means, tuple(len(g) for g in groups), fit, lack_of_fit(xs, groups), tuple(configs))
 
 
 def lack_of_fit(xs: list[float], groups: list[list[float]]) -> Optional[float]:
@@ -205,9 +214,11 @@ def lack_of_fit(xs: list[float], groups: list[list[float]]) -> Optional[float]:
 def fit_table(frame: pd.DataFrame, xs_of: dict, schemes: list[str], targets: dict, col: str) -> list[str]:
     """One axis's table: per scheme, the 16x/1x ratio at each point (geometric mean over its draws), the
     lack-of-fit p of a log-log line through them, and the slope with its 95% interval and the extrapolations to
-    ``targets`` ({name: x}) only where the slope may be stated (``AxisFit.stated``); else why not."""
+    ``targets`` ({name: x}) only where the slope may be stated (``AxisFit.stated``); else why not. A point where a
+    scheme was not run shows "-" in its row, and its fit has one point fewer."""
+    order = tuple(c for c, _ in sorted(xs_of.items(), key=lambda t: t[1]))
     out = [
-        f"| scheme | 16x/1x at each point ({', '.join(c for c, _ in sorted(xs_of.items(), key=lambda t: t[1]))}) "
+        f"| scheme | 16x/1x at each point ({', '.join(order)}) "
         f"| draws | lack-of-fit p | {col} | "
         + " | ".join(f"{t} at x = {x:,.4g} (extrapolated)" for t, x in targets.items())
         + " |",
@@ -229,7 +240,7 @@ def fit_table(frame: pd.DataFrame, xs_of: dict, schemes: list[str], targets: dic
                 else "not stated: the line is rejected (lack of fit)"
             )
             slope, ext = why, ["-"] * len(targets)
-        out.append(f"| {s_} | {f.shape()} | {'/'.join(map(str, f.ns))} | {lof} | {slope} | " + " | ".join(ext) + " |")
+        out.append(f"| {s_} | {f.shape(order)} | {f.counts(order)} | {lof} | {slope} | " + " | ".join(ext) + " |")
     return out
 
 

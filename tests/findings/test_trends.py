@@ -5,6 +5,7 @@ ranking reverses), a point's rerun at other rates taking its schemes' places, an
 
 import math
 
+import pandas as pd
 import pytest
 import yaml
 from test_claims_docs import record
@@ -117,6 +118,21 @@ def test_the_lack_of_fit_test_keeps_a_line_and_rejects_a_jump(tmp_path):
     pure = sum(((ly[i : i + 3] - ly[i : i + 3].mean()) ** 2).sum() for i in range(0, 12, 3))
     F = ((resid**2).sum() - pure) / 2 / (pure / 8)
     assert g.lof_p == pytest.approx(stats.f.sf(F, 2, 8), rel=1e-6)
+
+
+def test_a_point_where_a_scheme_was_not_run_shows_a_dash_and_leaves_its_fit_one_point_short(tmp_path):
+    """Scheme a at four points (ratio x^0.25 times 0.95, 1, 1.05 over the seeds: 0.999 at x = 1), scheme b (the
+    same) at three: b's row puts "-" and 0 draws under the point it lacks, so each row's entries stand under the
+    header's points, and b's fit has three points and states no slope while a's states one."""
+    xs = {"p1": 1.0, "p2": 2.0, "p4": 4.0, "p8": 8.0}
+    df = _axis_set(tmp_path, {c: x**0.25 for c, x in xs.items()})
+    b = df[df["config"] != "p4"].assign(label="b", scheme="b")
+    both = pd.concat([df, b], ignore_index=True)
+    table = tr.fit_table(both, xs, ["a", "b"], {}, "slope")
+    assert table[0].startswith("| scheme | 16x/1x at each point (p1, p2, p4, p8)")
+    row_a, row_b = table[2].split(" | "), table[3].split(" | ")
+    assert row_a[1] == "0.999 -> 1.19 -> 1.41 -> 1.68" and row_a[2] == "3/3/3/3" and row_a[4].startswith("+0.250")
+    assert row_b[1] == "0.999 -> 1.19 -> - -> 1.68" and row_b[2] == "3/3/0/3" and "3 points (4 needed)" in row_b[4]
 
 
 def _scale_set(tmp_path, reverse_at_64=False):
