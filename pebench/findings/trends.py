@@ -215,7 +215,7 @@ def fit_table(frame: pd.DataFrame, xs_of: dict, schemes: list[str], targets: dic
     """One axis's table: per scheme, the 16x/1x ratio at each point (geometric mean over its draws), the
     lack-of-fit p of a log-log line through them, and the slope with its 95% interval and the extrapolations to
     ``targets`` ({name: x}) only where the slope may be stated (``AxisFit.stated``); else why not. A point where a
-    scheme was not run shows "-" in its row, and its fit has one point fewer."""
+    scheme was not run shows "-" in its row, and its fit has one point fewer; a scheme at one point has no row."""
     order = tuple(c for c, _ in sorted(xs_of.items(), key=lambda t: t[1]))
     out = [
         f"| scheme | 16x/1x at each point ({', '.join(order)}) "
@@ -226,8 +226,8 @@ def fit_table(frame: pd.DataFrame, xs_of: dict, schemes: list[str], targets: dic
     ]
     for s_ in schemes:
         f = fit_axis(frame, xs_of, s_)
-        if f is None:
-            continue  # a scheme without a 16x value (learned)
+        if f is None or f.points < 2:
+            continue  # a scheme without a 16x value (learned), or run at one point of this axis only
         lof = "n/a" if f.lof_p is None else f"{f.lof_p:.2g}"
         if f.stated:
             slope = f"{f.fit.b:+.3f} ± {f.fit.b_half:.3f}"

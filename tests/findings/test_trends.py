@@ -123,7 +123,8 @@ def test_the_lack_of_fit_test_keeps_a_line_and_rejects_a_jump(tmp_path):
 def test_a_point_where_a_scheme_was_not_run_shows_a_dash_and_leaves_its_fit_one_point_short(tmp_path):
     """Scheme a at four points (ratio x^0.25 times 0.95, 1, 1.05 over the seeds: 0.999 at x = 1), scheme b (the
     same) at three: b's row puts "-" and 0 draws under the point it lacks, so each row's entries stand under the
-    header's points, and b's fit has three points and states no slope while a's states one."""
+    header's points, and b's fit has three points and states no slope while a's states one; a scheme run at one
+    point only has no row."""
     xs = {"p1": 1.0, "p2": 2.0, "p4": 4.0, "p8": 8.0}
     df = _axis_set(tmp_path, {c: x**0.25 for c, x in xs.items()})
     b = df[df["config"] != "p4"].assign(label="b", scheme="b")
@@ -133,6 +134,8 @@ def test_a_point_where_a_scheme_was_not_run_shows_a_dash_and_leaves_its_fit_one_
     row_a, row_b = table[2].split(" | "), table[3].split(" | ")
     assert row_a[1] == "0.999 -> 1.19 -> 1.41 -> 1.68" and row_a[2] == "3/3/3/3" and row_a[4].startswith("+0.250")
     assert row_b[1] == "0.999 -> 1.19 -> - -> 1.68" and row_b[2] == "3/3/0/3" and "3 points (4 needed)" in row_b[4]
+    lone = pd.concat([df, df[df["config"] == "p1"].assign(label="c", scheme="c")], ignore_index=True)
+    assert len(tr.fit_table(lone, xs, ["a", "c"], {}, "slope")) == 3  # c, at one point, has no row
 
 
 def _scale_set(tmp_path, reverse_at_64=False):
