@@ -67,9 +67,11 @@ for axis in AXES:
     if len(pairs) < 2:
         print(f"{axis}: {len(pairs)} point(s) measured, no trend plot")
         continue
+    configs = {c for c, _ in pairs}  # the schemes run at two of the axis's points or more (a lone dot is no trend)
+    shown = [s_ for s_ in SCHEMES if df.loc[(df["label"] == s_) & df["config"].isin(configs), "config"].nunique() > 1]
     for multiple, ratio in ((1, None), (16, None), (16, 1)):
         name = f"trend_{axis}_{multiple}x" + ("_over_1x" if ratio else "") + ".png"
-        tr.plot_axis(df, pairs, SCHEMES, multiple, ROOT / name, xlabel[axis], ratio_to=ratio)
+        tr.plot_axis(df, pairs, shown, multiple, ROOT / name, xlabel[axis], ratio_to=ratio)
 TARGETS = ("small", "gpt2-small")  # the configs a GPU user starts from (docs/findings/scale.md)
 targets = {t: load_config(t) for t in TARGETS}
 lines = [
