@@ -43,23 +43,22 @@ def measured(config: str, frame=df) -> bool:
     return EVERY_POINT <= set(frame.loc[frame["config"] == config, "scheme"])
 
 
-x_of = {
+def params(c) -> float:
+    return es.count_params(c)[0]
+
+
+x_of = {  # each axis's variable on its plots
     "budget": lambda c: c.train.steps * c.train.batch_size * c.model.context,
-    "width": lambda c: es.count_params(c)[0],
-    "width-steps": lambda c: es.count_params(c)[0],
+    "width": params,
+    "width-steps": params,
     "context": lambda c: c.model.context,
 }
-FIT_X = {  # each axis's own variable, which the fits extrapolate in
-    "budget": lambda c: c.train.steps * c.train.batch_size * c.model.context / es.count_params(c)[0],
-    "width": lambda c: es.count_params(c)[0],
-    "width-steps": lambda c: es.count_params(c)[0],
-    "context": lambda c: c.model.context,
-}
-AXES = ("budget", "width", "width-steps", "context")
-FIT_LABEL = {"budget": "training tokens per parameter", "context": "training context"}
-FIT_LABEL |= {"width": "parameters", "width-steps": "parameters (500 steps at every width)"}
-xlabel = {"budget": "training tokens", "width": "parameters", "width-steps": "parameters"}
-xlabel["context"] = "training context"
+FIT_X = {**x_of, "budget": lambda c: c.train.steps * c.train.batch_size * c.model.context / params(c)}  # the fits'
+AXES = tuple(x_of)
+FIT_LABEL = {"budget": "training tokens per parameter", "width": "parameters", "width-steps": "parameters"}
+FIT_LABEL["context"] = "training context"
+AXIS_NOTE = {"width-steps": " (500 steps at every width)"}
+xlabel = {**FIT_LABEL, "budget": "training tokens"}
 for axis in AXES:
     pts = [p for p in SCALE_POINTS if p.axis in ("", axis)]
     pairs = sorted(((p.apply(base).name, x_of[axis](p.apply(base))) for p in pts), key=lambda t: t[1])
@@ -103,8 +102,8 @@ def fit_section(frame, axis: str, head: str, col: str) -> list[str]:
 
 
 for axis in AXES:
-    col = f"slope of log(16x/1x) on log({FIT_LABEL[axis].split(' (')[0]})"
-    lines += fit_section(df, axis, f"**{axis}** (x: {FIT_LABEL[axis]}", col)
+    col = f"slope of log(16x/1x) on log({FIT_LABEL[axis]})"
+    lines += fit_section(df, axis, f"**{axis}** (x: {FIT_LABEL[axis]}{AXIS_NOTE.get(axis, '')}", col)
 own = tr.with_rerun(df, "tiny-d256", "tiny-d256-tuned", RATE_CHANGED)
 lines += (
     fit_section(

@@ -144,7 +144,7 @@ class AxisFit:
     ns: tuple
     fit: Optional[Fit]
     lof_p: Optional[float]
-    configs: tuple = ()  # the points the scheme has values at, in the order of xs
+    configs: tuple  # the points the scheme has values at, in the order of xs
 
     @property
     def points(self) -> int:
@@ -155,17 +155,16 @@ class AxisFit:
         """Whether a slope may be stated: at least MIN_POINTS points and a line the lack-of-fit test keeps."""
         return self.fit is not None and self.points >= MIN_POINTS and (self.lof_p is None or self.lof_p >= LOF_ALPHA)
 
-    def shape(self, configs: tuple = ()) -> str:
-        """The points as they are (the geometric mean of y at each), for a reader where no slope is stated; given
-        the axis's ``configs``, one entry per config, "-" where this scheme was not run."""
+    def shape(self, configs: tuple) -> str:
+        """The points as they are (the geometric mean of y at each), for a reader where no slope is stated: one
+        entry per config of the axis, "-" where this scheme was not run."""
         at = dict(zip(self.configs, self.means))
-        means = [at.get(c) for c in configs] if configs else list(self.means)
-        return " -> ".join("-" if m is None else f"{math.exp(m):.3g}" for m in means)
+        return " -> ".join("-" if c not in at else f"{math.exp(at[c]):.3g}" for c in configs)
 
-    def counts(self, configs: tuple = ()) -> str:
-        """The draws at each point, aligned with ``configs`` as ``shape`` is ("0" where the scheme was not run)."""
+    def counts(self, configs: tuple) -> str:
+        """The draws at each config of the axis, aligned as ``shape`` is ("0" where the scheme was not run)."""
         at = dict(zip(self.configs, self.ns))
-        return "/".join(str(at.get(c, 0)) for c in configs) if configs else "/".join(map(str, self.ns))
+        return "/".join(str(at.get(c, 0)) for c in configs)
 
 
 def fit_axis(
