@@ -6,8 +6,9 @@ passkey retrieval, copying, RULER-style needles, variable tracking and associati
 layer patterns long-context models ship (``pebench.patterns``) and the three 2025 schemes beside RoPE and ALiBi at the
 default config and budget, measured by perplexity, passkey and copying (``scripts/patterns.sh`` adds the sink
 variants and the evaluation-time temperature, and packs ``results/patterns``); ``scale`` trains the classic seven
-at the points of three axes around the default (``Point``: the training budget, the width, the training context),
-each evaluated from 1x to 16x its own training context.
+at the points of four axes around the default (``Point``: the training budget, the width at fixed tokens per
+parameter, the width at the default's 500 steps, the training context), each evaluated from 1x to 16x its own training
+context.
 """
 
 from __future__ import annotations
@@ -133,9 +134,10 @@ SUITES = {
         "classic",
         "ppl",
         "results/scale-runs",  # its runs and records; the committed set results/scale takes them by `pack`
-        description="the classic seven along three axes from the default point: training budget (500, 1,000, 2,000 "
-        "and 4,000 steps), width (64, 128, 256 at 2.49 tokens per parameter) and training context (64, 128, 256 at "
-        "2.05M tokens), each point from 1x to 16x its own context",
+        description="the classic seven along four axes from the default point: training budget (500, 1,000, 2,000 "
+        "and 4,000 steps), width (64, 128, 192, 256 at 2.49 tokens per parameter), width at the default's 500 steps "
+        "(64, 128, 192, 256) and training context (64, 128, 256, 512 at 2.05M tokens), each point from 1x to 16x its "
+        "own context",
         points=SCALE_POINTS,
     ),
 }
