@@ -15,6 +15,7 @@ import yaml
 
 from .data.needles import DOC_KINDS
 from .util.errors import UsageError
+from .util.yamlio import load_yaml
 
 
 def _config_dir() -> Path:
@@ -366,7 +367,7 @@ def _merge(base: dict, over: dict) -> dict:
 
 def _read_yaml(path: Path, spec: str) -> dict:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -18,6 +18,7 @@ import yaml
 from . import __version__
 from .util.errors import PebenchError, UsageError
 from .util.fsutil import RunLock, atomic_write_json
+from .util.yamlio import load_yaml
 
 SCHEMA_VERSION = 2  # 2: the task, metrics, intervals and details fields (1: perplexity only, upgraded on reading)
 RECORD_FIELDS = {
@@ -213,7 +214,7 @@ class ResultsDir:
         p = self.run_dir(name) / "config.yaml"
         if not p.exists():
             raise UsageError(f"no run named {name!r} in {self.runs}; runs: {', '.join(self.run_names()) or 'none'}")
-        data = yaml.safe_load(p.read_text())
+        data = load_yaml(p.read_text())
         meta = data.pop("run", {})
         return config_from_dict(data, name=data.get("name", "custom")), meta
 
@@ -234,7 +235,7 @@ class ResultsDir:
             if not log.exists():
                 continue
             try:
-                cfg = yaml.safe_load((self.run_dir(name) / "config.yaml").read_text())
+                cfg = load_yaml((self.run_dir(name) / "config.yaml").read_text())
             except (OSError, yaml.YAMLError):
                 continue
             for line in log.read_text().splitlines():

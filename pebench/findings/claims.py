@@ -73,6 +73,7 @@ import yaml
 from ..results import CLAIMS_FILE
 from ..util.errors import PebenchError, UsageError
 from ..util.parsing import canonical_label
+from ..util.yamlio import load_yaml
 from .rules import Cell, decide, draw_name, expand
 
 RELATIONS = ("lower", "higher", "flat", "overlap", "above", "below", "undefined")
@@ -149,7 +150,7 @@ class Verdict:
 def load_claims(path: Path) -> list[dict]:
     """The claims of one file, defaults merged in and every field checked (a bad file is one clear line)."""
     try:
-        data = yaml.safe_load(Path(path).read_text()) or {}
+        data = load_yaml(Path(path).read_text()) or {}
     except (OSError, yaml.YAMLError) as e:
         raise UsageError(f"cannot read claims file {path}: {e}") from e
     if not isinstance(data, dict) or not isinstance(data.get("claims") or [], list):
@@ -310,6 +311,7 @@ class Evidence:
         self._df = df  # the set's records frame, where the caller has read it already
         self._tables: dict = {}
         self._untrained: Optional[dict] = None
+        self._frames: dict = {}  # (task, config) -> the records of that task (at that point): filtered once
 
     @property
     def df(self):
@@ -346,14 +348,11 @@ class Evidence:
     def _record_cell(self, spec: dict) -> Cell:
         from ..tasks import metric as find_metric
 
-        df, metric = self.df, spec.get("metric", "ppl")
-        if df.empty:
+        metric = spec.get("metric", "ppl")
+        if self.df.empty:
             raise UsageError(f"{self.root}: no records (packed or loose) for the claims that name no file")
         m = find_metric(metric)
-        df = df[df["task"] == m.task]
-        if spec.get("config") is not None:  # one point of a scale suite: its runs' config (its own context)
-            df = df[df["config"] == spec["config"]]
-        ctx = int(df["train_context"].mode().iloc[0]) if not df.empty else 0
+        df, ctx = self._frame(m.task, spec.get("config"))
         sel = df[
             (df["label"] == canonical_label(spec["label"]))  # a scaling's other spelling is read as its one name
             & (df["length"] == parse_length(spec["length"], ctx))
@@ -365,11 +364,12 @@ class Evidence:
         if spec.get("precision") is not None:
             sel = sel[sel["precision"] == spec["precision"]]
         undefined = int((sel["status"] == "undefined").sum())
+        draws = _by_draw(sel, metric)
         if spec.get("unit", "draw") == "window":
             values, trials, copies, commits = _windows(sel[sel["status"] == "ok"], metric, _cell_name(spec, metric))
         elif spec.get("unit", "draw") == "draw":
-            values, trials, copies = _draws(sel[sel["status"] == "ok"], metric, m.proportion)
-            commits = _commits(sel)
+            values, trials, copies = _draws(draws, metric, m.proportion)
+            commits = _commits(draws)
         else:
             raise UsageError(f"cell unit {spec['unit']!r} is not one of draw, window")
         cell = Cell.from_values(_cell_name(spec, metric), values, next(iter(trials.values()), None))
@@ -378,10 +378,21 @@ class Evidence:
         if ctx:
             cell.length_multiple = parse_length(spec["length"], ctx) / ctx
         bad = self.untrained
-        for (seed, precision), g in sel.groupby(["seed", "precision"]):
-            if why := next((bad[r] for r in g["run"] if r in bad), None):
-                cell.untrained[(int(seed), str(precision))] = why
+        for key, rows in draws.items():
+            if why := next((bad[r["run"]] for r in rows if r["run"] in bad), None):
+                cell.untrained[key] = why
         return cell
+
+    def _frame(self, task: str, config: Optional[str]):
+        """(the records of one task, at one point of a scale suite where ``config`` names it, and their training
+        context: the mode of the point's runs', which an ``Nx`` length multiplies), filtered once per set."""
+        key = (task, config)
+        if key not in self._frames:
+            df = self.df[self.df["task"] == task]
+            if config is not None:  # one point of a scale suite: its runs' config (its own context)
+                df = df[df["config"] == config]
+            self._frames[key] = (df, int(df["train_context"].mode().iloc[0]) if not df.empty else 0)
+        return self._frames[key]
 
     def _tau_cell(self, spec: dict) -> Cell:
         """Kendall's tau between two points' rankings of the schemes (``tau: {labels, configs: [A, B], length}``,
@@ -458,27 +469,40 @@ def _cell_name(spec: dict, metric: str) -> str:
     )
 
 
-def _draws(sel, metric: str, proportion: bool) -> tuple[dict, dict, set]:
+def _by_draw(sel, metric: str) -> dict[tuple[int, str], list[dict]]:
+    """A cell's records grouped by draw (seed, precision), as plain rows of the columns a draw's reading needs (a
+    cell holds a few dozen records; grouping them in Python is many times cheaper than a DataFrame group-by)."""
+    cols = [c for c in (*_DRAW_COLUMNS, metric) if c in sel.columns]
+    out: dict = {}
+    for r in sel[list(dict.fromkeys(cols))].to_dict("records"):
+        out.setdefault((int(r["seed"]), str(r["precision"])), []).append(r)
+    return dict(sorted(out.items()))
+
+
+_DRAW_COLUMNS = ("seed", "precision", "status", "run", "intervals", "details", "measured_as", "git_commit")
+
+
+def _draws(draws: dict, metric: str, proportion: bool) -> tuple[dict, dict, set]:
     """Per draw (seed, precision): the mean of its records' values (a rerun of one draw is not another sample),
     the interval over its prompts (for a proportion, at least Wilson's on its prompts: never zero-wide), and the
-    labels any record was copied from."""
+    labels any record was copied from. Only records whose status is ok count."""
     from ..util.stats import wilson
 
     values, trials, copies = {}, {}, set()
-    for (seed, precision), g in sel.groupby(["seed", "precision"]):
-        vals = [float(v) for v in g[metric] if v is not None and not pd_isna(v)]
+    for key, rows in draws.items():
+        g = [r for r in rows if r["status"] == "ok"]
+        vals = [float(r[metric]) for r in g if r.get(metric) is not None and not pd_isna(r[metric])]
         if not vals:
             continue
-        key = (int(seed), str(precision))
         values[key] = sum(vals) / len(vals)
-        ivs = [tuple(iv[metric]) for iv in g["intervals"] if iv.get(metric)]
+        ivs = [tuple(r["intervals"][metric]) for r in g if r["intervals"].get(metric)]
         if proportion:
-            n = max(prompts_of(d) for d in g["details"])
+            n = max(prompts_of(r["details"]) for r in g)
             lo, hi = wilson(round(values[key] * n), n) if n else (0.0, 1.0)
             ivs = [(min(lo, *(i[0] for i in ivs)), max(hi, *(i[1] for i in ivs)))] if ivs else [(lo, hi)]
         if ivs:
             trials[key] = ivs[0]
-        copies |= {c for c in g["measured_as"] if isinstance(c, str)}
+        copies |= {r["measured_as"] for r in g if isinstance(r.get("measured_as"), str)}
     return values, trials, copies
 
 
@@ -504,14 +528,12 @@ def _windows(sel, metric: str, name: str) -> tuple[dict, dict, set, dict]:
     return values, {}, {c for c in sel["measured_as"] if isinstance(c, str)}, commits
 
 
-def _commits(sel) -> dict:
+def _commits(draws: dict) -> dict:
     """Per draw, the commits its records were measured at (None where a record names none)."""
-    if "git_commit" not in sel:
-        return {}
-    out: dict = {}
-    for (seed, precision), g in sel.groupby(["seed", "precision"]):
-        out[(int(seed), str(precision))] = {c if isinstance(c, str) else None for c in g["git_commit"]}
-    return out
+    return {
+        key: {r.get("git_commit") if isinstance(r.get("git_commit"), str) else None for r in rows}
+        for key, rows in draws.items()
+    }
 
 
 def untrained_runs(df) -> dict[str, str]:

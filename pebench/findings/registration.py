@@ -21,6 +21,8 @@ from typing import Optional
 
 import yaml
 
+from ..util.yamlio import load_yaml
+
 
 @dataclass(frozen=True)
 class Registration:
@@ -60,7 +62,7 @@ def canonical(claim: dict, defaults: dict) -> str:
 
 def _claims_by_id(text: str) -> tuple[dict, dict]:
     try:
-        data = yaml.safe_load(text) or {}
+        data = load_yaml(text) or {}
     except yaml.YAMLError:
         return {}, {}
     if not isinstance(data, dict):

@@ -50,7 +50,8 @@ def parse_seeds(seed: Optional[int], seeds: Optional[str], default: int) -> list
 
 def plan_runs(base: Config, schemes: list[str], seeds: list[int]) -> list[tuple[str, Config]]:
     """(run name, config) for every scheme x seed, each with its scheme's learning rate from
-    ``train.lr_by_scheme`` (else ``train.lr``); scheme options are validated before anything runs."""
+    ``train.lr_by_scheme`` (else ``train.lr``); scheme options are validated before anything runs (a model built
+    once per scheme: the seed changes nothing a build checks)."""
     from ..model.checkpoint import build_model
     from ..patterns import is_pattern, model_for, uniform_scheme
     from ..pe import SCHEMES, SOURCES
@@ -69,7 +70,8 @@ def plan_runs(base: Config, schemes: list[str], seeds: list[int]) -> list[tuple[
                 model=replace(model, pe_source=SOURCES.get(model.pe, "")),
                 train=replace(base.train, seed=sd, lr=lr),
             ).validate()
-            build_model(cfg)
+            if sd == seeds[0]:
+                build_model(cfg)
             out.append((f"{model.pe}-{cfg.name}-s{sd}", cfg))
     return out
 

@@ -25,6 +25,7 @@ from ..config import Config
 from ..results import ResultsDir
 from ..util.errors import TrainingDiverged, UsageError
 from ..util.fsutil import atomic_write_text
+from ..util.yamlio import load_yaml
 
 OVERLAY = "tuned.yaml"
 
@@ -199,7 +200,7 @@ def parse_option_grid(specs: list[str]) -> dict[str, list]:
         if name in grid:
             raise UsageError(f"--option {name} is given twice")
         try:
-            grid[name] = [yaml.safe_load(v) for v in parse_list(values, f"--option {name}", unique=False)]
+            grid[name] = [load_yaml(v) for v in parse_list(values, f"--option {name}", unique=False)]
         except yaml.YAMLError:
             raise UsageError(f"--option {name}: values must be numbers, true/false or words, got {values!r}") from None
     return grid

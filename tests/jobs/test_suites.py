@@ -2,6 +2,7 @@
 tokens per parameter, the context points at its token budget, the budget points at 4x and 8x its steps), every run
 named apart, each point evaluated from 1x to 16x its own context; the patterns suite's schemes."""
 
+import functools
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from pebench.perf.estimate import count_params
 from pebench.util.errors import UsageError
 
 
+@functools.cache  # a plan is read, never changed, by the tests that share it
 def _plan(suite, **flags):
     return suite_plan(suite, None, ConfigFlags(**flags), "0,1,2", None, EvalFlags(), final=True)
 
