@@ -2,6 +2,7 @@
 functions fit on a screen. These read the source; they run nothing."""
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ def _imports(mod: str, path: Path, mods: dict) -> set[str]:
     return {d for d in deps if d in mods and d != mod}
 
 
+@functools.cache  # the package's source, parsed once for the sixty direction checks (read, never changed)
 def import_graph() -> dict[str, set[str]]:
     mods = _modules()
     return {m: _imports(m, p, mods) for m, p in mods.items()}
