@@ -475,6 +475,8 @@ def _by_draw(sel, metric: str) -> dict[tuple[int, str], list[dict]]:
     cols = [c for c in (*_DRAW_COLUMNS, metric) if c in sel.columns]
     out: dict = {}
     for r in sel[list(dict.fromkeys(cols))].to_dict("records"):
+        if any(r[c] is None or pd_isna(r[c]) for c in ("seed", "precision")):  # no draw (a group-by drops it too)
+            continue
         out.setdefault((int(r["seed"]), str(r["precision"])), []).append(r)
     return dict(sorted(out.items()))
 
