@@ -241,9 +241,10 @@ def test_two_trainings_of_one_run_refuse_each_other(tmp_path, slow_cfg):
 
 def test_concurrent_evals_keep_every_record(tmp_path, slow_cfg):
     res = tmp_path / "res"
-    for name in ("a", "b"):
-        r = cli("train", "--pe", "t5", "--config", slow_cfg, "--steps", "2", "--results", res, "--name", name)
-        assert r.returncode == 0, r.stderr
+    for name in ("a", "b"):  # trained in this process (two steps each): the evaluations are what run at once
+        args = ["train", "--pe", "t5", "--config", slow_cfg, "--steps", "2", "--results", res, "--name", name]
+        r = runner.invoke(app, [str(a) for a in args])
+        assert r.exit_code == 0, r.output
     procs = [cli("eval", "--run", n, "--lengths", "16,32,64,128", "--results", res, wait=False) for n in ("a", "b")]
     procs.append(cli("eval", "--run", "a", "--lengths", "16,32,64,128", "--results", res, wait=False))
     assert [p.wait() for p in procs] == [0, 0, 0]

@@ -26,19 +26,25 @@ LONG = micro(train={"steps": 400, "batch_size": 8, "checkpoint_every": 8})
 ARGS = ["--lengths", "16,32", "--rope-scaling", "none,yarn"]
 
 
-def run(args, tmp, extra_env=None, timeout=300):
+def stand_ins(tmp, extra_env=None) -> dict:
+    """The environment of a command beside the stand-in Slurm commands (copied into ``tmp/bin``, executable
+    wherever the checkout put them, and first on the PATH)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", FAKE_SLURM_DIR=str(tmp / "slurm"), **(extra_env or {}))
     fake = tmp / "bin"
-    if not fake.exists():  # the stand-ins, executable wherever the checkout put them
+    if not fake.exists():
         shutil.copytree(FAKE, fake)
         for p in fake.iterdir():
             p.chmod(0o755)
     env["PATH"] = f"{fake}{os.pathsep}{env['PATH']}"
+    return env
+
+
+def run(args, tmp, extra_env=None, timeout=300):
     return subprocess.run(
         [sys.executable, "-m", "pebench", *map(str, args)],
         capture_output=True,
         text=True,
-        env=env,
+        env=stand_ins(tmp, extra_env),
         timeout=timeout,
         cwd=tmp,
     )
@@ -235,15 +241,9 @@ def test_emit_sbatch_writes_a_plain_array_script_that_runs(tmp_path, cfg):
     assert "#SBATCH --array=0-1" in script and "#SBATCH --partition=cpu" in script and len(lines) == 2
     assert len(lines[0].split()) == 2 and all(x.endswith(".json") for x in " ".join(lines).split())
     assert "-m pebench job" in script and "scontrol requeue" in script and not (res / "records").exists()
-    sub = run([], tmp_path)  # the stand-in sbatch, as a user would submit it
-    env = dict(
-        os.environ,
-        OMP_NUM_THREADS="1",
-        FAKE_SLURM_DIR=str(tmp_path / "slurm"),
-        PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
-    )
+    env = stand_ins(tmp_path)  # the stand-in sbatch, as a user would submit it
     out = subprocess.run(["sbatch", str(tmp_path / "array.sh")], capture_output=True, text=True, env=env, cwd=tmp_path)
-    assert out.stdout.startswith("Submitted batch job"), (sub.stderr, out.stderr)
+    assert out.stdout.startswith("Submitted batch job"), out.stderr
     deadline = time.time() + 240
     states = {}
     while time.time() < deadline:
