@@ -111,6 +111,8 @@ def _seeds(root: Path, args: dict) -> str:
     df = _frame(root, args["set"])
     if "labels" in args:
         df = df[df["label"].isin(args["labels"].split(","))]
+    if "seeds" in args:  # the draws a page's per-seed table describes (a set can hold later draws of fewer tasks)
+        df = df[df["seed"].isin([int(x) for x in args["seeds"].split(",")])]
     ctx = int(df["train_context"].mode().iloc[0]) if not df.empty else 0
     return rp.by_seed_markdown(
         df, args["metrics"].split(","), parse_length(args.get("length", "1x"), ctx), args.get("split", "validation")
