@@ -65,14 +65,18 @@ def _frame(root: Path, set_: str):
     return rs.frame
 
 
+def _of_seeds(df, args: dict):
+    """A section's records of the seeds it names (``seeds=0,1,2``: the draws it describes, where a set also holds
+    later draws), else every seed's."""
+    return df[df["seed"].isin([int(x) for x in args["seeds"].split(",")])] if "seeds" in args else df
+
+
 @GENERATORS.register("table")
 def _table(root: Path, args: dict) -> str:
     from ..util.parsing import parse_list
     from . import report as rp
 
-    df = _frame(root, args["set"])
-    if "seeds" in args:
-        df = df[df["seed"].isin([int(s) for s in args["seeds"].split(",")])]
+    df = _of_seeds(_frame(root, args["set"]), args)
     if "precision" in args:  # the draws trained in one precision
         df = df[df["precision"] == args["precision"]]
     if "config" in args:  # one point of a scale suite (its runs' config)
@@ -108,11 +112,9 @@ def _seeds(root: Path, args: dict) -> str:
     from . import report as rp
     from .claims import parse_length
 
-    df = _frame(root, args["set"])
+    df = _of_seeds(_frame(root, args["set"]), args)
     if "labels" in args:
         df = df[df["label"].isin(args["labels"].split(","))]
-    if "seeds" in args:  # the draws a page's per-seed table describes (a set can hold later draws of fewer tasks)
-        df = df[df["seed"].isin([int(x) for x in args["seeds"].split(",")])]
     ctx = int(df["train_context"].mode().iloc[0]) if not df.empty else 0
     return rp.by_seed_markdown(
         df, args["metrics"].split(","), parse_length(args.get("length", "1x"), ctx), args.get("split", "validation")

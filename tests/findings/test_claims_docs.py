@@ -527,6 +527,8 @@ def test_seed_by_seed_section_shows_each_seeds_value_and_interval(tmp_path):
     text = render("<!-- pebench:seeds set=s metrics=ppl,bpb length=1x -->\n<!-- pebench:end -->\n", tmp_path)
     assert "| scheme | ppl, seed 0 | ppl, seed 1 | bpb, seed 0 | bpb, seed 1 |" in text
     assert f"| x | 5.00 [4.60, 5.40] | 1.00 [0.80, 1.20] | {math.log2(5):.3f} | 0.000 |" in text
+    only = render("<!-- pebench:seeds set=s seeds=1 metrics=ppl length=1x -->\n<!-- pebench:end -->\n", tmp_path)
+    assert "| scheme | ppl, seed 1 |" in only and "seed 0" not in only  # seeds=: the draws the section describes
     with pytest.raises(Exception, match="no records at 512 tokens"):
         render("<!-- pebench:seeds set=s metrics=ppl length=4x -->\n<!-- pebench:end -->\n", tmp_path)
 
