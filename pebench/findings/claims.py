@@ -74,7 +74,7 @@ from ..results import CLAIMS_FILE
 from ..util.errors import PebenchError, UsageError
 from ..util.parsing import canonical_label
 from ..util.yamlio import load_yaml
-from .rules import Cell, decide, draw_name, expand
+from .rules import Cell, decide, draw_name, expand, held_draws
 
 RELATIONS = ("lower", "higher", "flat", "overlap", "above", "below", "undefined")
 RULES = ("intervals", "paired", "one-seed", "ratio", "point", "seeds")
@@ -721,10 +721,18 @@ def _predict(claim: dict, pairs: list, cells: list[Cell]) -> Verdict:
 
 def observed_count(claim: dict, pairs: list) -> str:
     """How many draws show an observation's relation, each draw on its own (the smallest count over its
-    comparisons): 'lower in 3 of 3 draws'. Empty where the cells hold no draws (a table's value)."""
+    comparisons): 'lower in 3 of 3 draws'; under the rule ``seeds`` counted as that rule counts (by a draw's trial
+    intervals where it has them), so the line and the rule's count agree. Empty where the cells hold no draws (a
+    table's value)."""
     rel = claim["relation"]
     if rel == "undefined" or (rel == "overlap" and claim.get("b") is None):
         return ""
+    if claim["rule"] == "seeds" and rel != "overlap":
+        counted = [held_draws(claim, a, b) for a, b in pairs]
+        if not counted or any(not draws for draws, _ in counted):
+            return ""
+        draws, held = min(counted, key=lambda c: len(c[1]) / len(c[0]))
+        return f"{rel} in {len(held)} of {len(draws)} draws"
     if rel == "overlap":  # "not told apart": the direction the draws lean, and that the level does not show it
         counts = []
         for a, b in pairs:

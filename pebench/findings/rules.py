@@ -120,21 +120,15 @@ def _intervals(a: Cell, b: Cell, rel: str) -> tuple[bool, str]:
 def _per_seed(claim: dict, a: Cell, b: Optional[Cell]) -> tuple[bool, str]:
     """The relation in each seed alone (its trial intervals where both sides have them, else its values); holds
     when the number of seeds where it holds is an allowed count of exactly ``of`` seeds."""
-    seeds = sorted(set(a.values) & set(b.values)) if b is not None else sorted(a.values)
+    seeds, held = held_draws(claim, a, b)
     if len(seeds) != claim["of"]:
         return False, f"rule seeds: {len(seeds)} seed(s) with values, the claim is about {claim['of']}"
-    held, each = [], []
-    for s in seeds:
-        one_a, one_b = a.seed(s), None if b is None else b.seed(s)
-        rule = "ratio" if claim["relation"] == "flat" else "intervals" if _has_trials(one_a, one_b) else "one-seed"
-        ok = decide({**claim, "rule": rule}, one_a, one_b)[0]
-        if ok:
-            held.append(s)
-        each.append(
-            f"{draw_name(s)}: {a.values[s]:.3g}"
-            + (f" vs {b.values[s]:.3g}" if b is not None else "")
-            + ("" if ok else " no")
-        )
+    each = [
+        f"{draw_name(s)}: {a.values[s]:.3g}"
+        + (f" vs {b.values[s]:.3g}" if b is not None else "")
+        + ("" if s in held else " no")
+        for s in seeds
+    ]
     counts = claim["count"] if isinstance(claim["count"], list) else [claim["count"]]
     lo, hi = wilson(len(held), len(seeds))
     return len(held) in counts, (
@@ -142,6 +136,19 @@ def _per_seed(claim: dict, a: Cell, b: Optional[Cell]) -> tuple[bool, str]:
         f"holds in seeds [{', '.join(map(draw_name, held))}]: {len(held)} of {len(seeds)} "
         f"(claimed {' or '.join(map(str, counts))}; by seed {', '.join(each)})"
     )
+
+
+def held_draws(claim: dict, a: Cell, b: Optional[Cell]) -> tuple[list, list]:
+    """The draws both sides have, and those where the relation holds in the draw alone, as the rule ``seeds``
+    decides it: by the draw's trial intervals where both sides have them, else by its values (a ratio for flat)."""
+    seeds = sorted(set(a.values) & set(b.values)) if b is not None else sorted(a.values)
+    held = []
+    for s in seeds:
+        one_a, one_b = a.seed(s), None if b is None else b.seed(s)
+        rule = "ratio" if claim["relation"] == "flat" else "intervals" if _has_trials(one_a, one_b) else "one-seed"
+        if decide({**claim, "rule": rule}, one_a, one_b)[0]:
+            held.append(s)
+    return seeds, held
 
 
 def _has_trials(a: Cell, b: Optional[Cell]) -> bool:

@@ -443,6 +443,9 @@ def test_seeds_rule_counts_the_seeds_where_the_relation_holds_by_their_own_inter
         "of-2": False,
     }
     assert "holds in seeds [0]: 1 of 3" in got["above-2"].why
+    # the line's count is the rule's: seed 1 is above 3 by its point (3.5) but not by its interval
+    assert got["above-1"].observed == "above in 1 of 3 draws"
+    assert got["higher-2"].observed == "higher in 2 of 3 draws"
     assert "3 seed(s) with values, the claim is about 2" in got["of-2"].why
     for bad, msg in [({"text": "above in 1 seed"}, "of 3 seeds"), ({"count": 4}, "count"), ({"of": None}, "of")]:
         write_claims(rd.root, [seeds_claim("c", "above", 1, value=3) | bad])
