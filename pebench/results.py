@@ -31,7 +31,7 @@ RECORD_FIELDS = {
     "seed": "training seed",
     "protocol": "ppl: nonoverlap | sliding | fixed; passkey: filler | corpus (the haystack); copy: text",
     "protocol_params": "settings that key the record: stride (sliding), targets (fixed), trials, string_length, ...; "
-    "max_tokens when --max-tokens was given",
+    "max_tokens when --max-tokens was given to a task that reads the evaluation stream (ppl, copy)",
     "length": "evaluation window length in tokens",
     "train_context": "training context of the run",
     "multiple": "length / train_context",
@@ -334,11 +334,31 @@ def pack_records(sources: list[ResultsDir], dest: Path, runs: Optional[list] = N
     recs.sort(key=lambda r: json.dumps(r, sort_keys=True))
     if not recs:
         raise PebenchError(f"no records to pack in {', '.join(str(s.root) for s in sources)}")
+    _one_stream_per_key(recs)
     text = "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in recs)
     from .util.fsutil import atomic_write_bytes
 
     atomic_write_bytes(Path(dest), gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
     return len(recs)
+
+
+def _one_stream_per_key(recs: list[dict]) -> None:
+    """A set never holds one cell measured on two evaluation streams: the perplexity records of a row, length,
+    protocol and split that scored different numbers of tokens were measured on streams of different lengths under
+    one key (the cap keys a record only since it was given as --max-tokens), and a table or claim would average
+    them as one measurement."""
+    scored: dict[tuple, set] = {}
+    for r in recs:
+        if r.get("task") == "ppl" and r.get("status") == "ok" and "tokens_scored" in (r.get("details") or {}):
+            cell = (r["label"], r["length"], protocol_key(r), r.get("split"))
+            scored.setdefault(cell, set()).add(r["details"]["tokens_scored"])
+    for (label, length, key, split), counts in sorted(scored.items(), key=str):
+        if len(counts) > 1:
+            raise UsageError(
+                f"{label} ppl at {length} tokens ({key}, {split}) was scored on "
+                f"{' and '.join(f'{n:,}' for n in sorted(counts))} tokens: two evaluation streams under one key; "
+                "evaluate every draw with the same --max-tokens (it keys ppl and copy records), or pack them apart"
+            )
 
 
 PACKED_RECORDS = "records.jsonl.gz"

@@ -291,6 +291,7 @@ def test_the_streams_cap_keys_a_record_so_no_evaluation_takes_the_place_of_anoth
     from pebench.eval.evaluate import EvalRequest, evaluate_run, stream_cap
     from pebench.findings.report import records_frame
     from pebench.results import ResultsDir
+    from pebench.tasks import resolve_tasks, task_options
     from pebench.train import TrainJob, train
     from support import micro
 
@@ -314,3 +315,10 @@ def test_the_streams_cap_keys_a_record_so_no_evaluation_takes_the_place_of_anoth
     assert other["protocol_params"] == {"max_tokens": 300} and other["metrics"]["ppl"] != 1.0  # another: measured
     assert short["details"]["tokens_scored"] < other["details"]["tokens_scored"]
     assert sorted(records_frame(rd)["protocol"]) == ["nonoverlap", "nonoverlap-m200", "nonoverlap-m300"]
+    # a task whose prompts never come from the stream (filler haystack) is measured alike under any cap: not keyed
+    tasks = resolve_tasks("vt")
+    vt = replace(base, lengths=[128], tasks=tasks, options=task_options(tasks, {"trials": "4"}))
+    (plain,) = evaluate_run(rd, "r", vt)
+    (capped,) = evaluate_run(rd, "r", replace(vt, max_tokens=200))
+    assert "max_tokens" not in capped["protocol_params"] and rd.record_path(capped) == rd.record_path(plain)
+    assert capped["metrics"] == plain["metrics"]

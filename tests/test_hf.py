@@ -162,6 +162,8 @@ def test_token_mode_passkey_and_copy_prompts_decode_to_their_text(llama_bpe, tmp
         and got["passkey"]["status"] == "ok"
     )
     assert 0 <= got["copy"]["metrics"]["copy_acc"] <= 1
+    # an outside model's split is its tokenized stream cut to the cap, so the cap keys every task's records
+    assert got["passkey"]["protocol_params"]["max_tokens"] == got["copy"]["protocol_params"]["max_tokens"] == 3000
 
 
 @pytest.mark.parametrize(

@@ -384,9 +384,12 @@ def _evaluate_task(
 
 
 def _protocol(task: Task, ctx: EvalContext, req: EvalRequest) -> tuple[str, dict]:
-    """The task's protocol and the settings that key its records, the stream's cap among them (``stream_cap``)."""
+    """The task's protocol and the settings that key its records, the stream's cap among them (``stream_cap``) where
+    the cap reaches what the task reads (``Task.reads_stream``, or every task where the split is the capped stream:
+    ``EvalContext.split_capped``): a cap that cannot change a measurement does not split its records."""
     prot, params = task.protocol(ctx.options, req.protocol)
-    if (cap := stream_cap(req.max_tokens)) is not None:
+    reached = task.reads_stream or ctx.split_capped
+    if reached and (cap := stream_cap(req.max_tokens)) is not None:
         params = {**params, "max_tokens": cap}  # another stream: another measurement, never the default's
     return prot, params
 
@@ -395,7 +398,7 @@ def stream_cap(asked: Optional[int]) -> Optional[int]:
     """The evaluation stream's cap as a record's key: ``--max-tokens`` when one was given (None otherwise: the
     config's own ``eval.max_tokens``), so a record measured on another stream never takes the place of the default's,
     the same cap given to a run and to an outside model keys both alike, and a report never shows two streams in one
-    row (the protocol says ``-mN``)."""
+    row (the protocol says ``-mN``). Only the tasks that read the stream take it (``_protocol``)."""
     return None if asked is None else int(asked)
 
 
@@ -480,6 +483,7 @@ def evaluate_outside(
                 progress=reporter.progress,
                 tokenizer=o.tokenizer,
                 token_bytes=nbytes,
+                split_capped=True,
             )
             # per length: the factor follows it, and no cached frequencies carry over from the last
             records += _evaluate_task(

@@ -22,7 +22,8 @@ class EvalFlags:
     max_tokens: Optional[int] = _opt(
         None,
         "--max-tokens",
-        "evaluation stream length in tokens (default: the config's); it keys the records (protocol -mN)",
+        "evaluation stream length in tokens (default: the config's); it keys the records of the tasks that read "
+        "the stream (ppl, copy: protocol -mN)",
     )
     protocol: str = _opt("nonoverlap", "--protocol", "nonoverlap | sliding | fixed")
     stride: Optional[int] = _opt(None, "--stride", "sliding: tokens scored per window")

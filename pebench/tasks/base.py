@@ -96,6 +96,9 @@ class EvalContext:
     token_bytes: Optional[np.ndarray] = (
         None  # np.ndarray beside the stream: UTF-8 bytes each token covers (None: one each)
     )
+    # split_tokens is the stream itself, cut to the cap (an outside model's tokenized split), so the cap keys every
+    # task's records, not only those that read the stream (Task.reads_stream)
+    split_capped: bool = False
 
 
 METRICS: dict[str, Metric] = {}
@@ -118,6 +121,9 @@ class Task:
     version: int = 1
     order: int = 100  # rank in listings and the context-use table (lower first; ties by name)
     any_tokenizer: bool = False  # measures an outside model with its own tokenizer (pebench eval --hf)
+    # measures on the evaluation stream (EvalContext.stream), so its cap (--max-tokens) keys its records; a task that
+    # builds its prompts from the whole split or from filler only, measured alike under any cap, says False
+    reads_stream: bool = True
 
     def protocol(self, options: dict, protocol) -> tuple[str, dict]:
         """(protocol name, params) written into the record: settings that change the measurement."""

@@ -62,6 +62,7 @@ def index_prompt(rng: np.random.Generator, variant: str, length: int, depth: flo
 
 class IndexTask(Task):
     name = "index"
+    reads_stream = False  # its haystack: filler, or the whole split (haystack=corpus)
     description = "positions in a list: the word k places after or before an anchor, and a word's place"
     metrics = tuple(
         Metric(f"index_{v}", "index", True, d, threshold=0.5, proportion=True)

@@ -20,6 +20,7 @@ DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
 
 class MqarTask(Task):
     name = "mqar"
+    reads_stream = False  # its haystack: filler, or the whole split (haystack=corpus)
     description = "multi-query associative recall: key=value pairs, then queries of the keys at spread-out gaps"
     metrics = (
         Metric(

@@ -63,6 +63,7 @@ def cell_prompts(
 
 class NiahTask(Task):
     name = "niah"
+    reads_stream = False  # its haystack: filler, or the whole split (haystack=corpus)
     description = "RULER needle in a haystack: single, multikey, multivalue, multiquery; by length and depth"
     metrics = tuple(
         Metric(

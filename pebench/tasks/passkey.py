@@ -52,6 +52,7 @@ def score(correct: np.ndarray) -> dict:
 
 class PasskeyTask(Task):
     name = "passkey"
+    reads_stream = False  # its haystack: filler, or the whole split (haystack=corpus)
     description = "passkey retrieval: 5-digit key in a haystack, teacher-forced, by length and depth"
     metrics = (
         Metric(

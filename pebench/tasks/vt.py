@@ -20,6 +20,7 @@ FORMS = ("auto", "standard", "compact")
 
 class VariableTrackingTask(Task):
     name = "vt"
+    reads_stream = False  # its haystack: filler, or the whole split (haystack=corpus)
     description = "variable tracking: which names hold a value through chains of assignments (ranked recall)"
     metrics = (
         Metric(

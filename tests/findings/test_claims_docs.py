@@ -612,3 +612,23 @@ def test_a_transfer_section_puts_a_finding_beside_its_carried_prediction():
     assert row.count("**confirmed**, p = ") == 1 and row.count("**failed**, p = ") == 1
     with pytest.raises(UsageError, match="no claim 'nope'"):
         render(text.replace("pred-rope-degrades", "nope"), REPO)
+
+
+def test_pack_refuses_one_key_measured_on_two_streams(tmp_path):
+    """Two draws of one cell whose perplexity scored different numbers of tokens were measured on streams of
+    different lengths under one key (the cap keys a record only where --max-tokens was given): `pack` names the
+    cell and both counts, exits non-zero and writes nothing; keyed apart (the cap in the protocol) they pack."""
+    one, two = ResultsDir(tmp_path / "one"), ResultsDir(tmp_path / "two")
+    one.write_record({**record("rope", 0, 128, 4.0), "details": {"tokens_scored": 16383}})
+    long = {**record("rope", 1, 128, 4.1), "details": {"tokens_scored": 32767}}
+    two.write_record(long)
+    dest = tmp_path / "packed"
+    res = invoke("pack", dest, "--results", one.root, "--results", two.root)
+    assert res.exit_code != 0 and "Traceback" not in res.output, res.output
+    assert "rope ppl at 128 tokens (nonoverlap, validation) was scored on 16,383 and 32,767 tokens" in res.output
+    assert not (dest / PACKED_RECORDS).exists()
+    for p in (two.root / "records").rglob("*.json"):
+        p.unlink()
+    two.write_record({**long, "protocol_params": {"max_tokens": 32768}})
+    res = invoke("pack", dest, "--results", one.root, "--results", two.root)
+    assert res.exit_code == 0 and "packed 2 records" in res.output, res.output
