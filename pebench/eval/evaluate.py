@@ -398,7 +398,7 @@ def stream_cap(asked: Optional[int]) -> Optional[int]:
     """The evaluation stream's cap as a record's key: ``--max-tokens`` when one was given (None otherwise: the
     config's own ``eval.max_tokens``), so a record measured on another stream never takes the place of the default's,
     the same cap given to a run and to an outside model keys both alike, and a report never shows two streams in one
-    row (the protocol says ``-mN``). Only the tasks that read the stream take it (``_protocol``)."""
+    row (the protocol says ``-mN``). It keys the tasks whose measurement it reaches (``_protocol``)."""
     return None if asked is None else int(asked)
 
 
