@@ -200,8 +200,10 @@ def test_export_round_trip_gives_the_runs_own_loss_and_one_table(tmp_path):
     res = tmp_path / "res"
     for pe in ("rope", "none", "alibi"):
         assert invoke("train", "--pe", pe, "--config", cfg, "--results", res).exit_code == 0
-    # the same stream for both (the cap keys a record, so an explicit one is given to the runs too)
-    assert invoke("eval", "--results", res, "--lengths", "16,32", "--task", "ppl", "--max-tokens", "600").exit_code == 0
+    # the same stream for both (the cap keys a record, so an explicit one is given to the runs too), and the same
+    # precision: fp32 (an outside model on a CPU runs in its --dtype, float32 by default)
+    ours = ("--task", "ppl", "--max-tokens", "600", "--eval-precision", "fp32")
+    assert invoke("eval", "--results", res, "--lengths", "16,32", *ours).exit_code == 0
     for run in ("rope-micro-s0", "none-micro-s0"):
         r = invoke("export", run, "--hf", tmp_path / run, "--results", res)
         assert r.exit_code == 0, r.output

@@ -83,7 +83,7 @@ def train(
 @takes(
     EvalFlags,
     "ev",
-    only=("lengths", "max_tokens", "task", "trials", "task_opts", "rope_scaling"),
+    only=("lengths", "max_tokens", "task", "trials", "task_opts", "rope_scaling", "eval_precision"),
     defaults={"rope_scaling": "all"},
 )
 @takes(LaunchFlags, "launch")

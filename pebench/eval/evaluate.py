@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
+from ..config import PRECISIONS
 from ..data import prepare_corpus
 from ..model.checkpoint import load_run_model
-from ..model.device import resolve_device, tune_cpu_allocator
+from ..model.device import eval_precision, resolve_device, tune_cpu_allocator
 from ..model.logit_scales import check_logit_scale
 from ..model.spans import Span
 from ..results import EVAL_SPLITS, SCHEMA_VERSION, ResultsDir, environment, now, protocol_key
@@ -56,8 +57,11 @@ class EvalRequest:
     options: Optional[dict[str, dict[str, Any]]] = None
     skip_existing: bool = False
     only_lengths: Optional[list[int]] = None
+    eval_precision: str = "auto"  # the model's: model.device.eval_precision (auto, fp32, bf16)
 
     def validate(self) -> "EvalRequest":
+        if self.eval_precision not in PRECISIONS:
+            raise UsageError(f"--eval-precision must be one of {', '.join(PRECISIONS)}, got {self.eval_precision!r}")
         if self.rope_factor is not None and self.rope_factor < 1:
             raise UsageError(f"--rope-factor must be >= 1, got {self.rope_factor}")
         if self.max_tokens is not None and self.max_tokens < 2:
@@ -241,6 +245,7 @@ def evaluate_run(
     req.protocol.validate()
     tasks, options = req.resolved_tasks()
     dev = resolve_device(req.device)
+    precision = eval_precision(dev, req.eval_precision)
     tune_cpu_allocator()
     o = _open_run(results, run, dev, req)
     T = o.cfg.model.context
@@ -259,6 +264,7 @@ def evaluate_run(
         "config_name": o.cfg.name,
         "parent": o.meta.get("parent"),
         **({"train_precision": o.meta["precision"]} if "precision" in o.meta else {}),
+        "eval_precision": precision,
     }
     records, base_pe, measured = [], o.model.pe, {}
     try:
@@ -281,6 +287,7 @@ def evaluate_run(
                     max(lengths),
                     options[task.name],
                     progress=reporter.progress,
+                    precision=precision,
                 )
                 head = {"run": run, "label": label, "variant": v}
                 records += _evaluate_task(results, task, ctx, head, todo, req, prov, reporter.record, shared=measured)
@@ -431,6 +438,12 @@ def _check_outside(o, tasks: list, scalings: list, lengths: list[int]) -> None:
         raise UsageError(f"{o.name} has learned absolute positions 0..{limit - 1}; it cannot position lengths {far}")
 
 
+def _outside_precision(dev, requested: str) -> str:
+    """An outside model's autocast: auto is bf16 on CUDA only; on a CPU the model runs in its --dtype (bf16 there is
+    asked for by --dtype bfloat16)."""
+    return eval_precision(dev, "fp32" if requested == "auto" and dev.type == "cpu" else requested)
+
+
 def evaluate_outside(
     results: ResultsDir,
     o,
@@ -457,6 +470,7 @@ def evaluate_outside(
     prov = {
         **environment(str(dev)),
         **o.provenance,
+        "eval_precision": _outside_precision(dev, req.eval_precision),
         "params": sum(p.numel() for p in o.model.parameters()),
         "corpus": corpus.spec,
         "corpus_fingerprint": corpus.fingerprint,
@@ -484,6 +498,7 @@ def evaluate_outside(
                 tokenizer=o.tokenizer,
                 token_bytes=nbytes,
                 split_capped=True,
+                precision=prov["eval_precision"],
             )
             # per length: the factor follows it, and no cached frequencies carry over from the last
             records += _evaluate_task(

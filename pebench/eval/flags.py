@@ -53,4 +53,10 @@ class EvalFlags:
     )
     # --resume: the records already written are kept and not measured again
     skip_existing: bool = _opt(False, "--resume", "keep the records already written and measure only the missing cells")
+    eval_precision: str = _opt(
+        "auto",
+        "--eval-precision",
+        "evaluation: auto (bf16 on CUDA and on CPUs with native bf16; an outside model on a CPU: its --dtype) | fp32 "
+        "| bf16",
+    )
     device: str = "auto"  # each command's own --device (it trains too, in run)

@@ -129,7 +129,7 @@ def tail_logits(model: torch.nn.Module, x: torch.Tensor, start: int) -> torch.Te
     return model(x)
 
 
-def _window_losses(model: torch.nn.Module, chunk: torch.Tensor, first: np.ndarray, pos: np.ndarray, device):
+def _window_losses(model: torch.nn.Module, chunk: torch.Tensor, first: np.ndarray, pos: np.ndarray, device, precision):
     """One batch of windows: per-token losses (float64, zero where not scored) from the first index any window
     scores (``lo``: logits at lo .. L-1 predict targets lo + 1 .. L-1), which targets are scored, as an array and as
     a mask, and ``lo``."""
@@ -137,12 +137,12 @@ def _window_losses(model: torch.nn.Module, chunk: torch.Tensor, first: np.ndarra
     start = int(first.min()) - 1
     tok_loss = None
     if hasattr(model, "token_losses"):  # a model that scores its targets in chunks (an outside model: bounded memory)
-        with autocast_for(device):
+        with autocast_for(device, precision):
             tok_loss = model.token_losses(chunk, start)
     if tok_loss is not None:
         lo = start
     else:
-        with autocast_for(device):
+        with autocast_for(device, precision):
             logits = tail_logits(model, chunk, start)
         lo = length - logits.shape[1]
         tok_loss = F.cross_entropy(
@@ -170,12 +170,14 @@ def score_stream(
     title: str = "",
     far: Optional[np.ndarray] = None,
     nbytes: Optional[np.ndarray] = None,
+    precision: str = "auto",
 ) -> dict:
     """Run every window and return loss sums in total and per position bucket (and, given ``far``, a boolean mask
     over stream indices, the mean loss over the scored tokens it marks; given ``nbytes``, the bytes each stream token
     covers, their sum over the scored tokens as ``bytes_scored``); ``window_losses``: the mean loss of each window
     that scores every index (a window is one unit of evidence for a single model). ``progress`` hears the cost
-    (windows x length token positions) first, then the positions done after every batch."""
+    (windows x length token positions) first, then the positions done after every batch. ``precision``: the model's,
+    as ``model.device.eval_precision`` resolves it (auto: bf16 where native, the training curve's)."""
     starts, first = windows(len(stream), length, protocol, max_length)
     if progress is not None:
         progress.start(
@@ -198,7 +200,7 @@ def score_stream(
         for i in range(0, len(starts), per_batch):
             s, f = starts[i : i + per_batch], first[i : i + per_batch]
             chunk = torch.from_numpy(np.asarray(stream[s[:, None] + offsets[None, :]]).astype(np.int64)).to(device)
-            tok_loss, scored, mask, lo = _window_losses(model, chunk, f, pos, device)
+            tok_loss, scored, mask, lo = _window_losses(model, chunk, f, pos, device, precision)
             if nbytes is not None:
                 n_bytes += int((nbytes[s[:, None] + offsets[None, lo + 1 :]] * scored).sum())
             if far is not None:
@@ -244,7 +246,7 @@ def score_positions(ctx, rows: np.ndarray, positions: list, choices: Optional[np
         for i in range(0, len(rows), per):
             x = torch.from_numpy(rows[i : i + per].astype(np.int64)).to(ctx.dev)
             first = min((int(np.min(p)) for p in positions[i : i + per] if len(p)), default=1)
-            with autocast_for(ctx.dev):
+            with autocast_for(ctx.dev, ctx.precision):
                 logits = tail_logits(ctx.model, x, first - 1)
             lo = L - logits.shape[1]  # logits[:, j] is position lo + j
             for j in range(len(x)):
@@ -284,7 +286,7 @@ def slot_logprobs(ctx, prompts: list[tuple[np.ndarray, int, int]]) -> list[np.nd
         batch = prompts[i : i + per]
         first = min(s for _, s, _ in batch) - 1  # every prompt's rows share their tokens before it
         x = torch.from_numpy(np.concatenate([r for r, _, _ in batch]).astype(np.int64)).to(ctx.dev)
-        with torch.inference_mode(), autocast_for(ctx.dev):
+        with torch.inference_mode(), autocast_for(ctx.dev, ctx.precision):
             logits = ctx.model.logits_from(x, first, [len(r) for r, _, _ in batch])  # j predicts first + 1 + j
         row = 0
         for r, s, e in batch:

@@ -155,7 +155,7 @@ def measure(model_cfg: dict, phase: str, path: str, length: int, batch: int, rep
     else:
         model_params = model.parameters
     x = torch.randint(0, cfg.vocab_size, (batch, length), device=dev)
-    amp = autocast_for(dev)
+    amp = autocast_for(dev, "bf16" if dev.type == "cuda" else "fp32")  # its tables: bf16 on CUDA, fp32 on CPUs
     times = []
     if phase == "train":
         opt = torch.optim.AdamW(model_params(), lr=1e-4, fused=dev.type == "cuda")

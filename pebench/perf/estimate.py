@@ -203,7 +203,7 @@ def estimate(cfg: Config, precision: str = "fp32", lengths: Optional[list[int]] 
     for L in lengths or [T * k for k in cfg.eval.multiples]:
         rows = max(1, cfg.eval.batch_tokens // L)
         fwd = 2 * n + 4 * m.n_layers * L * m.d_model
-        a = 4 * eval_activation_floats(m, rows, L, terms)  # evaluation runs in fp32 on the CPU
+        a = 4 * eval_activation_floats(m, rows, L, terms)  # counted in fp32: an upper bound where it runs in bf16
         evals.append(EvalCost(L, rows, fwd, fwd * cfg.eval.max_tokens, a, 4 * params + a))
     return Estimate(
         cfg.name,

@@ -131,6 +131,7 @@ class PplTask(Task):
             ctx.title,
             far=ctx.state["far"],
             nbytes=ctx.token_bytes,
+            precision=ctx.precision,
         )
         loss, far = out["loss"], out.pop("far")
         # bits per byte: the scored tokens' summed loss over the UTF-8 bytes they cover (lm-evaluation-harness's
