@@ -109,6 +109,14 @@ def _no_autocast(fn):
     return wrapped
 
 
+def _weights(s: torch.Tensor) -> torch.Tensor:
+    """The attention weights exp(s - lse) of masked scores, by softmax's own kernel: ATen's vectorized exp takes a
+    slow path on -inf and very negative inputs (on a quarter-masked [8, 4, 256, 2048] block exp(s - lse) took 2.3x
+    softmax's time on a 2-core Xeon), and softmax's backward is one fused kernel too. The same values up to
+    rounding, the same gradient."""
+    return torch.softmax(s, dim=-1)
+
+
 @_no_autocast
 def attention_math(q, k, v, mod: Optional[ScoreMod], scale: float, chunk: Optional[int] = None):
     """Reference attention (unchunked), or the exact chunked path: one block of queries at a time
@@ -121,7 +129,7 @@ def attention_math(q, k, v, mod: Optional[ScoreMod], scale: float, chunk: Option
         stop = min(T, start + step)
         s = _causal_scores(q[:, :, start:stop], k[:, :, :stop], mod, scale, start, materialize=chunk is not None)
         lse = torch.logsumexp(s, dim=-1)
-        outs.append(torch.exp(s - lse.unsqueeze(-1)) @ v[:, :, :stop])
+        outs.append(_weights(s) @ v[:, :, :stop])
         lses.append(lse)
     return torch.cat(outs, dim=2).to(dt), torch.cat(lses, dim=2)
 
@@ -406,7 +414,7 @@ def attend_from(
             ).to(dt)
         s = _causal_scores(q[:, :, start:], k, mod, scale, start, materialize=True).to(q.dtype)
         lse = torch.logsumexp(s, dim=-1)
-        out = torch.exp(s - lse.unsqueeze(-1)) @ v
+        out = _weights(s) @ v
         if mod is not None and mod.needs_lse:
             lse_all = F.pad(lse, (start, 0), value=float("inf"))  # exp(s - inf) = 0: the skipped rows stay finite
             out = out + mod.value_term(q, k, lse_all, scale)[:, :, start:]
@@ -534,7 +542,7 @@ def attention_spanned(q, k, v, mod: Optional[ScoreMod], scale: float, span: Span
             s = s + mod.bias(b, h, qi, ki)
         s = s.masked_fill(~span.visible(qi, ki), float("-inf"))
         lse = torch.logsumexp(s, dim=-1)
-        p = torch.exp(s - lse.unsqueeze(-1))
+        p = _weights(s)
         out = p.to(v.dtype) @ v[:, :, idx]
         if mod is not None and mod.needs_lse:  # sum_j p_ij value[min(i - j, band)]
             rel = mod.relative.value
