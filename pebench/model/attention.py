@@ -159,13 +159,12 @@ def _fp32_training_attention(q, k, v, mask: Optional[torch.Tensor], scale: float
 
 def _inference_bias(mod: ScoreMod, q: torch.Tensor) -> torch.Tensor:
     """The term on the whole [T, T] grid, unmasked, as a 4-d tensor in q's dtype (fp32 for half q on the CPU), for
-    inference. Where the scheme
-    names what its term depends on (``ScoreMod.key``), the last one built is kept and reused by every layer and
-    batch whose key, length, dtype and device are equal (T5's shared table, ALiBi's slopes): one build per length
-    instead of one per layer and batch."""
+    inference. Where the scheme names what its term depends on (``ScoreMod.key``), the last one built is kept and
+    reused by every layer and batch whose key, length, dtype and device are equal (T5's shared table, ALiBi's
+    slopes): one build per length instead of one per layer and batch."""
     T = q.shape[2]
-    # in fp32 under half-precision q on the CPU (bf16 evaluation): the fused kernel takes an fp32 term, and rounded
-    # to bf16 a term of hundreds (ALiBi far back) loses whole units
+    # fp32 under half-precision q on the CPU (bf16 evaluation): the fused kernel takes an fp32 term and accumulates
+    # in fp32, and rounded to bf16 a term would move by up to 1/256 of its size (whole units for a term of hundreds)
     dt = torch.float32 if q.dtype in (torch.bfloat16, torch.float16) and q.device.type == "cpu" else q.dtype
     key = None if mod.key is None else (mod.key(), T, dt, q.device)
     if key is not None and key in _BIAS_CACHE:
