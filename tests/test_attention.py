@@ -295,3 +295,28 @@ def test_cpu_bf16_training_attention_is_computed_in_fp32(name):
         assert (g - r).abs().max() <= 0.03 * r.abs().max()
     for g, r in zip(grads[3:], ref_grads[3:]):  # T5's table: a sum over every pair, of the bf16 output gradient
         assert (g - r).abs().max() <= 0.06 * r.abs().max()
+
+
+def test_weights_and_their_log_sum_exp_equal_exp_and_logsumexp_with_gradients():
+    """``_weights`` (softmax's kernel; the log-sum-exp as the largest score less the log of the largest weight)
+    gives exp(s - logsumexp(s)) and logsumexp(s) on masked rows, and autograd through both the same gradient, ties
+    at the maximum included."""
+    torch.manual_seed(0)
+    s = (torch.randn(3, 4, 16, 40, dtype=torch.float64) * 5).requires_grad_()
+    masked = torch.ones(16, 40, dtype=torch.bool).triu(25)
+    w, wp = torch.randn(3, 4, 16, dtype=torch.float64), torch.randn(3, 4, 16, 40, dtype=torch.float64)
+    grads = []
+    for form in ("pebench", "reference"):
+        sm = s.masked_fill(masked, float("-inf"))
+        if form == "pebench":
+            p, lse = attention._weights(sm)
+        else:
+            lse = torch.logsumexp(sm, dim=-1)
+            p = torch.exp(sm - lse.unsqueeze(-1))
+        grads.append((p.detach(), lse.detach(), *torch.autograd.grad((lse * w).sum() + (p * wp).sum(), s)))
+    for a, b in zip(*grads):
+        assert torch.allclose(a, b, atol=1e-12, rtol=0)
+    tied = torch.zeros(2, 5, dtype=torch.float64, requires_grad=True)
+    assert torch.allclose(
+        torch.autograd.grad(attention._weights(tied)[1].sum(), tied)[0], torch.full((2, 5), 0.2, dtype=torch.float64)
+    )

@@ -109,12 +109,14 @@ def _no_autocast(fn):
     return wrapped
 
 
-def _weights(s: torch.Tensor) -> torch.Tensor:
-    """The attention weights exp(s - lse) of masked scores, by softmax's own kernel: ATen's vectorized exp takes a
-    slow path on -inf and very negative inputs (on a quarter-masked [8, 4, 256, 2048] block exp(s - lse) took 2.3x
-    softmax's time on a 2-core Xeon), and softmax's backward is one fused kernel too. The same values up to
-    rounding, the same gradient."""
-    return torch.softmax(s, dim=-1)
+def _weights(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The attention weights exp(s - lse) of masked scores and their log-sum-exp, both by softmax's own kernel: ATen's
+    vectorized exp (and logsumexp with it) takes a slow path on -inf and very negative inputs
+    (results/speed/attention-weights.md). The log-sum-exp is the row's largest score less the log of its largest
+    weight (at least 1/n, so the log is exact to fp rounding); autograd through both gives the weights as its
+    gradient, as logsumexp's does. The same values up to rounding, the same gradients."""
+    p = torch.softmax(s, dim=-1)
+    return p, s.amax(dim=-1) - torch.log(p.amax(dim=-1))
 
 
 @_no_autocast
@@ -128,8 +130,8 @@ def attention_math(q, k, v, mod: Optional[ScoreMod], scale: float, chunk: Option
     for start in range(0, T, step):
         stop = min(T, start + step)
         s = _causal_scores(q[:, :, start:stop], k[:, :, :stop], mod, scale, start, materialize=chunk is not None)
-        lse = torch.logsumexp(s, dim=-1)
-        outs.append(_weights(s) @ v[:, :, :stop])
+        p, lse = _weights(s)
+        outs.append(p @ v[:, :, :stop])
         lses.append(lse)
     return torch.cat(outs, dim=2).to(dt), torch.cat(lses, dim=2)
 
@@ -412,8 +414,8 @@ def attend_from(
                 q, k, v, attn_mask=_masked_bias(q, mod, start, k.shape[2]), scale=scale
             ).to(dt)
         s = _causal_scores(q[:, :, start:], k, mod, scale, start, materialize=True).to(q.dtype)
-        lse = torch.logsumexp(s, dim=-1)
-        out = _weights(s) @ v
+        p, lse = _weights(s)
+        out = p @ v
         if mod is not None and mod.needs_lse:
             lse_all = F.pad(lse, (start, 0), value=float("inf"))  # exp(s - inf) = 0: the skipped rows stay finite
             out = out + mod.value_term(q, k, lse_all, scale)[:, :, start:]
@@ -540,8 +542,7 @@ def attention_spanned(q, k, v, mod: Optional[ScoreMod], scale: float, span: Span
         if mod is not None:
             s = s + mod.bias(b, h, qi, ki)
         s = s.masked_fill(~span.visible(qi, ki), float("-inf"))
-        lse = torch.logsumexp(s, dim=-1)
-        p = _weights(s)
+        p, lse = _weights(s)
         out = p.to(v.dtype) @ v[:, :, idx]
         if mod is not None and mod.needs_lse:  # sum_j p_ij value[min(i - j, band)]
             rel = mod.relative.value
