@@ -101,6 +101,15 @@ class ModelConfig:
 
 
 PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def check_precision(value: str, name: str) -> str:
+    """``value`` if it is a precision (auto, fp32, bf16), else the one-line error naming ``name`` (the setting)."""
+    if value not in PRECISIONS:
+        raise UsageError(f"{name} must be one of {', '.join(PRECISIONS)}, got {value!r}")
+    return value
+
+
 OUTPUT_GATES = ("", "elementwise", "headwise")
 NORMALISERS = ("softmax", "entmax", "asentmax")
 CANON_POINTS = "ABCD"  # Canon layers' points in a block (pebench.model.canon)
@@ -165,8 +174,7 @@ class TrainConfig:
             raise UsageError(f"train.lr must be > 0, got {self.lr}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise UsageError(f"train.seed must be an integer >= 0, got {self.seed!r}")
-        if self.precision not in PRECISIONS:
-            raise UsageError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        check_precision(self.precision, "train.precision")
         if self.grad_accum < 1 or self.batch_size % self.grad_accum:
             raise UsageError(f"train.grad_accum must be >= 1 and divide train.batch_size ({self.batch_size})")
         if self.warmup < 0 or self.log_every < 1 or self.checkpoint_every < 1:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
-from ..config import PRECISIONS
+from ..config import check_precision
 from ..data import prepare_corpus
 from ..model.checkpoint import load_run_model
 from ..model.device import eval_precision, resolve_device, tune_cpu_allocator
@@ -60,8 +60,7 @@ class EvalRequest:
     eval_precision: str = "auto"  # the model's: model.device.eval_precision (auto, fp32, bf16)
 
     def validate(self) -> "EvalRequest":
-        if self.eval_precision not in PRECISIONS:
-            raise UsageError(f"--eval-precision must be one of {', '.join(PRECISIONS)}, got {self.eval_precision!r}")
+        check_precision(self.eval_precision, "--eval-precision")
         if self.rope_factor is not None and self.rope_factor < 1:
             raise UsageError(f"--rope-factor must be >= 1, got {self.rope_factor}")
         if self.max_tokens is not None and self.max_tokens < 2:

@@ -11,7 +11,7 @@ from typing import Optional
 
 import torch
 
-from ..config import PRECISIONS
+from ..config import check_precision
 from ..util.errors import UsageError
 
 
@@ -73,9 +73,7 @@ def eval_precision(device: torch.device, requested: str = "auto") -> str:
     training's, bf16 autocast on CUDA and on a CPU with native bf16 matmuls, else fp32. On those CPUs the main job's
     evaluation takes about half the time and every perplexity cell stays within 0.5% of fp32's
     (results/speed/eval-precision.md); a logit term is kept in fp32 (``attention._inference_bias``)."""
-    if requested not in PRECISIONS:
-        raise UsageError(f"--eval-precision must be one of {', '.join(PRECISIONS)}, got {requested!r}")
-    return train_precision(device, requested)
+    return train_precision(device, check_precision(requested, "--eval-precision"))
 
 
 def cpu_trains_bf16(device: torch.device, precisions) -> bool:
