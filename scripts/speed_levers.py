@@ -10,7 +10,7 @@ With ``--suite``, the scale suite's layout only (a process per core, one thread 
 cpu:N`` trains): the default step against the same step compiled, and three seeds of the scheme trained as one
 batched model (``torch.func.vmap`` over their stacked parameters), eager and compiled.
 
-Usage: python scripts/speed_levers.py [--steps 20] [--pe rope] [--suite [--point d256]]
+Usage: python scripts/speed_levers.py [--steps 20] [--pe rope] [--suite [--point d256]] [--work]
 """
 
 from __future__ import annotations
@@ -140,11 +140,11 @@ def step_times(
     return {"steps": out, "faults": faults, "first": first}
 
 
-def breakdown(pe: str, steps: int, threads: int, peak: float, autocast: bool = False) -> list[tuple]:
+def breakdown(pe: str, steps: int, threads: int, autocast: bool = False) -> list[tuple]:
     """Where a training step's time goes (torch.profiler, self CPU time per operator, summed into kinds): the
     matmuls the floor counts, attention (the fused kernel, or the math kernel's batched matmuls and softmax), and
-    everything else (elementwise, norms, softmax of the loss, the optimizer). The matmuls' own rate is their FLOPs
-    (6N per token) over their time."""
+    everything else (elementwise, norms, softmax of the loss, the optimizer). Each (kind, seconds per step, share,
+    the FLOPs the floor counts for it): the matmuls' 6N per token, attention's 12 L T d over the full T x T."""
     from torch.profiler import ProfilerActivity, profile
 
     cfg, model, step = training_step(pe, threads, autocast)
@@ -172,8 +172,7 @@ def breakdown(pe: str, steps: int, threads: int, peak: float, autocast: bool = F
     rows = []
     for kind, sec in sorted(kinds.items(), key=lambda kv: -kv[1]):
         f = mm_flops if kind.startswith("matmuls") else attn_flops if kind.startswith("attention") else 0.0
-        rate = f"{f / sec / 1e9:,.0f} GFLOP/s ({f / sec / peak:.0%} of peak)" if f else ""
-        rows.append((kind, sec * 1e3, sec / total, rate))
+        rows.append((kind, sec, sec / total, f))
     return rows
 
 
@@ -206,31 +205,32 @@ def cpu_kind() -> str:
 
 
 def work_rows(cfg) -> list[tuple]:
-    """The step's work item by item at the model's own shapes, each (work, shape, FLOPs, fp32 s, bf16 s): the four
-    matmuls of a layer and the head (forward), attention forward and backward per layer (the fp32 column on fp32
-    inputs; the bf16 column on bf16 inputs, through pebench's training path, with SDPA's math kernel beside it),
-    the elementwise work forward and backward, and the fused AdamW step."""
+    """The step's work item by item at the model's own shapes, each (work, shape, FLOPs, fp32 s, bf16 s, times per
+    step): the four matmuls of a layer and the head, forward and backward (x w, then g w^T and x^T g), attention
+    forward and backward per layer (the fp32 column on fp32 inputs; the bf16 column on bf16 inputs, through pebench's
+    training path, with SDPA's math kernel beside it), the elementwise work forward and backward, and the fused
+    AdamW step."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from pebench.model.attention import attend
 
     m, d, f, V = cfg.train.batch_size * cfg.model.context, cfg.model.d_model, cfg.model.d_mlp, cfg.model.vocab_size
-    B, H, T = cfg.train.batch_size, cfg.model.n_heads, cfg.model.context
+    B, H, T, L = cfg.train.batch_size, cfg.model.n_heads, cfg.model.context, cfg.model.n_layers
     qkv = (B, H, T, d // H)
     rows = []
-    for label, (a, b, c) in (
-        ("q, k, v projection", (m, d, 3 * d)),
-        ("attention output", (m, d, d)),
-        ("MLP up", (m, d, f)),
-        ("MLP down", (m, f, d)),
-        ("output head", (m, d, V)),
+    for label, (a, b, c), count in (
+        ("q, k, v projection", (m, d, 3 * d), L),
+        ("attention output", (m, d, d), L),
+        ("MLP up", (m, d, f), L),
+        ("MLP down", (m, f, d), L),
+        ("output head", (m, d, V), 1),
     ):
         times = []
         for dt in (torch.float32, torch.bfloat16):
-            x, w = torch.randn(a, b, dtype=dt), torch.randn(b, c, dtype=dt)
-            times.append(_median_s(lambda x=x, w=w: x @ w))
-        rows.append((label + " (forward)", f"{a} x {b} x {c}", 2 * a * b * c, *times))
+            x, w, g = torch.randn(a, b, dtype=dt), torch.randn(c, b, dtype=dt), torch.randn(a, c, dtype=dt)
+            times.append(_median_s(lambda x=x, w=w, g=g: (x @ w.t(), g @ w, g.t() @ x)))
+        rows.append((label + " (forward and backward)", f"{a} x {b} x {c}", 6 * a * b * c, *times, count))
     attn_flops = 3 * 4 * B * H * T * T * (d // H)  # forward and backward over the full T x T, as the floor counts
     causal = lambda q, k, v: attend(q, k, v, None, "sdpa")  # noqa: E731
 
@@ -243,42 +243,47 @@ def work_rows(cfg) -> list[tuple]:
         ("attention, SDPA's math kernel", math_kernel),
     ):
         times = [_median_s(_fwd_bwd(fn, qkv, qkv, qkv, dtype=dt)) for dt in (torch.float32, torch.bfloat16)]
-        rows.append((label + ", forward and backward", "x".join(map(str, qkv)), attn_flops, *times))
+        rows.append((label + ", forward and backward", "x".join(map(str, qkv)), attn_flops, *times, L))
     return rows + elementwise_rows(cfg)
 
 
 def elementwise_rows(cfg) -> list[tuple]:
     """LayerNorm, GELU and the loss forward and backward at the model's shapes (fp32, and bf16 inputs), and the
-    fused AdamW step over the model's parameters (fp32 master weights in both columns)."""
+    fused AdamW step over the model's parameters (fp32 master weights in both columns); each with its count per
+    step."""
     import torch.nn.functional as F
 
     m, d, f, V = cfg.train.batch_size * cfg.model.context, cfg.model.d_model, cfg.model.d_mlp, cfg.model.vocab_size
+    L = cfg.model.n_layers
     y = torch.randint(0, V, (m,))
     items = (
-        ("LayerNorm (per norm)", lambda x: F.layer_norm(x, (d,)), (m, d)),
-        ("GELU (per layer)", F.gelu, (m, f)),
-        ("cross-entropy loss", lambda x: F.cross_entropy(x.float(), y), (m, V)),
+        ("LayerNorm (per norm)", lambda x: F.layer_norm(x, (d,)), (m, d), 2 * L + 1),
+        ("GELU (per layer)", F.gelu, (m, f), L),
+        ("cross-entropy loss", lambda x: F.cross_entropy(x.float(), y), (m, V), 1),
     )
     rows = []
-    for label, fn, shape in items:
+    for label, fn, shape, count in items:
         times = [_median_s(_fwd_bwd(fn, shape, dtype=dt)) for dt in (torch.float32, torch.bfloat16)]
-        rows.append((label + ", forward and backward", " x ".join(map(str, shape)), 0, *times))
+        rows.append((label + ", forward and backward", " x ".join(map(str, shape)), 0, *times, count))
     adam = optimizer_times("fused")
-    rows.append(("AdamW step (fused, fp32 master weights)", "all parameters", 0, adam, adam))
+    rows.append(("AdamW step (fused, fp32 master weights)", "all parameters", 0, adam, adam, 1))
     return rows
 
 
-def print_work_table(cfg, threads: int, peak: float, peak_bf16: float) -> None:
+def print_work_table(cfg, rows: list[tuple], threads: int, peak: float, peak_bf16: float) -> None:
     print(
         f"\nThe step's work at the model's own shapes on {cpu_kind()}, {threads} thread(s), medians of 20 calls: fp32 "
         f"matmul peak {peak / 1e9:,.0f} GFLOP/s, bf16 {peak_bf16 / 1e9:,.0f} GFLOP/s (n x n at 2,048, this run)\n"
     )
-    print("| work | shape | fp32 ms | fp32 GFLOP/s (of peak) | bf16 ms | bf16 GFLOP/s (of bf16 peak) |")
-    print("|---|---|---|---|---|---|")
-    for work, shape, flops, t32, t16 in work_rows(cfg):
+    print(
+        "| work | shape | per step | fp32 ms | fp32 GFLOP/s (of the n x n peak) | bf16 ms "
+        "| bf16 GFLOP/s (of the n x n peak) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for work, shape, flops, t32, t16, count in rows:
         r32 = f"{flops / t32 / 1e9:,.0f} ({flops / t32 / peak:.0%})" if flops else ""
         r16 = f"{flops / t16 / 1e9:,.0f} ({flops / t16 / peak_bf16:.0%})" if flops else ""
-        print(f"| {work} | {shape} | {t32 * 1e3:.2f} | {r32} | {t16 * 1e3:.2f} | {r16} |")
+        print(f"| {work} | {shape} | {count} | {t32 * 1e3:.2f} | {r32} | {t16 * 1e3:.2f} | {r16} |")
 
 
 def optimizer_times(mode: str, steps: int = 50) -> float:
@@ -373,6 +378,7 @@ def main() -> None:
         help="the scale suite's layout only: a process per core, one thread each (pebench run --workers cpu:N)",
     )
     ap.add_argument("--point", default="", help="with --suite: a scale point's shape (d256), not the default's")
+    ap.add_argument("--work", action="store_true", help="the table of the step's work and its bound only")
     ap.add_argument("--child", action="store_true")
     args = ap.parse_args()
     if args.child:
@@ -381,12 +387,20 @@ def main() -> None:
     torch.set_num_threads(cores)
     peak = matmul_peak("cpu")
     cfg = config_of(args.point)
+    bf16 = train_precision(torch.device("cpu")) == "bf16"  # what pebench trains in on this CPU
+    if args.work:
+        own = own_peak(bf16, peak)
+        work = work_rows(cfg)
+        peak, own = max(peak, matmul_peak("cpu")), max(own, own_peak(bf16, 0.0))
+        return print_work_table(cfg, work, cores, peak, own)
     flops = build_model(cfg).flops_per_token(cfg.model.context) * cfg.train.batch_size * cfg.model.context
 
-    bf16 = train_precision(torch.device("cpu")) == "bf16"  # what pebench trains in on this CPU
+    # the peak of the step's floor (the default's tables): measured here, after the levers and at the end
+    own = peak if args.suite else own_peak(bf16, peak)
     levers, default = lever_list(args.suite, cores, bf16)
     rows, failed = measure(args, levers, flops, peak)
     print(
+        f"{time.strftime('%Y-%m-%d')}, {cpu_kind()}, torch {torch.__version__}: "
         f"{args.pe} training step, {'config ' + cfg.name if args.point else 'default config'} "
         f"(d_model {cfg.model.d_model}, {cfg.train.batch_size} x {cfg.model.context}), {args.steps} timed "
         f"steps; fp32 matmul peak {peak / 1e9:,.0f} GFLOP/s measured in this run (MFU against it); native bf16 "
@@ -410,26 +424,55 @@ def main() -> None:
     for line in failed:
         print(f"\n{line}")
     if not args.suite:
-        print_breakdown(args.pe, args.steps, cores, peak, bf16)
-        print_work_table(cfg, cores, peak, matmul_peak("cpu", dtype=torch.bfloat16) if bf16 else peak)
+        print_step_tables(args, cfg, (peak, max(own, own_peak(bf16, peak))), bf16, flops)
 
 
-def print_breakdown(pe: str, steps: int, cores: int, peak: float, bf16: bool) -> None:
-    """The default step's breakdown by kind, then the optimizer step alone by implementation."""
-    print(
-        f"\nWhere a {pe} step's time goes in pebench's default here ({'bf16 autocast' if bf16 else 'fp32'}, "
-        f"{cores} threads, torch.profiler over {steps} steps; attention FLOPs counted over the full T x T "
-        "matrix, as the floor counts them; rates against the fp32 peak)\n"
-    )
-    print("| kind | ms per step | share | rate |\n|---|---|---|---|")
-    for kind, ms, share, rate in breakdown(pe, steps, cores, peak, bf16):
-        print(f"| {kind} | {ms:,.1f} | {share:.0%} | {rate} |")
-    print("\n| AdamW step alone (0.8M parameters) | ms |\n|---|---|")
+def own_peak(bf16: bool, fp32_peak: float) -> float:
+    """The peak of the precision pebench trains in here: the bf16 matmul peak measured now where it trains in bf16,
+    else the fp32 peak given (measured now where none is)."""
+    if bf16:
+        return matmul_peak("cpu", dtype=torch.bfloat16)
+    return fp32_peak or matmul_peak("cpu")
+
+
+def print_step_tables(args, cfg, peaks: tuple, bf16: bool, flops: float) -> None:
+    """Where the default step goes (against the step's floor: its FLOPs at the peak of the precision it trains in),
+    the optimizer alone, and the step's work at the model's shapes. ``peaks`` (fp32, and the precision's own) are
+    measured again after these measurements and the highest taken, as a run's profile takes them: the host can
+    only slow one down."""
+    (peak, own), cores = peaks, torch.get_num_threads()
+    parts = breakdown(args.pe, args.steps, cores, bf16)
+    adam = {}
     for mode in ("for-loop", "foreach", "fused"):
         try:
-            print(f"| {mode} | {optimizer_times(mode) * 1e3:.2f} |")
+            adam[mode] = f"{optimizer_times(mode) * 1e3:.2f}"
         except (RuntimeError, TypeError) as e:
-            print(f"| {mode} | not available: {str(e).splitlines()[0][:60]} |")
+            adam[mode] = f"not available: {str(e).splitlines()[0][:60]}"
+    work = work_rows(cfg)
+    peak = max(peak, matmul_peak("cpu"))
+    own = max(own, own_peak(bf16, peak))
+    prec = "bf16" if bf16 else "fp32"
+    floor_s = flops / own
+    print(
+        f"\nWhere a {args.pe} step's time goes in pebench's default here ({'bf16 autocast' if bf16 else 'fp32'}, "
+        f"{cores} threads, torch.profiler over {args.steps} steps; attention FLOPs counted over the full T x T "
+        f"matrix, as the floor counts them; rates against the {prec} peak of this run, {own / 1e9:,.0f} GFLOP/s, "
+        f"at which the step's floor is {floor_s * 1e3:.1f} ms)\n"
+    )
+    print(f"| kind | ms per step | share | rate | x the step's {prec} floor |\n|---|---|---|---|---|")
+    for kind, sec, share, f in parts:
+        rate = f"{f / sec / 1e9:,.0f} GFLOP/s ({f / sec / own:.0%} of peak)" if f else ""
+        print(f"| {kind} | {sec * 1e3:,.1f} | {share:.0%} | {rate} | {sec / floor_s:.2f} |")
+    counted, total = sum(r[1] for r in parts if r[3]), sum(r[1] for r in parts)
+    print(
+        f"| the work the floor counts (matmuls and attention) | {counted * 1e3:,.1f} | {counted / total:.0%} | "
+        f"{flops / counted / 1e9:,.0f} GFLOP/s ({flops / counted / own:.0%} of peak) | {counted / floor_s:.2f} |"
+    )
+    print(f"| the step (profiled) | {total * 1e3:,.1f} | 100% |  | {total / floor_s:.2f} |")
+    print("\n| AdamW step alone (0.8M parameters) | ms |\n|---|---|")
+    for mode, text in adam.items():
+        print(f"| {mode} | {text} |")
+    print_work_table(cfg, work, cores, peak, own)
 
 
 if __name__ == "__main__":
