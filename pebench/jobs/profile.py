@@ -35,6 +35,8 @@ class Profile:
     phases: list[Phase] = field(default_factory=list)
     peak_bf16: float = 0.0  # the CPU's bf16 matmul peak, measured where runs trained in bf16 (else 0)
     cores: int = 0  # the machine's CPU cores (for core_use)
+    # the bf16 peak measured before the jobs and after them (peak_bf16 is the higher): how far the host moved it
+    bf16_measured: tuple = ()
 
     @property
     def core_use(self):
@@ -62,9 +64,13 @@ class Profile:
         """The bf16 floor, where the runs trained in bf16 on the CPU; empty otherwise."""
         if not self.floor_bf16_s:
             return ""
+        both = ""
+        if len(self.bf16_measured) == 2:
+            before, after = (f"{x / 1e9:,.1f}" for x in self.bf16_measured)
+            both = f" (the higher of {before} before the jobs and {after} after them)"
         return (
             f"Trained in bf16 autocast: at the bf16 matmul peak of {self.peak_bf16 / 1e9:,.1f} GFLOP/s measured "
-            f"in this run the floor is {self.floor_bf16_s:,.0f} s, {self.wall_s / self.floor_bf16_s:.2f}x."
+            f"in this run{both} the floor is {self.floor_bf16_s:,.0f} s, {self.wall_s / self.floor_bf16_s:.2f}x."
         )
 
     def total(self, kind: str) -> float:
@@ -173,6 +179,7 @@ def facts(p: Profile, precisions: list, machine: dict) -> dict:
         # the wall over the floor at the peak of the precision the runs trained in (bf16 where they did)
         "ratio_own": round(p.wall_s / (p.floor_bf16_s or p.floor_s), 3) if p.floor_s else None,
         "peak_bf16_gflops": round(p.peak_bf16 / 1e9, 1) if p.peak_bf16 else None,
+        "peak_bf16_before_after_gflops": [round(x / 1e9, 1) for x in p.bf16_measured] or None,
         "floor_bf16_s": round(p.floor_bf16_s, 1) if p.peak_bf16 else None,
         "core_use": None if p.core_use is None else round(p.core_use, 3),
         "precision": sorted(set(precisions)),
@@ -296,7 +303,8 @@ def finish(rd: ResultsDir, runs: list, clock: Clock, devices: str, device: str) 
     if clock.bf16:
         import torch
 
-        p.peak_bf16 = max(clock.bf16_before, peak_for_work(device, sum(flops.values()), torch.bfloat16))
+        after = peak_for_work(device, sum(flops.values()), torch.bfloat16)
+        p.peak_bf16, p.bf16_measured = max(clock.bf16_before, after), (clock.bf16_before, after)
     p.phases.append(Phase("report", "tables and plots", clock.laps.get("report", 0.0)))
     if p.workers == 1:  # phases in sequence: what they leave of the wall (corpus preparation, checkpoints, ...)
         rest = p.wall_s - sum(x.seconds for x in p.phases)

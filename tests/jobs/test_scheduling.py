@@ -378,16 +378,18 @@ def test_a_bf16_run_is_put_against_both_floors_and_the_budget_table_is_generated
 
     phases = [Phase("train", "a", 50.0, 2e13, 2), Phase("eval", "a L=128", 10.0, 0.0, 2)]
     fp32 = Profile(80.0, 2e11, 1, phases)  # cores unknown: no core use claimed
-    bf16 = Profile(40.0, 2e11, 2, phases, peak_bf16=8e11, cores=4)
+    bf16 = Profile(40.0, 2e11, 2, phases, peak_bf16=8e11, cores=4, bf16_measured=(8e11, 5e11))
     assert "Trained in bf16" not in markdown(fp32) and fp32.floor_bf16_s == 0.0
     md = markdown(bf16)
     assert "**0.40x the floor**" in md and "bf16 matmul peak of 800.0 GFLOP/s" in md and "floor is 25 s, 1.60x" in md
+    assert "(the higher of 800.0 before the jobs and 500.0 after them)" in md  # how far the host moved the peak
     for name, p, prec in (("a", fp32, ["fp32"]), ("b", bf16, ["bf16", "bf16"])):
         rd = ResultsDir(tmp_path / name)
         rd.root.mkdir()
         profile.write(rd, p, prec)
     facts = json.loads((tmp_path / "b" / "profile.json").read_text())
     assert facts["ratio"] == 0.4 and facts["floor_bf16_s"] == 25.0 and facts["precision"] == ["bf16"]
+    assert facts["peak_bf16_before_after_gflops"] == [800.0, 500.0]
     doc = "x\n<!-- pebench:budgets sets=a,b -->\nstale\n<!-- pebench:end -->\n"
     out = render(doc, tmp_path).splitlines()
     a, b = [x for x in out if x.startswith("| `")]
