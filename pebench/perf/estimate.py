@@ -188,16 +188,27 @@ def count_params(cfg: Config) -> tuple[int, int]:
     return model.num_params(), n + cfg.model.vocab_size * cfg.model.d_model
 
 
+_FACTS: dict = {}
+
+
+def _model_facts(cfg: Config) -> tuple:
+    """``count_params`` and ``probe_scheme`` of a config, each model built once per process: both read the model
+    alone (its config and whether it draws positions), and the docs ask for one model under many plans."""
+    key = repr((cfg.model, cfg.train.random_positions))
+    if key not in _FACTS:
+        _FACTS[key] = (count_params(cfg), probe_scheme(cfg))
+    return _FACTS[key]
+
+
 def estimate(cfg: Config, precision: str = "fp32", lengths: Optional[list[int]] = None) -> Estimate:
     """Every figure of ``pebench bench --estimate`` for a config (its scheme, ``cfg.model.pe``)."""
     if precision not in ("fp32", "bf16"):
         raise UsageError(f"--precision must be fp32 or bf16, got {precision!r}")
     m, t = cfg.model, cfg.train
-    params, n = count_params(cfg)
+    (params, n), terms = _model_facts(cfg)
     T = m.context
     per_token = 6 * n + 12 * m.n_layers * T * m.d_model
     tokens = t.steps * t.batch_size * T
-    terms = probe_scheme(cfg)
     acts = bf16_bytes(train_activation_floats(m, terms, t.batch_size, T), precision)
     evals = []
     for L in lengths or [T * k for k in cfg.eval.multiples]:
