@@ -385,18 +385,16 @@ def main() -> None:
         return child(args)
     cores = os.cpu_count() or 1
     torch.set_num_threads(cores)
-    peak = matmul_peak("cpu")
     cfg = config_of(args.point)
     bf16 = train_precision(torch.device("cpu")) == "bf16"  # what pebench trains in on this CPU
+    # the peaks (fp32, and the step's floor's): measured here, after the levers and at the end
+    peaks = remeasured((0.0, 0.0), bf16)
+    peak = peaks[0]
     if args.work:
-        own = own_peak(bf16, peak)
         work = work_rows(cfg)
-        peak, own = max(peak, matmul_peak("cpu")), max(own, own_peak(bf16, 0.0))
-        return print_work_table(cfg, work, cores, peak, own)
+        return print_work_table(cfg, work, cores, *remeasured(peaks, bf16))
     flops = build_model(cfg).flops_per_token(cfg.model.context) * cfg.train.batch_size * cfg.model.context
 
-    # the peak of the step's floor (the default's tables): measured here, after the levers and at the end
-    own = peak if args.suite else own_peak(bf16, peak)
     levers, default = lever_list(args.suite, cores, bf16)
     rows, failed = measure(args, levers, flops, peak)
     print(
@@ -424,15 +422,14 @@ def main() -> None:
     for line in failed:
         print(f"\n{line}")
     if not args.suite:
-        print_step_tables(args, cfg, (peak, max(own, own_peak(bf16, peak))), bf16, flops)
+        print_step_tables(args, cfg, remeasured(peaks, bf16), bf16, flops)
 
 
-def own_peak(bf16: bool, fp32_peak: float) -> float:
-    """The peak of the precision pebench trains in here: the bf16 matmul peak measured now where it trains in bf16,
-    else the fp32 peak given (measured now where none is)."""
-    if bf16:
-        return matmul_peak("cpu", dtype=torch.bfloat16)
-    return fp32_peak or matmul_peak("cpu")
+def remeasured(peaks: tuple, bf16: bool) -> tuple:
+    """The (fp32, own) matmul peaks measured again, the higher of each kept (the host can only slow a measurement
+    down); own is the bf16 peak where pebench trains in bf16 here, else the fp32 one."""
+    peak = max(peaks[0], matmul_peak("cpu"))
+    return peak, (max(peaks[1], matmul_peak("cpu", dtype=torch.bfloat16)) if bf16 else peak)
 
 
 def print_step_tables(args, cfg, peaks: tuple, bf16: bool, flops: float) -> None:
@@ -449,8 +446,7 @@ def print_step_tables(args, cfg, peaks: tuple, bf16: bool, flops: float) -> None
         except (RuntimeError, TypeError) as e:
             adam[mode] = f"not available: {str(e).splitlines()[0][:60]}"
     work = work_rows(cfg)
-    peak = max(peak, matmul_peak("cpu"))
-    own = max(own, own_peak(bf16, peak))
+    peak, own = remeasured((peak, own), bf16)
     prec = "bf16" if bf16 else "fp32"
     floor_s = flops / own
     print(
