@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import yaml
 
+from .data.corpora import check_corpus_spec
 from .data.needles import DOC_KINDS
 from .util.errors import UsageError
 from .util.yamlio import load_yaml
@@ -164,8 +165,7 @@ class TrainConfig:
     induction_kinds: dict[str, float] = field(default_factory=lambda: {"pairs": 1})  # kind -> weight, as needle_kinds
 
     def validate(self):
-        if self.data != "sotu" and not self.data.startswith(("hf:", "local:")):  # its form; the corpus, when read
-            raise UsageError(f"unknown corpus spec {self.data!r}; valid: sotu, hf:NAME[:CONFIG], local:PATH")
+        check_corpus_spec(self.data)  # its form; the corpus, when read
         if not 1 <= self.steps <= MAX_STEPS:
             raise UsageError(f"train.steps must be between 1 and {MAX_STEPS:,}, got {self.steps:,}")
         if self.batch_size < 1:
@@ -476,7 +476,7 @@ class ConfigFlags:
     )
     # also shortens the warmup and checkpoint interval
     steps: Optional[int] = _flag("train.steps", "--steps", "training steps (default: the config's)")
-    data: Optional[str] = _flag("train.data", "--data", "sotu | hf:NAME[:CONFIG] | local:PATH")
+    data: Optional[str] = _flag("train.data", "--data", "sotu | pystdlib | hf:NAME[:CONFIG] | local:PATH")
     text_field: Optional[str] = _flag(
         "train.text_field", "--text-field", "the text column of an hf: or local: corpus (default: text)"
     )

@@ -17,7 +17,7 @@ import yaml
 
 from . import __version__
 from .util.errors import PebenchError, UsageError
-from .util.fsutil import RunLock, atomic_write_json
+from .util.fsutil import RunLock, append_line, atomic_write_json, file_sha256
 from .util.yamlio import load_yaml
 
 SCHEMA_VERSION = 2  # 2: the task, metrics, intervals and details fields (1: perplexity only, upgraded on reading)
@@ -43,7 +43,10 @@ RECORD_FIELDS = {
     "pe_state": "the scheme's own evaluation-time settings at this length, from its describe() (RoPE: variant, "
     "factor, attention_factor); absent for schemes that report none",
     "task_version": "version of the task's prompts and scoring; records of another version are never mixed in",
-    "provenance": "pebench/torch version, git commit, device, steps, params, corpus, fingerprints, timing",
+    "provenance": "pebench/torch version, the git commit it was evaluated at and whether that tree was clean, the "
+    "commit its model trained at (train_commit; train_commits where a resumed run trained at several), whether every "
+    "training tree was clean (train_tree_clean), the checkpoint's SHA-256 (checkpoint_sha256; 'not recorded' for runs "
+    "trained before pebench logged them), device, steps, params, corpus, fingerprints, timing",
     "created": "when the record was written (UTC, ISO 8601)",
     "split": "validation | test: the documents the stream was taken from",
     "chance": "each metric's chance level here, what a uniform next-token guess scores: {name: value} (ppl: the "
@@ -95,14 +98,24 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def git_commit() -> Optional[str]:
+def _git(*args: str) -> Optional[str]:
+    """git's output in the checkout pebench runs from (None: no git, or not a checkout)."""
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
-        )
-        return out.stdout.strip() or None if out.returncode == 0 else None
+        out = subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def git_commit() -> Optional[str]:
+    return (_git("rev-parse", "HEAD") or "").strip() or None
+
+
+def git_clean() -> Optional[bool]:
+    """Whether the checkout's tree is the commit's: no tracked file changed and no untracked file git does not
+    ignore (None: not a checkout, e.g. an installed wheel)."""
+    out = _git("status", "--porcelain")
+    return None if out is None else not out.strip()
 
 
 def environment(device: str) -> dict:
@@ -111,11 +124,44 @@ def environment(device: str) -> dict:
     return {
         "pebench_version": __version__,
         "git_commit": git_commit(),
+        "git_clean": git_clean(),
         "torch_version": torch.__version__,
         "python": platform.python_version(),
         "device": device,
         "host": platform.node(),
         "threads": torch.get_num_threads(),  # CPU floating-point results depend on it
+    }
+
+
+NOT_RECORDED = "not recorded"
+TRAINING_LOG = "training.jsonl"  # a run's training segments, one line each: the commit and tree it trained from
+
+
+def training_provenance(run_dir: Path) -> dict:
+    """What a record says of the training behind it: the commit its model trained at (the last segment's; every
+    segment's where a resumed run trained at several), whether every segment's tree was clean, and the
+    checkpoint's SHA-256. A run trained before pebench logged its segments says "not recorded", never a guess."""
+    ckpt = run_dir / CHECKPOINT
+    out = {"checkpoint_sha256": file_sha256(ckpt) if ckpt.exists() else NOT_RECORDED}
+    log = run_dir / TRAINING_LOG
+    segments = []
+    if log.exists():
+        for line in log.read_text().splitlines():
+            try:
+                segments.append(json.loads(line))
+            except ValueError:
+                continue
+    commits = [s.get("git_commit") for s in segments]
+    if not segments or not all(isinstance(c, str) for c in commits):
+        return {**out, "train_commit": NOT_RECORDED, "train_tree_clean": NOT_RECORDED}
+    cleans = [s.get("git_clean") for s in segments]
+    clean = NOT_RECORDED if any(c is None for c in cleans) else all(cleans)
+    distinct = list(dict.fromkeys(commits))
+    return {
+        **out,
+        "train_commit": distinct[-1],
+        **({"train_commits": distinct} if len(distinct) > 1 else {}),
+        "train_tree_clean": clean,
     }
 
 
@@ -204,6 +250,15 @@ class ResultsDir:
     def runs_in(self, state: str) -> list[str]:
         """The runs in one state, by name."""
         return [r for r in self.run_names() if self.state(r) == state]
+
+    def log_training_segment(self, name: str, step: int, fresh: bool) -> None:
+        """One line in the run's training log for the segment that starts now at ``step``: the commit and whether
+        its tree was clean (``fresh``: a new run, whose log starts over)."""
+        path = self.run_dir(name) / TRAINING_LOG
+        if fresh:
+            path.unlink(missing_ok=True)
+        line = {"from_step": step, "git_commit": git_commit(), "git_clean": git_clean(), "started": now()}
+        append_line(path, json.dumps(line))
 
     def set_status(self, name: str, **fields) -> None:
         atomic_write_json(self.run_dir(name) / "status.json", {**fields, "updated": now()})

@@ -337,6 +337,7 @@ def _prepare(job: TrainJob, dev, corpus):
                 folder / "config.yaml", yaml.safe_dump({**cfg.to_dict(), "run": run_meta}, sort_keys=False)
             )
         results.set_status(name, state="running", step=start_step, steps=tc.steps)
+        results.log_training_segment(name, start_step, fresh=not resume or start_step == 0)
     return start
 
 

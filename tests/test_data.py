@@ -107,6 +107,37 @@ def test_local_glob_jsonl_and_parquet(tmp_path):
         list(corpora.corpus_source(f"local:{tmp_path}/a.jsonl").documents())
 
 
+def test_pystdlib_reads_the_standard_librarys_code_in_path_order_without_tests_or_generated_tables(tmp_path):
+    """The code corpus: every .py file under the stdlib folder, ids relative to it in sorted order, less test suites,
+    installed packages and the generated codec and help tables; its fingerprint is the files' content hash, so a
+    changed file (another Python version) is another corpus."""
+    files = {
+        "os.py": "import sys\n",
+        "asyncio/__init__.py": "from .base import *\n",
+        "asyncio/base.py": "class Loop:\n    pass\n",
+        "json/tests/test_x.py": "assert 1\n",
+        "test/test_os.py": "assert 1\n",
+        "site-packages/numpy/__init__.py": "x = 1\n",
+        "encodings/cp1252.py": "decoding_table = ()\n",
+        "pydoc_data/topics.py": "topics = {}\n",
+        "idlelib/idle_test/t.py": "assert 1\n",
+        "notes.txt": "not code\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    src = corpora.pystdlib_source(root=tmp_path)
+    docs = list(src.documents())
+    assert [d.id for d in docs] == ["asyncio/__init__.py", "asyncio/base.py", "os.py"]
+    assert docs[2].text == "import sys\n" and src.spec == "pystdlib"
+    (tmp_path / "os.py").write_text("import sys, os\n")
+    assert corpora.pystdlib_source(root=tmp_path).fingerprint != src.fingerprint
+    real = corpora.corpus_source("pystdlib")  # the interpreter's own: code, no test suite
+    ids = [d.id for d in real.documents()]
+    assert len(ids) > 100 and ids == sorted(ids) and "os.py" in ids
+    assert not any(i.startswith(("test/", "encodings/")) or "/tests/" in i for i in ids)
+
+
 def test_bad_corpus_specs(tmp_path):
     with pytest.raises(UsageError, match="unknown corpus spec"):
         prepare_corpus("wikipedia", tmp_path)

@@ -322,3 +322,61 @@ def test_the_streams_cap_keys_a_record_so_no_evaluation_takes_the_place_of_anoth
     (capped,) = evaluate_run(rd, "r", replace(vt, max_tokens=200))
     assert "max_tokens" not in capped["protocol_params"] and rd.record_path(capped) == rd.record_path(plain)
     assert capped["metrics"] == plain["metrics"]
+
+
+def test_a_record_names_the_training_behind_it_commit_tree_and_checkpoint(tmp_path, monkeypatch):
+    """Every record names the commit its model trained at, whether that tree was clean and the checkpoint's SHA-256;
+    a resumed run that trained at two commits names both; a run trained before pebench logged its segments says
+    "not recorded" rather than guessing."""
+    import hashlib
+    import json
+
+    from pebench import results as res
+    from pebench.config import config_from_dict
+    from pebench.eval.evaluate import EvalRequest, evaluate_run
+    from pebench.train import TrainJob, train
+    from support import micro
+
+    monkeypatch.setattr(res, "git_commit", lambda: "a" * 40)
+    monkeypatch.setattr(res, "git_clean", lambda: True)
+    rd = res.ResultsDir(tmp_path / "res")
+    train(TrainJob(config_from_dict(micro(train={"steps": 4}), name="micro"), rd, "r", device="cpu"))
+    req = EvalRequest(lengths=[16], device="cpu", tasks=[], max_tokens=300)
+    ckpt = hashlib.sha256((rd.run_dir("r") / res.CHECKPOINT).read_bytes()).hexdigest()
+    (rec,) = evaluate_run(rd, "r", req)
+    p = rec["provenance"]
+    assert (p["train_commit"], p["train_tree_clean"], p["checkpoint_sha256"]) == ("a" * 40, True, ckpt)
+    assert "train_commits" not in p
+    log = rd.run_dir("r") / res.TRAINING_LOG
+    first = json.loads(log.read_text())
+    assert first["from_step"] == 0 and first["git_commit"] == "a" * 40
+    log.write_text(log.read_text() + json.dumps({**first, "from_step": 2, "git_commit": "b" * 40, "git_clean": False}))
+    p = res.training_provenance(rd.run_dir("r"))
+    assert p["train_commit"] == "b" * 40 and p["train_commits"] == ["a" * 40, "b" * 40]
+    assert p["train_tree_clean"] is False  # one segment's changed tree taints the run
+    log.unlink()
+    p = res.training_provenance(rd.run_dir("r"))
+    assert p["train_commit"] == p["train_tree_clean"] == res.NOT_RECORDED and p["checkpoint_sha256"] == ckpt
+
+
+def test_the_checkout_state_is_read_from_git(tmp_path, monkeypatch):
+    """git_clean: True for a checkout whose tree is its commit, False once a file changes, None outside git."""
+    import subprocess
+
+    from pebench import results as res
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "f").write_text("x")
+    git("add", "-A")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "c")
+    monkeypatch.setattr(
+        res, "_git", lambda *a: subprocess.run(["git", *a], cwd=tmp_path, capture_output=True, text=True).stdout
+    )
+    assert res.git_clean() is True and len(res.git_commit()) == 40
+    (tmp_path / "f").write_text("y")
+    assert res.git_clean() is False
+    monkeypatch.setattr(res, "_git", lambda *a: None)
+    assert res.git_clean() is None and res.git_commit() is None

@@ -19,7 +19,7 @@ from ..model.checkpoint import load_run_model
 from ..model.device import eval_precision, resolve_device, tune_cpu_allocator
 from ..model.logit_scales import check_logit_scale
 from ..model.spans import Span
-from ..results import EVAL_SPLITS, SCHEMA_VERSION, ResultsDir, environment, now, protocol_key
+from ..results import EVAL_SPLITS, SCHEMA_VERSION, ResultsDir, environment, now, protocol_key, training_provenance
 from ..tasks import TASKS, EvalContext, Task, resolve_tasks, task_names, task_options
 from ..util.errors import PebenchError, PositionOutOfRange, UsageError
 from ..util.parsing import parse_list, parse_scaling, parse_spec, typed_value
@@ -262,6 +262,7 @@ def evaluate_run(
         "config_hash": o.cfg.hash(),
         "config_name": o.cfg.name,
         "parent": o.meta.get("parent"),
+        **training_provenance(results.run_dir(run)),
         **({"train_precision": o.meta["precision"]} if "precision" in o.meta else {}),
         "eval_precision": precision,
     }

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ..util.errors import PebenchError, UsageError
+from ..util.fsutil import file_sha256
 from ..util.parsing import parse_context, parse_list
 
 if TYPE_CHECKING:
@@ -223,12 +224,8 @@ def gguf_provenance(path: Path) -> dict:
 
     from gguf import GGUFReader
 
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
     kinds = collections.Counter(t.tensor_type.name for t in GGUFReader(str(path)).tensors)
-    return {"gguf_sha256": h.hexdigest(), "gguf_types": dict(sorted(kinds.items())), "dequantized": True}
+    return {"gguf_sha256": file_sha256(path), "gguf_types": dict(sorted(kinds.items())), "dequantized": True}
 
 
 def _gguf_args(spec: str) -> tuple[str, dict]:

@@ -70,7 +70,7 @@ from typing import Any, Optional
 
 import yaml
 
-from ..results import CLAIMS_FILE
+from ..results import CLAIMS_FILE, NOT_RECORDED
 from ..util.errors import PebenchError, UsageError
 from ..util.parsing import canonical_label
 from ..util.yamlio import load_yaml
@@ -481,7 +481,11 @@ def _by_draw(sel, metric: str) -> dict[tuple[int, str], list[dict]]:
     return dict(sorted(out.items()))
 
 
-_DRAW_COLUMNS = ("seed", "precision", "status", "run", "intervals", "details", "measured_as", "git_commit")
+_DRAW_COLUMNS = (
+    *("seed", "precision", "status", "run", "intervals", "details", "measured_as"),
+    *("git_commit", "train_commit", "train_tree_clean"),
+)
+TRAINED, DIRTY = "trained:", "dirty:"  # a model trained at the commit; the same from a tree not the commit's
 
 
 def _draws(draws: dict, metric: str, proportion: bool) -> tuple[dict, dict, set]:
@@ -531,11 +535,17 @@ def _windows(sel, metric: str, name: str) -> tuple[dict, dict, set, dict]:
 
 
 def _commits(draws: dict) -> dict:
-    """Per draw, the commits its records were measured at (None where a record names none)."""
-    return {
-        key: {r.get("git_commit") if isinstance(r.get("git_commit"), str) else None for r in rows}
-        for key, rows in draws.items()
-    }
+    """Per draw, the commits its records were measured at (None where a record names none) and, where a record
+    names it, the commit its model trained at (marked ``DIRTY`` when that tree was not clean)."""
+    out = {}
+    for key, rows in draws.items():
+        out[key] = {r.get("git_commit") if isinstance(r.get("git_commit"), str) else None for r in rows}
+        for r in rows:
+            trained = r.get("train_commit")
+            for train in [trained] if isinstance(trained, str) else trained if isinstance(trained, list) else []:
+                if train != NOT_RECORDED:
+                    out[key].add((DIRTY if r.get("train_tree_clean") is False else TRAINED) + train)
+    return out
 
 
 def untrained_runs(df) -> dict[str, str]:
@@ -848,16 +858,27 @@ def prove_order(path: Path, verdicts: list[Verdict]) -> list[Verdict]:
         for c in v.cells:
             for draw, commits in sorted(c.commits.items(), key=str):
                 for commit in sorted(commits, key=str):
-                    if commit is None or not descends(root, reg.commit, commit):
+                    if commit is None or commit.startswith(DIRTY) or not descends(root, reg.commit, _sha(commit)):
                         late = late or (c.name, draw, commit)
         if late:
             name, draw, commit = late
-            when = "names no commit" if late[2] is None else f"was measured at {str(commit)[:7]}"
+            when = "names no commit" if commit is None else _when(commit)
             late_why = f"a record of {name} ({draw_name(draw)}) {when}, not after its registration {reg.short}"
             out.append(_withdrawn(v, late_why) if v.claim.get("withdrawn") else _refuse(v, late_why))
             continue
         out.append(v)
     return out
+
+
+def _sha(commit: str) -> str:
+    return commit.split(":", 1)[-1]
+
+
+def _when(commit: str) -> str:
+    """What a late commit of a draw was: a model trained at it (from a changed tree), or a measurement."""
+    if commit.startswith(DIRTY):
+        return f"was trained from a changed tree at {_sha(commit)[:7]}"
+    return f"was {'trained' if commit.startswith(TRAINED) else 'measured'} at {_sha(commit)[:7]}"
 
 
 def _refuse(v: Verdict, reason: str) -> Verdict:

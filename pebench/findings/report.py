@@ -57,6 +57,10 @@ def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.Dat
                 "config": (rec.get("provenance") or {}).get("config_name"),  # a scale suite's point: tiny-d64
                 "chance": rec.get("chance") or {},
                 "git_commit": (rec.get("provenance") or {}).get("git_commit"),
+                # every commit a resumed run trained at, else the one
+                "train_commit": (rec.get("provenance") or {}).get("train_commits")
+                or (rec.get("provenance") or {}).get("train_commit"),
+                "train_tree_clean": (rec.get("provenance") or {}).get("train_tree_clean"),
                 "steps": (rec.get("provenance") or {}).get("steps"),
                 "dtype": (rec.get("provenance") or {}).get("dtype"),  # an outside model's evaluation precision
             }

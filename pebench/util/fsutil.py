@@ -1,10 +1,11 @@
-"""Files that are never half-written, and a lock that notices when its owner died."""
+"""Files that are never half-written, a file's hash, and a lock that notices when its owner died."""
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
 import errno
+import hashlib
 import json
 import os
 import tempfile
@@ -100,6 +101,15 @@ def atomic_write_json(path: Path, obj) -> None:
 def atomic_save(path: Path, save: Callable[[Path], None]) -> None:
     with atomic_path(path) as tmp:
         save(tmp)
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes (hex), read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def append_line(path: Path, line: str) -> None:

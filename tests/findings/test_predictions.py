@@ -146,6 +146,33 @@ def test_a_prediction_decided_on_records_older_than_its_registration_is_refused(
     assert res.exit_code == 1 and "[REFUSED] rope-degrades" in res.output and not unknown.exists()
 
 
+def with_training(repo, trained_at: str, clean=True) -> None:
+    """Every record of the set says its model trained at ``trained_at`` (from a clean tree or not)."""
+    rd = ResultsDir(repo / "set")
+    for path in sorted(rd.records.rglob("*.json")):
+        r = json.loads(path.read_text())
+        r["provenance"] = {**r["provenance"], "train_commit": trained_at, "train_tree_clean": clean}
+        path.write_text(json.dumps(r))
+
+
+def test_a_prediction_decided_on_models_trained_before_it_or_from_a_changed_tree_is_refused(repo):
+    before = git(repo, "rev-parse", "HEAD")
+    write_claims(repo, [DEGRADES])
+    commit(repo, "register")
+    after = commit(repo, "after")
+    write_records(repo, after)  # evaluated after the registration ...
+    with_training(repo, before)  # ... of models trained before it
+    (v,) = cl.check_set(repo / "set")
+    assert v.state == "refused" and f"was trained at {before[:7]}, not after its registration" in v.why
+    with_training(repo, after, clean=False)  # trained after it, but from a tree that was not the commit's
+    (v,) = cl.check_set(repo / "set")
+    assert v.state == "refused" and f"was trained from a changed tree at {after[:7]}" in v.why
+    with_training(repo, after)
+    assert cl.check_set(repo / "set")[0].state == "confirmed"
+    with_training(repo, "not recorded", clean="not recorded")  # an old record: its eval commit alone decides
+    assert cl.check_set(repo / "set")[0].state == "confirmed"
+
+
 def test_a_prediction_edited_after_its_registration_is_refused_and_a_new_one_is_pending(repo):
     write_claims(repo, [DEGRADES])
     commit(repo, "register")
