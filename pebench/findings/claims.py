@@ -30,13 +30,17 @@ linted); once they are in it is decided like any other claim, and its registrati
 Such a claim predates the git proof below: it is an observation like the rest, its date kept as what it said.
 
 Two kinds of claim. An **observation** (the default, ``kind: observation``) was written after its data was seen: it
-is decided as above, shown as what it is ("observed", with the count of draws that show it), and never counted
-as a confirmed finding; one that its data no longer shows is *contradicted*, and ``check`` fails. A
-**prediction** (``kind: prediction``) is committed before any record that decides it exists: ``check`` finds the
-commit that registered it in git (``registration``), refuses it if its YAML changed since or if a record it reads
-was measured at a commit that does not descend from that one, and decides it by a test (``power``: ``paired``,
-``welch``, ``equivalence``, ``one-sample``, ``point``) against its smallest effect that matters (``effect``) on its
-``draws`` fresh draws (pending until all are in). A set's predictions are one family: their p-values are adjusted by
+is decided as above, shown as what it is ("observed", with the count of draws that show it), and never counted as a
+confirmed finding; one that its data no longer shows is *contradicted*, and ``check`` fails. A **prediction**
+(``kind: prediction``) is committed before any record that decides it exists: ``check`` finds the commit that
+registered it in git (``registration``), refuses it if its YAML changed since, and decides it by a test (``power``:
+``paired``, ``welch``, ``equivalence``, ``one-sample``, ``point``) against its smallest effect that matters
+(``effect``) on its ``draws`` fresh draws (pending until all are in). Where a record it reads was measured, or its
+model trained, at a commit that does not descend from the registration (or trained from a changed tree), its order
+is not proved and it counts only against itself (``settle``): failed where its test fails, refused where it would be
+confirmed. ``withdrawn`` takes it out of the count only where the withdrawal precedes every record it reads
+(``withdraw``). A prediction no data could contradict (relation ``undefined``: a scheme undefined by construction)
+is a **property**, shown apart and never counted. A set's predictions are one family: their p-values are adjusted by
 Benjamini-Hochberg, and a prediction is confirmed when its adjusted p is below 0.05, failed otherwise; a failed
 prediction stays on its page as failed (``check`` passes: a failure is a finding). A prediction also records what
 the power function said when it was registered (``power``: the text ``pebench power`` prints).
@@ -115,6 +119,7 @@ class Verdict:
     p_adj: Optional[float] = None  # adjusted over its set's predictions (Benjamini-Hochberg)
     observed: str = ""  # an observation's count: "lower in 3 of 3 draws"
     withdrawn: str = ""  # a prediction its registration cannot decide, and why (the claim's ``withdrawn``)
+    unproven: str = ""  # why git cannot prove a decided prediction came before its data (it can then only fail)
 
     @property
     def id(self) -> str:
@@ -122,12 +127,16 @@ class Verdict:
 
     @property
     def kind(self) -> str:
-        return self.claim.get("kind", "observation")
+        """observation | prediction | property: a prediction that no data could contradict (``relation:
+        undefined``: a scheme that cannot represent a length says so by its construction, trained or not) is a
+        property, shown apart and never counted as confirmed."""
+        kind = self.claim.get("kind", "observation")
+        return "property" if kind == "prediction" and self.claim.get("relation") == "undefined" else kind
 
     @property
     def state(self) -> str:
-        """withdrawn | refused | pending | confirmed | failed (a prediction) | observed | contradicted (an
-        observation)."""
+        """withdrawn | refused | pending | confirmed | failed (a prediction) | holds | contradicted (a property) |
+        observed | contradicted (an observation)."""
         if self.withdrawn:
             return "withdrawn"
         if self.refused:
@@ -136,6 +145,8 @@ class Verdict:
             return "pending"
         if self.kind == "prediction":
             return "confirmed" if self.held else "failed"
+        if self.kind == "property":
+            return "holds" if self.held else "contradicted"
         return "observed" if self.held else "contradicted"
 
     @property
@@ -375,6 +386,7 @@ class Evidence:
         cell = Cell.from_values(_cell_name(spec, metric), values, next(iter(trials.values()), None))
         cell.undefined, cell.trials, cell.copy_of, cell.metric = undefined, trials, copies, metric
         cell.commits = commits
+        cell.first_created = min((str(c) for c in sel["created"] if isinstance(c, str)), default="")
         if ctx:
             cell.length_multiple = parse_length(spec["length"], ctx) / ctx
         bad = self.untrained
@@ -590,6 +602,7 @@ def ratio_cell(num: Cell, den: Cell) -> Cell:
         out.commits = {d: num.commits.get(d, set()) | den.commits.get(d, set()) for d in out.values}
         out.untrained = {**den.untrained, **num.untrained}
         out.length_multiple = max((x for x in (num.length_multiple, den.length_multiple) if x), default=None)
+        out.first_created = min((x for x in (num.first_created, den.first_created) if x), default="")
         return out
     if num.mean is None or not den.mean:
         return Cell(name)
@@ -789,12 +802,23 @@ def check_set(root: Path, df=None) -> list[Verdict]:
     """Every claim of one result set, decided (from ``df``, its records frame, where already read): the audit's
     refusals, each prediction's order proved from git, and the predictions' p-values adjusted as one family."""
     from .audit import audit
+    from .registration import deleted_predictions, repo_root
 
     path = Path(root) / CLAIMS_FILE
     ev = Evidence(root, df)
     claims = load_claims(path)
     verdicts = audit(claims, ev, [check_claim(ev, c) for c in claims])
-    return adjust([withdraw(v) for v in prove_order(path, verdicts)])
+    root = str(repo_root(str(path.resolve().parent)))
+    decided = [settle(v) for v in adjust([withdraw(v, root) for v in prove_order(path, verdicts)])]
+    stays = "a registered prediction stays on its page"
+    gone = [
+        _refuse(
+            Verdict({"rule": "?", "text": "", **c}, False, [], ""),
+            f"registered, then deleted from {path.name} (last held at {at[:7]}): {stays}",
+        )
+        for c, at in deleted_predictions(path)
+    ]
+    return decided + gone
 
 
 def _withdrawn(v: Verdict, why: str = "") -> Verdict:
@@ -805,18 +829,56 @@ def _withdrawn(v: Verdict, why: str = "") -> Verdict:
     return replace(v, withdrawn=reason, held=False, refused=False, pending=False, why=f"WITHDRAWN: {reason}\n{body}")
 
 
-def withdraw(v: Verdict) -> Verdict:
+def withdraw(v: Verdict, root: str) -> Verdict:
     """A prediction whose ``withdrawn`` says why its registration cannot decide it (a baseline measured before it was
-    registered, so ``prove_order`` refuses it; or draws that will never come): shown with its numbers and that
-    reason, never counted as confirmed or failed, outside the family's adjustment, and not a refusal. One its
-    records decide cannot be withdrawn (it is refused): a failed prediction stays failed. The field is the one a
-    registered prediction may gain (``registration``); its test and cells stay as registered, and a successor
-    decides the statement under a new id. (``prove_order`` withdraws one whose records predate it; here the rest.)"""
-    if v.kind != "prediction" or not v.claim.get("withdrawn") or v.withdrawn or v.refused:
+    registered; draws that will never come) is withdrawn, shown with its numbers and that reason, never counted and
+    outside the family's adjustment, only where the withdrawal came before every record it reads: its first commit
+    that says ``withdrawn`` is older than the earliest record's creation, and every record's commit descends from it.
+    A withdrawal written after any of its data was in hand is not honoured: the prediction is decided as it falls and
+    the page says so. ``withdrawn`` is the one field a registered prediction may gain (``registration``); a successor
+    decides the statement under a new id."""
+    from dataclasses import replace
+
+    if v.kind != "prediction" or not v.claim.get("withdrawn") or v.refused:
         return v  # an edit, or the audit's reasons, stay refusals
-    if v.pending:
-        return _withdrawn(v)
-    return _refuse(v, "withdrawn, but its registration decides it (only an undecidable prediction is withdrawn)")
+    reg = v.claim.get("_registration")
+    late = _late_withdrawal(v, reg, root)
+    if not late:
+        return _withdrawn(v, v.unproven)
+    return replace(v, why=f"its withdrawal is not honoured: {late}; decided as it falls\n{v.why}")
+
+
+def _late_withdrawal(v: Verdict, reg, root: str) -> str:
+    """Why a prediction's withdrawal came too late ("" where it came before every record it reads)."""
+    from datetime import datetime
+
+    from .registration import descends
+
+    if reg is None or reg.withdrawn_commit is None:
+        return "the withdrawal is not committed"
+    first = min((c.first_created for c in v.cells if c.first_created), default="")
+    at = reg.withdrawn_commit[:7]
+    if first and datetime.fromisoformat(first) <= datetime.fromisoformat(reg.withdrawn_time):
+        return f"withdrawn at {at} ({reg.withdrawn_time}), after its first record was written ({first})"
+    for c in v.cells:
+        for commits in c.commits.values():
+            for commit in commits:
+                if commit is not None and not descends(root, reg.withdrawn_commit, _sha(commit)):
+                    return f"withdrawn at {at}, after a record of {c.name} {_when(commit)}"
+    return ""
+
+
+def settle(v: Verdict) -> Verdict:
+    """A prediction whose order git cannot prove (a record it reads predates its registration, or its model trained
+    before it or from a changed tree) counts only against itself: failed where its test fails, refused where it
+    would be confirmed (data in hand before a prediction can never confirm it)."""
+    if v.kind != "prediction" or not v.unproven or v.state in ("withdrawn", "refused", "pending"):
+        return v
+    if v.held:
+        return _refuse(v, v.unproven)
+    from dataclasses import replace
+
+    return replace(v, why=f"its order is not proved ({v.unproven}): it counts as failed, never as confirmed\n{v.why}")
 
 
 def prove_order(path: Path, verdicts: list[Verdict]) -> list[Verdict]:
@@ -864,8 +926,7 @@ def prove_order(path: Path, verdicts: list[Verdict]) -> list[Verdict]:
             name, draw, commit = late
             when = "names no commit" if commit is None else _when(commit)
             late_why = f"a record of {name} ({draw_name(draw)}) {when}, not after its registration {reg.short}"
-            out.append(_withdrawn(v, late_why) if v.claim.get("withdrawn") else _refuse(v, late_why))
-            continue
+            v = replace(v, unproven=late_why)
         out.append(v)
     return out
 
@@ -916,18 +977,21 @@ def adjust(verdicts: list[Verdict]) -> list[Verdict]:
 
 
 def scoreboard(verdicts: list[Verdict]) -> str:
-    """One line: the set's predictions registered, confirmed, failed, pending (refused), and its observations."""
+    """One line: the set's predictions registered, confirmed, failed, pending (refused), its properties (which hold
+    by construction, never counted) and its observations."""
     preds = [v for v in verdicts if v.kind == "prediction"]
-    obs = [v for v in verdicts if v.kind != "prediction"]
+    props = [v for v in verdicts if v.kind == "property"]
+    obs = [v for v in verdicts if v.kind == "observation"]
     count = {s: sum(v.state == s for v in preds) for s in ("confirmed", "failed", "pending", "refused", "withdrawn")}
     line = (
         f"predictions: {len(preds)} registered, {count['confirmed']} confirmed, {count['failed']} failed, "
         f"{count['pending']} pending"
         + (f", {count['withdrawn']} withdrawn" if count["withdrawn"] else "")
         + (f", {count['refused']} refused" if count["refused"] else "")
+        + (f"; properties (true by construction, never counted as findings): {len(props)}" if props else "")
         + f"; observations (written after their data, never counted as findings): {len(obs)}"
     )
-    bad = [v for v in obs if v.bad]
+    bad = [v for v in obs + props if v.bad]
     return line + (f", {len(bad)} contradicted or refused" if bad else "")
 
 
@@ -982,6 +1046,7 @@ MARKS = {
     "refused": "REFUSED",
     "withdrawn": "WITHDRAWN",
     "observed": "observed",
+    "holds": "holds by construction",
     "contradicted": "CONTRADICTED",
 }
 
@@ -992,7 +1057,7 @@ def render_verdicts(verdicts: list[Verdict], markdown: bool = False) -> str:
     out = []
     for v in verdicts:
         mark = MARKS[v.state]
-        kind = f"prediction, {v.claim['rule']}" if v.kind == "prediction" else v.claim["rule"]
+        kind = f"{v.kind}, {v.claim['rule']}" if v.kind in ("prediction", "property") else v.claim["rule"]
         if v.observed:
             kind += f"; {v.observed}"
         lines = [re.sub(r"^(ok|FAILS|pending): ", "", line) for line in v.why.splitlines()]

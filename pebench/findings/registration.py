@@ -32,6 +32,8 @@ class Registration:
     commit: Optional[str]
     date: str = ""
     changed: tuple[str, ...] = ()
+    withdrawn_commit: Optional[str] = None  # the first commit whose claim says ``withdrawn`` (None: never)
+    withdrawn_time: str = ""  # that commit's time (ISO 8601), to compare with the records' creation
 
     @property
     def short(self) -> str:
@@ -73,27 +75,31 @@ def _claims_by_id(text: str) -> tuple[dict, dict]:
 
 
 def registrations(claims_file: Path, ids: list[str]) -> Optional[dict[str, Registration]]:
-    """For each id, the commit that first held it in ``claims_file`` and whether the claim (with the file's
-    defaults) differs from that commit's today (None: the file is not in a git repository)."""
+    """For each id, the commit that first held it in ``claims_file``, whether the claim (with the file's defaults)
+    differs from that commit's today, and the first commit that withdrew it (None: the file is not in a git
+    repository)."""
     claims_file = Path(claims_file).resolve()
     root = repo_root(str(claims_file.parent))
     if root is None:
         return None
     rel = claims_file.relative_to(root).as_posix()
-    log = _git(root, "log", "--reverse", "--format=%H %cs", "--", rel)
+    log = _git(root, "log", "--reverse", "--format=%H %cs %cI", "--", rel)
     first: dict[str, tuple[str, str, str]] = {}  # id -> (commit, date, canonical form there)
+    withdrawn: dict[str, tuple[str, str]] = {}  # id -> (the first commit that withdrew it, its time)
     wanted = set(ids)
     for line in log.stdout.split("\n") if log.returncode == 0 else []:
-        if not line.strip() or not (wanted - set(first)):
+        if not line.strip() or not (wanted - set(withdrawn)):
             continue
-        commit, date = line.split()
+        commit, date, when = line.split()
         shown = _git(root, "show", f"{commit}:{rel}")
         if shown.returncode != 0:
             continue
         claims, defaults = _claims_by_id(shown.stdout)
-        for cid in wanted - set(first):
-            if cid in claims:
+        for cid in wanted & set(claims):
+            if cid not in first:
                 first[cid] = (commit, date, canonical(claims[cid], defaults))
+            if cid not in withdrawn and claims[cid].get("withdrawn"):
+                withdrawn[cid] = (commit, when)
     now, now_defaults = _claims_by_id(claims_file.read_text())
     out = {}
     for cid in ids:
@@ -102,8 +108,28 @@ def registrations(claims_file: Path, ids: list[str]) -> Optional[dict[str, Regis
             continue
         commit, date, then = first[cid]
         changed = () if canonical(now.get(cid, {}), now_defaults) == then else (_what_changed(then, now, cid),)
-        out[cid] = Registration(commit, date, changed)
+        out[cid] = Registration(commit, date, changed, *withdrawn.get(cid, (None, "")))
     return out
+
+
+def deleted_predictions(claims_file: Path) -> list[tuple[dict, str]]:
+    """Every prediction some commit of ``claims_file`` held that today's file does not (deleted, or renamed to a new
+    id), as its last committed form with the commit that last held it: registered predictions are append-only, so
+    no deletion can take a failure off the page or shrink the family that adjusts the others' p-values."""
+    claims_file = Path(claims_file).resolve()
+    root = repo_root(str(claims_file.parent))
+    if root is None:
+        return []
+    rel = claims_file.relative_to(root).as_posix()
+    log = _git(root, "log", "--reverse", "--format=%H", "--", rel)
+    last: dict[str, tuple[dict, str]] = {}
+    for commit in log.stdout.split() if log.returncode == 0 else []:
+        shown = _git(root, "show", f"{commit}:{rel}")
+        if shown.returncode == 0:
+            claims, _ = _claims_by_id(shown.stdout)
+            last.update({cid: (c, commit) for cid, c in claims.items() if c.get("kind") == "prediction"})
+    now, _ = _claims_by_id(claims_file.read_text()) if claims_file.exists() else ({}, {})
+    return [last[cid] for cid in sorted(set(last) - set(now))]
 
 
 def _what_changed(then: str, now: dict, cid: str) -> str:

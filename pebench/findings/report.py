@@ -57,6 +57,7 @@ def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.Dat
                 "config": (rec.get("provenance") or {}).get("config_name"),  # a scale suite's point: tiny-d64
                 "chance": rec.get("chance") or {},
                 "git_commit": (rec.get("provenance") or {}).get("git_commit"),
+                "created": rec.get("created"),
                 # every commit a resumed run trained at, else the one
                 "train_commit": (rec.get("provenance") or {}).get("train_commits")
                 or (rec.get("provenance") or {}).get("train_commit"),

@@ -33,6 +33,7 @@ class Cell:
     commits: dict[Draw, set] = field(default_factory=dict)  # draw -> the commits its records were measured at
     untrained: dict[Draw, str] = field(default_factory=dict)  # draw -> why its run counts as untrained
     length_multiple: Optional[float] = None  # the cell's length over its training context (records only)
+    first_created: str = ""  # when the earliest of its records was written (ISO 8601; records only)
 
     @classmethod
     def from_values(cls, name: str, values: dict, trial: Optional[tuple] = None) -> "Cell":

@@ -8,6 +8,7 @@ contradicted observations. Each on a scratch git repository."""
 import json
 import math
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from test_claims_docs import record
 
 from pebench.findings import claims as cl
 from pebench.findings.claims import power_of
-from pebench.results import ResultsDir
+from pebench.results import ResultsDir, now
 from pebench.util import stats as st
 from support import invoke
 
@@ -62,6 +63,7 @@ def write_records(repo, at_commit: str, seeds=range(5, 10)):
         ):
             r = record(label, seed, L, v)
             r["provenance"] = {**r["provenance"], "git_commit": at_commit}
+            r["created"] = now()  # written now, after every commit made so far
             rd.write_record(r)
 
 
@@ -421,28 +423,78 @@ def test_a_paired_prediction_between_two_per_draw_measurements_pairs_them_by_see
     assert v.state == "failed"
 
 
-def test_only_a_prediction_its_records_cannot_decide_is_withdrawn_and_it_stays_on_the_page(repo):
-    """A prediction whose records predate it is refused; with ``withdrawn`` (the one field it may gain) it is shown
-    as withdrawn with its reason and numbers, outside the count and the family, and ``check`` passes. A prediction
-    its records decide cannot be withdrawn: that is refused, so a failed prediction stays failed."""
+def test_a_withdrawal_counts_only_before_the_first_record_it_reads_and_a_late_one_is_decided_as_it_falls(repo):
+    """A prediction whose records predate it can only fail: failed where its test fails, refused where it would be
+    confirmed. ``withdrawn`` (the one field it may gain) takes it out of the count and the family only when the
+    commit that withdrew it precedes every record it reads, by the records' creation times and by git; a withdrawal
+    written after its data was in hand is not honoured, so no failed prediction can be withdrawn out of the count."""
+    time.sleep(1.1)  # commit times have a one-second resolution; the records must be written after the commit
     before = git(repo, "rev-parse", "HEAD")
     write_claims(repo, [DEGRADES, TOO_BIG])
     commit(repo, "register")
-    write_records(repo, before)  # the baseline was measured before the registration
-    reason = "its records were measured before it was registered; rope-degrades-b decides it on fresh draws"
-    write_claims(repo, [{**DEGRADES, "withdrawn": reason}, TOO_BIG])
+    write_records(repo, before)  # measured before the registration
     v = by_id(repo)
-    assert v["rope-degrades"].state == "withdrawn" and v["rope-degrades"].p_adj is None
-    assert reason in v["rope-degrades"].why and "ratio" not in reason
-    assert v["rope-triples"].state == "refused"  # not withdrawn: still refused
-    assert "1 withdrawn, 1 refused" in cl.scoreboard(list(v.values()))
-    text = cl.render_verdicts([v["rope-degrades"]], markdown=True)
+    assert v["rope-degrades"].state == "refused"  # it would be confirmed on data older than itself
+    assert v["rope-triples"].state == "failed" and "it counts as failed, never as confirmed" in v["rope-triples"].why
+    reason = "its records were measured before it was registered; a successor decides it on fresh draws"
+    write_claims(repo, [DEGRADES, {**TOO_BIG, "withdrawn": reason}])
+    commit(repo, "withdraw after the data")  # late: its records were written before this commit
+    v = by_id(repo)
+    assert v["rope-triples"].state == "failed" and "its withdrawal is not honoured" in v["rope-triples"].why
+    assert "0 withdrawn" not in cl.scoreboard(list(v.values())) and "1 failed" in cl.scoreboard(list(v.values()))
+    # a prediction registered and withdrawn before any of its records: honoured, shown with its numbers
+    early = {**TOO_BIG, "id": "rope-triples-early", "effect": "190%", "text": TOO_BIG["text"].replace("200", "190")}
+    write_claims(repo, [DEGRADES, {**TOO_BIG, "withdrawn": reason}, early])
+    commit(repo, "register early")
+    write_claims(repo, [DEGRADES, {**TOO_BIG, "withdrawn": reason}, {**early, "withdrawn": reason}])
+    commit(repo, "withdraw early")
+    time.sleep(1.1)
+    write_records(repo, commit(repo, "after"))
+    v = by_id(repo)
+    assert v["rope-triples-early"].state == "withdrawn", v["rope-triples-early"].why
+    assert v["rope-triples-early"].p_adj is None
+    assert reason in v["rope-triples-early"].why
+    text = cl.render_verdicts([v["rope-triples-early"]], markdown=True)
     assert text.startswith("- **WITHDRAWN** (prediction, paired)") and "9." in text  # its numbers stay shown
-    write_records(repo, commit(repo, "after"))  # records after the registration decide both
-    v = by_id(repo)
-    assert (
-        v["rope-degrades"].state == "refused" and "withdrawn, but its registration decides it" in v["rope-degrades"].why
-    )
     with pytest.raises(cl.UsageError, match="withdrawn says why"):
         write_claims(repo, [{**DEGRADES, "withdrawn": ""}])
         cl.check_set(repo / "set")
+
+
+def test_a_property_is_shown_apart_and_never_counted(repo):
+    """A claim no data could contradict (a scheme undefined past its table, by construction) is a property: not a
+    prediction, not in the confirmed count, whatever its claims file calls it."""
+    undefined = {"id": "learned-undefined", "kind": "prediction", "text": "Learned is undefined at 16x.", "draws": 5}
+    undefined.update(a={"label": "learned", "length": "16x", "seeds": FRESH}, relation="undefined", rule="point")
+    write_claims(repo, [DEGRADES, undefined])
+    reg = commit(repo, "register")
+    rd = ResultsDir(repo / "set")
+    for seed in FRESH:
+        r = record("learned", seed, 2048, 1.0)
+        r.update(status="undefined", metrics=None, reason="beyond its table", created=now())
+        r["provenance"] = {**r["provenance"], "git_commit": reg}
+        rd.write_record(r)
+    write_records(repo, commit(repo, "after"))
+    v = by_id(repo)
+    assert v["learned-undefined"].kind == "property" and v["learned-undefined"].state == "holds"
+    line = cl.scoreboard(list(v.values()))
+    assert line.startswith("predictions: 1 registered, 1 confirmed") and "properties (true by construction" in line
+
+
+def test_a_registered_prediction_deleted_or_renamed_is_refused_by_name(repo):
+    """Registered predictions are append-only: deleting one (a failed one, say, to shrink the family) or renaming it
+    makes `check` refuse it by its old id; a prediction never committed can be deleted freely."""
+    write_claims(repo, [DEGRADES, TOO_BIG])
+    commit(repo, "register")
+    write_claims(repo, [DEGRADES, {**FLAT, "id": "never-committed"}])
+    write_claims(repo, [DEGRADES])  # rope-triples deleted; never-committed was never in git
+    commit(repo, "delete")
+    v = by_id(repo)
+    assert v["rope-triples"].state == "refused" and "then deleted from claims.yaml" in v["rope-triples"].why
+    assert "never-committed" not in v
+    write_claims(repo, [DEGRADES, {**TOO_BIG, "id": "rope-triples-renamed"}])
+    commit(repo, "rename")
+    v = by_id(repo)
+    assert v["rope-triples"].state == "refused" and v["rope-triples-renamed"].state == "pending"
+    res = invoke("check", repo / "set")
+    assert res.exit_code == 1 and "[REFUSED] rope-triples " in res.output
