@@ -90,15 +90,22 @@ def check(
     quiet: bool = typer.Option(
         False, "--quiet", help="print the scoreboards and the refused or contradicted claims only"
     ),
+    engines: bool = typer.Option(
+        True,
+        "--engines/--no-engines",
+        help="decide each prediction again with the claims engine of its registration commit (cached); "
+        "--no-engines: today's engine alone",
+    ),
 ):
     """Decide every claim (claims.yaml beside each result set) and print each set's scoreboard: predictions
     (registered before their records, proved from git) confirmed, failed or pending; observations apart. Exit 1 on
     a refused claim (a prediction edited since its registration or decided on older records, a claim reading an
     untrained run, one that cannot fail) or an observation its data no longer shows; a failed prediction is a
-    finding, not an error."""
+    finding, not an error. A prediction the engine of its registration decides otherwise fails unless the set's
+    engine-changes.yaml shows both verdicts and why."""
     from ..findings.claims import check_sets
 
-    if check_sets(sets or [Path("results")], quiet, console.echo, console.warn):
+    if check_sets(sets or [Path("results")], quiet, console.echo, console.warn, engines=engines):
         raise typer.Exit(1)
 
 

@@ -995,7 +995,7 @@ def scoreboard(verdicts: list[Verdict]) -> str:
     return line + (f", {len(bad)} contradicted or refused" if bad else "")
 
 
-def check_sets(paths: list[Path], quiet: bool, echo, warn) -> int:
+def check_sets(paths: list[Path], quiet: bool, echo, warn, engines: bool = False) -> int:
     """``pebench check``: every set's scoreboard and claims through ``echo`` (``quiet``: the refused and
     contradicted ones only), every damaged record named through ``warn`` and counted; returns how many claims are
     refused or contradicted plus how many records are damaged (0: all is well)."""
@@ -1017,6 +1017,8 @@ def check_sets(paths: list[Path], quiet: bool, echo, warn) -> int:
         shown = [v for v in verdicts if not (quiet and not v.bad)]
         note = f"; damaged evidence: {len(skipped)} record(s) skipped" if skipped else ""
         echo(f"# {root}: {scoreboard(verdicts)}{note}" + ("\n" + render_verdicts(shown) if shown else ""))
+        if engines:
+            damaged += check_engines(root, verdicts, echo)
     bad = sum(v.bad for v in every)
     echo(f"all {len(found)} result sets: {scoreboard(every)}")
     if bad or damaged:
@@ -1025,6 +1027,32 @@ def check_sets(paths: list[Path], quiet: bool, echo, warn) -> int:
             + (f"; {damaged} damaged record(s): a committed set's evidence must be whole" if damaged else "")
         )
     return bad + damaged
+
+
+def check_engines(root: Path, verdicts: list[Verdict], echo) -> int:
+    """Each prediction (and property) decided again by the engine of its registration commit; every difference not
+    shown in the set's engine-changes.yaml, and every row there that no difference backs, printed and counted."""
+    from . import engines
+    from .registration import registrations
+
+    ids = [v.id for v in verdicts if v.claim.get("kind") == "prediction" and not v.id.startswith("_")]
+    regs = registrations(Path(root) / CLAIMS_FILE, ids) or {}
+    commits = {i: r.commit for i, r in regs.items() if r.commit and not r.changed}
+    diffs = engines.compare(Path(root), [v for v in verdicts if v.id in commits], commits)
+    bad = 0
+    for d in diffs:
+        if d.shown:
+            echo(f"[engines differ, shown] {d.id}: {d.then} by the engine at {d.commit[:7]}, {d.now} today: {d.shown}")
+        else:
+            bad += 1
+            echo(
+                f"[ENGINES DIFFER] {d.id}: {d.then} by the engine at {d.commit[:7]}, {d.now} today; show both and why "
+                f"in {Path(root) / engines.ENGINE_CHANGES}" + (f"\n    {d.detail}" if d.detail else "")
+            )
+    for i in engines.stale_rows(Path(root), diffs):
+        bad += 1
+        echo(f"[STALE] {Path(root) / engines.ENGINE_CHANGES}: {i}'s row no longer matches what the engines decide")
+    return bad
 
 
 def claim_sets(paths: list[Path]) -> list[Path]:

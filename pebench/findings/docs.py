@@ -11,7 +11,8 @@ Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds, precision, co
 ``kind=prediction`` or ``kind=observation`` keeps that kind alone), ``scoreboard`` (sets: each set's predictions
 registered, confirmed, failed and pending, and its observations),
 ``transfer`` (from, to, pairs: each finding of one set beside the prediction that carried it to another, with both
-verdicts), ``include`` (file: a committed table written by pebench), ``profile`` (set: the phases of the run's time,
+verdicts), ``engines`` (set: the predictions the engine of their registration decides otherwise, both verdicts and
+why), ``include`` (file: a committed table written by pebench), ``profile`` (set: the phases of the run's time,
 from its profile.md), ``budgets`` (sets: one row per result set from its profile.json); ``cli`` (the command
 reference) and ``estimate`` (config or suite: its cost on paper), registered by ``pebench.cli.reference``, which
 the findings do not import.
@@ -175,6 +176,15 @@ def _transfer(root: Path, args: dict) -> str:
 def _verdict_cell(v) -> str:
     p = f", p = {v.p_adj:.2g}" if v.p_adj is not None and v.state in ("confirmed", "failed") else ""
     return f"**{v.state}**{p}"
+
+
+@GENERATORS.register("engines")
+def _engines(root: Path, args: dict) -> str:
+    """The set's predictions that the claims engine of their registration decides otherwise than today's, with both
+    verdicts and why (its engine-changes.yaml, which ``check`` proves row by row)."""
+    from .engines import render
+
+    return render(root / args["set"])
 
 
 @GENERATORS.register("include")
