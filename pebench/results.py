@@ -98,10 +98,12 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _git(*args: str) -> Optional[str]:
-    """git's output in the checkout pebench runs from (None: no git, or not a checkout)."""
+def _git(*args: str, cwd: Optional[Path] = None) -> Optional[str]:
+    """git's output in the checkout pebench runs from, or in ``cwd`` (None: no git, or not a checkout)."""
     try:
-        out = subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["git", *args], cwd=cwd or Path(__file__).parent, capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout if out.returncode == 0 else None
@@ -165,6 +167,40 @@ def training_provenance(run_dir: Path) -> dict:
     }
 
 
+def committed_set(path: Path | str) -> Optional[Path]:
+    """The committed result set that holds ``path``: the path itself or the nearest folder above it that holds a
+    claims file or packed records (None: outside every set)."""
+    p = Path(path).resolve()
+    for d in (p, *p.parents):
+        if (d / CLAIMS_FILE).is_file() or (d / PACKED_RECORDS).is_file():
+            return d
+    return None
+
+
+def guard_target(path: Path | str, flag: str) -> Path:
+    """The one check every write route makes before it writes ``path`` (a folder or a file): never inside a
+    committed result set, never over a file git tracks. A refusal is one line naming the set and the flag that
+    chooses another place; nothing is written."""
+    p = Path(path)
+    if (owner := committed_set(p)) is not None:
+        raise UsageError(
+            f"{p} is in the committed result set {owner} (it holds {CLAIMS_FILE} or {PACKED_RECORDS}): nothing "
+            f"written; choose another place with {flag} (`pebench pack {owner} --update-set` adds records to it)"
+        )
+    if p.is_file() and _git("ls-files", "--error-unmatch", p.name, cwd=p.resolve().parent) is not None:
+        raise UsageError(f"{p} is a file git tracks: nothing written; choose another place with {flag}")
+    return p
+
+
+def guard_file(path: Path | str, flag: str) -> Path:
+    """``guard_target`` for a single file a command writes (a script, a table): its folder must exist already, so
+    a mistyped path never makes folders (at the filesystem root, say)."""
+    p = guard_target(path, flag)
+    if not p.parent.is_dir():
+        raise UsageError(f"{p}: no such folder {p.parent}; check {flag}")
+    return p
+
+
 class ResultsDir:
     def __init__(self, root: Path | str):
         self.root = Path(root)
@@ -191,20 +227,13 @@ class ResultsDir:
             raise UsageError(f"no results folder {self.root}; check --results (pebench list shows what a folder holds)")
         return self
 
-    def ensure_not_committed(self) -> "ResultsDir":
-        """Refuse to train into a committed result set (a folder with a claims file): its evidence is packed and
-        its runs are not kept there; train elsewhere and pack the records in."""
-        if (self.root / CLAIMS_FILE).is_file():
-            raise UsageError(
-                f"{self.root} is a committed result set (it holds {CLAIMS_FILE}): train into another --results "
-                f"folder, then `pebench pack {self.root} --results {self.root} --results THAT` to add its records"
-            )
-        return self.ensure_writable()
-
-    def ensure_writable(self) -> "ResultsDir":
-        """Fail fast where nothing could be written: the folder, or where it does not exist yet its nearest
-        existing parent, probed without creating anything (a command that then fails on bad input leaves no
-        empty folder behind; the first file written creates the folder)."""
+    def ensure_writable(self, flag: str = "--results") -> "ResultsDir":
+        """Fail fast where nothing may or could be written: a folder inside a committed result set is refused
+        (``guard_target``: its evidence is packed and its runs are not kept there; write elsewhere and pack the
+        records in); the folder, or where it does not exist yet its nearest existing parent, is probed without
+        creating anything (a command that then fails on bad input leaves no empty folder behind; the first file
+        written creates the folder)."""
+        guard_target(self.root, flag)
         here = self.root
         while not here.exists() and here.parent != here:
             here = here.parent
@@ -376,10 +405,9 @@ class ResultsDir:
         return pack_records([self], dest, runs)
 
 
-def pack_records(sources: list[ResultsDir], dest: Path, runs: Optional[list] = None) -> int:
-    """Every usable record of several results folders (loose and packed; of ``runs``, if given) in one
-    ``records.jsonl.gz`` at ``dest``: one result set holding all the evidence of its experiments. A measurement
-    that several sources hold is kept once, from the first. Returns the number of records."""
+def collect_records(sources: list[ResultsDir], runs: Optional[list] = None) -> list[dict]:
+    """Every usable record of several results folders (loose and packed; of ``runs``, if given), sorted: what
+    ``pack_records`` writes. A measurement that several sources hold is kept once, from the first."""
     seen, recs = set(), []
     for src in sources:
         for rec in src.iter_records(runs=runs):
@@ -390,11 +418,44 @@ def pack_records(sources: list[ResultsDir], dest: Path, runs: Optional[list] = N
     if not recs:
         raise PebenchError(f"no records to pack in {', '.join(str(s.root) for s in sources)}")
     _one_stream_per_key(recs)
-    text = "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in recs)
+    return recs
+
+
+def _packed_line(rec: dict) -> str:
+    return json.dumps(rec, sort_keys=True, separators=(",", ":")) + "\n"
+
+
+def pack_records(sources: list[ResultsDir], dest: Path, runs: Optional[list] = None) -> int:
+    """``collect_records`` in one ``records.jsonl.gz`` at ``dest``: one result set holding all the evidence of its
+    experiments. Returns the number of records."""
     from .util.fsutil import atomic_write_bytes
 
+    recs = collect_records(sources, runs)
+    text = "".join(_packed_line(r) for r in recs)
     atomic_write_bytes(Path(dest), gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
     return len(recs)
+
+
+def pack_change(dest: Path, recs: list[dict]) -> str:
+    """What packing ``recs`` into ``dest`` would change, in one line: the records there now and after, how many
+    are added and removed (a changed record counts as one removed and one added), and the rows they belong to."""
+    try:
+        now = set(gzip.decompress(Path(dest).read_bytes()).decode("utf-8").splitlines(keepends=True))
+    except (OSError, EOFError, ValueError):
+        now = set()
+    after = {_packed_line(r) for r in recs}
+    added, removed = after - now, now - after
+
+    def rows(lines: set) -> str:
+        labels = sorted({str(json.loads(x).get("label")) for x in lines if x.strip().startswith("{")})
+        return ", ".join(labels[:6]) + (f" and {len(labels) - 6} more" if len(labels) > 6 else "")
+
+    return (
+        f"{dest}: {len(now):,} records now, {len(after):,} after: {len(added):,} added"
+        + (f" ({rows(added)})" if added else "")
+        + f", {len(removed):,} removed"
+        + (f" ({rows(removed)})" if removed else "")
+    )
 
 
 def _one_stream_per_key(recs: list[dict]) -> None:

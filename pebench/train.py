@@ -145,7 +145,7 @@ def train(job: TrainJob) -> TrainResult:
     is_main = job.rank == 0
     lock = RunLock(folder / ".lock") if is_main else None
     if is_main:
-        results.ensure_not_committed()
+        results.ensure_writable()
     # Read (or build) the corpus first: a bad corpus spec must not leave an empty run folder behind.
     corpus = prepare_corpus(tc.data, results.cache, tc.text_field)
     if is_main:

@@ -15,6 +15,6 @@ pebench run --pe "$classic" --final "${common[@]}"
 pebench run --pe "$classic" "${common[@]}"
 pebench run --pe irope,local-global,swan,nope-rope-alt,pope,stick-breaking,path --rope-scaling '' "${common[@]}"
 cp "$W/profile.md" "$OUT/profile.md"
-pebench pack "$OUT" --results "$W" --overwrite   # the script rebuilds the whole set
+pebench pack "$OUT" --results "$W" --overwrite --update-set   # the script rebuilds the whole set
 pebench docs
 pebench check "$OUT"

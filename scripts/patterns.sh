@@ -25,7 +25,7 @@ pebench analyze --run "$seed0" --tokens 4096 --lengths 1x,16x --results "$W"
 mkdir -p "$OUT"
 for r in ${seed0//,/ }; do cp "$W/analysis/attention_$r.png" "$OUT/"; done
 { cat "$W/tune/tune.md"; echo; cat "$W-path/tune/tune.md"; } > "$OUT/tune.md"
-pebench pack "$OUT" --results "$W" --overwrite   # the script rebuilds the whole set
+pebench pack "$OUT" --results "$W" --overwrite --update-set   # the script rebuilds the whole set
 # the length plot of the schemes and patterns as trained (no scaling, temperature or sink: the tables show those)
 TMP=$(mktemp -d)
 python - "$OUT" "$TMP" <<'PY'
@@ -34,8 +34,8 @@ lines = gzip.open(f"{sys.argv[1]}/records.jsonl.gz", "rt").readlines()
 with gzip.open(f"{sys.argv[2]}/records.jsonl.gz", "wt") as f:
     f.writelines(x for x in lines if "+" not in json.loads(x)["label"] and " " not in json.loads(x)["label"])
 PY
-pebench report --split validation --format md --results "$TMP" --out "$TMP" > /dev/null
-cp "$TMP/plot_length.png" "$OUT/plot_length.png"
+pebench report --split validation --format md --results "$TMP" --out "$TMP/plots" > /dev/null
+cp "$TMP/plots/plot_length.png" "$OUT/plot_length.png"
 rm -rf "$TMP"
 pebench docs
 pebench check "$OUT"

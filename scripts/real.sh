@@ -34,6 +34,6 @@ SCALINGS=linear,dynamic-ntk,yarn,llama3
 for dtype in float32 bfloat16; do
   "${E[@]}" --dtype "$dtype" --lengths 0.25x,1x --max-tokens 32765 --results "$WORK/precision-$dtype"
 done
-pebench pack results/real --results results/real --results "$WORK"
+pebench pack results/real --results results/real --results "$WORK" --update-set
 python scripts/real_tables.py "$WORK"
 pebench check results/real

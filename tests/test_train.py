@@ -263,5 +263,5 @@ def test_training_into_a_committed_result_set_is_refused_before_anything_is_writ
     cfg = write_micro(tmp_path)
     for cmd in (["train", "--pe", "rope"], ["run", "--pe", "rope"]):
         r = invoke(*cmd, "--config", cfg, "--steps", "2", "--results", committed)
-        assert r.exit_code != 0 and "is a committed result set" in r.output and "Traceback" not in r.output, r.output
+        assert r.exit_code != 0 and "in the committed result set" in r.output and "Traceback" not in r.output, r.output
     assert sorted(p.name for p in committed.iterdir()) == ["claims.yaml"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 WINDOW_K = math.log(100)  # a key's weight falls to 1% of an equally scored key at distance 0
@@ -16,3 +17,4 @@ class AnalyzeOptions:
     tokens: int = 8192  # validation tokens per length
     window_k: float = WINDOW_K
     device: str = "auto"
+    out: Optional[Path] = None  # where the files go (default: RESULTS/analysis)

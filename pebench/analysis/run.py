@@ -10,7 +10,7 @@ from typing import Callable, Optional
 
 import torch
 
-from ..results import ResultsDir
+from ..results import ResultsDir, guard_target
 from ..util.errors import PebenchError, UsageError
 from ..util.fsutil import atomic_write_text
 from . import plots, summary
@@ -112,7 +112,8 @@ def analyze(
     opts: Optional[AnalyzeOptions] = None,
     on_run: Callable[[dict], None] = lambda a: None,
 ) -> dict:
-    """Analyse the runs (default: every finished run) and write RESULTS/analysis/. Returns the data."""
+    """Analyse the runs (default: every finished run) and write the folder of the options' ``out`` (default
+    RESULTS/analysis/; never a committed result set). Returns the data."""
     opts = opts or AnalyzeOptions()
     finished = results.runs_in("finished")
     runs = runs or finished
@@ -123,7 +124,7 @@ def analyze(
             from ..util.registry import unknown_name_message
 
             raise UsageError(unknown_name_message("run", r, results.run_names()))
-    out_dir = results.root / "analysis"
+    out_dir = guard_target(opts.out or results.root / "analysis", "--out")
     out_dir.mkdir(parents=True, exist_ok=True)
     analyses = []
     for r in runs:

@@ -93,26 +93,36 @@ def analyze(
     figure_format: str = FigureFormatOpt,
     device: str = DeviceOpt,
     results: Path = ResultsOpt,
+    out: Optional[Path] = typer.Option(
+        None,
+        "--out",
+        help="the folder to write into (default: RESULTS/analysis, or RESULTS/scratch/analysis where that is a "
+        "committed result set)",
+    ),
 ):
     """Why schemes break: attention distance, entropy, far-key share and sink mass per head; encodings' spectra,
-    biases and RoPE's decay bound. Writes RESULTS/analysis/ (markdown, JSON, PNGs)."""
+    biases and RoPE's decay bound. Writes RESULTS/analysis/ (markdown, JSON, PNGs), never a committed set."""
     from ..analysis import analyze as run_analyze
-    from ..results import ResultsDir
+    from ..results import ResultsDir, committed_set
     from ..util.fsutil import figure_format as figures
     from ..util.parsing import parse_lengths, parse_list
 
     if tokens < 2 or not window_k > 0:
         raise UsageError(f"--tokens must be >= 2 and --window-k > 0, got {tokens} and {window_k}")
     rd = ResultsDir(results)
+    if out is None and committed_set(rd.root / "analysis") is not None:
+        out = rd.root / "scratch" / "analysis"
+        console.warn(f"note: {rd.root / 'analysis'} is a committed result set; writing {out} (--out to choose)")
+    out = out or rd.root / "analysis"
     with figures(figure_format):
         data = run_analyze(
             rd,
             [n for r in run for n in parse_list(r, "--run")] if run else None,
-            AnalyzeOptions(parse_lengths(lengths), tokens, window_k, device),
+            AnalyzeOptions(parse_lengths(lengths), tokens, window_k, device, out),
             on_run=lambda a: console.echo(f"analysed {a['run']}"),
         )
     console.echo(console.analysis_table(data["drift"]))
-    console.echo(f"wrote {rd.root / 'analysis'}/analysis.md, analysis.json and plots")
+    console.echo(f"wrote {out}/analysis.md, analysis.json and plots")
 
 
 @app.command()

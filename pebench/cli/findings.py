@@ -49,17 +49,18 @@ def report(
     if compare:
         return _compare_sets(compare, metric or "ppl", protocol, schemes, split)
     rd = ResultsDir(results).existing()
+    dest = rp.report_destination(rd, out)  # refused before anything is read or shown
     df = console.load_records(rd)
     metric = metric or rp.default_metric(df)
     for r in rd.runs_in("failed"):
         console.warn(f"note: run {r!r} failed during training and is left out")
     t = rp.build_table(df, metric, protocol, schemes, split)
     console.show(fmt(t))
-    if (dest := rp.report_destination(rd, out)) is None:
+    if dest is None:
         console.warn(f"note: {rd.root} is a committed result set: nothing written; pass --out DIR for the files")
         return
     with figures(figure_format):
-        paths = rp.write_reports(dest.ensure_writable(), t, df, schemes)
+        paths = rp.write_reports(dest.ensure_writable("--out"), t, df, schemes)
     if html:
         paths.append(write_html(rd.root, dest.root / "report.html"))
     console.warn("wrote " + ", ".join(str(p) for p in paths))
@@ -172,12 +173,19 @@ def pack(
         [Path("results")], "--results", help="results folder (repeatable: one set from several folders)"
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace DEST's packed records instead of refusing"),
+    update_set: bool = typer.Option(
+        False,
+        "--update-set",
+        help="write into a committed result set (a folder with claims.yaml or packed records): without it, pack "
+        "shows what would change there and writes nothing",
+    ),
 ):
     """Keep the evidence: every record of the results folder(s) in one compact records.jsonl.gz (no checkpoints);
     several --results put every draw of an experiment (reruns, more seeds, the other precision) in one set. A DEST
     that already holds packed records is merged only when it is one of the --results; else it is refused (its
-    records would be lost) unless --overwrite says so."""
-    from ..results import PACKED_RECORDS, ResultsDir, pack_records
+    records would be lost) unless --overwrite says so. Into a committed result set pack first shows what would
+    change (records added and removed, by row) and writes only with --update-set."""
+    from ..results import PACKED_RECORDS, ResultsDir, collect_records, committed_set, pack_change, pack_records
     from ..util.parsing import parse_list
 
     target = Path(dest) / PACKED_RECORDS
@@ -187,7 +195,15 @@ def pack(
             f"{target} already holds packed records; add --results {dest} to merge them with the new ones, or "
             "--overwrite to replace them"
         )
-    n = pack_records([ResultsDir(r) for r in results], target, parse_list(pe, "--runs"))
+    sources, runs = [ResultsDir(r) for r in results], parse_list(pe, "--runs")
+    if (owner := committed_set(dest)) is not None:
+        console.echo(pack_change(target, collect_records(sources, runs)))
+        if not update_set:
+            raise UsageError(
+                f"{owner} is a committed result set: nothing written; the change is shown above; rerun with "
+                "--update-set to write it"
+            )
+    n = pack_records(sources, target, runs)
     size = (Path(dest) / PACKED_RECORDS).stat().st_size
     console.echo(f"packed {n} records into {Path(dest) / PACKED_RECORDS} ({size / 1e3:.0f} kB)")
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from ..results import guard_target
 from ..util.errors import UsageError
 
 
@@ -114,7 +115,7 @@ def export_run(results, run: str, dest: Path) -> Path:
     from .hf import require_transformers
 
     tf = require_transformers()
-    dest = Path(dest)
+    dest = guard_target(Path(dest), "--hf")
     if dest.exists() and any(dest.iterdir()):
         raise UsageError(f"{dest} exists and is not empty; export writes a new folder")
     cfg, _, model = load_run_model(results, run, torch.device("cpu"))

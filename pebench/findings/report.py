@@ -10,7 +10,7 @@ from typing import Optional
 
 import pandas as pd
 
-from ..results import CLAIMS_FILE, ResultsDir, protocol_key, record_precision
+from ..results import ResultsDir, committed_set, protocol_key, record_precision
 from ..tasks import TASKS, task_names
 from ..tasks import metric as find_metric
 from ..util.errors import PebenchError
@@ -430,11 +430,11 @@ def default_metric(df: pd.DataFrame) -> str:
 
 
 def report_destination(results: ResultsDir, out: Optional[Path]) -> Optional[ResultsDir]:
-    """Where a report's files go: ``out`` where given; else the results folder itself, unless it is a committed
-    result set (it holds a claims file), which a report never rewrites unless asked (None: write nothing)."""
+    """Where a report's files go: ``out`` where given (never a committed result set: ``guard_target`` refuses it);
+    else the results folder itself, unless it lies in a committed result set (None: write nothing)."""
     if out is not None:
-        return ResultsDir(out)
-    return None if (results.root / CLAIMS_FILE).is_file() else results
+        return ResultsDir(out).ensure_writable("--out")
+    return None if committed_set(results.root) is not None else results
 
 
 def write_reports(results: ResultsDir, t: Table, df: pd.DataFrame, schemes: Optional[list[str]] = None) -> list[Path]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..results import ResultsDir
+from ..results import ResultsDir, guard_file
 from ..util.errors import PebenchError, UsageError
 
 LAUNCHERS = ("local", "slurm")
@@ -103,6 +103,9 @@ def launch_plan(
         raise UsageError(f"--launcher must be one of {', '.join(LAUNCHERS)}, got {kind!r}")
     if devices:
         raise UsageError("--workers and --launcher exclude each other: a launcher places the jobs itself")
+    if emit is not None:
+        guard_file(emit, "--emit-sbatch")
+        guard_file(Path(f"{emit}.jobs"), "--emit-sbatch")
     return LaunchPlan(kind or "slurm", launch_options(config_section(config, "launcher"), assignments or []), emit)
 
 

@@ -33,7 +33,7 @@ def run_suite(
     job array, or --emit-sbatch): measure the peaks, run the jobs, report and profile."""
     from ..findings.report import records_frame_noting, suite_report
 
-    rd = ResultsDir(sp.results).ensure_not_committed()
+    rd = ResultsDir(sp.results).ensure_writable()
     clock.measure_peaks(sp.request.device, sp.runs)
     clock.lap("setup")
     if failed := launch.run_jobs(rd, sp, lp, reporter, show):

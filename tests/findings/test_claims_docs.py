@@ -245,9 +245,12 @@ def test_html_page_is_self_contained(rset):
     r = invoke("report", "--html", "--results", rset.root)  # a committed set (it has claims): nothing rewritten
     assert r.exit_code == 0 and "nothing written" in r.output
     assert sorted((f.name, f.stat().st_mtime_ns) for f in rset.root.iterdir()) == before
-    assert invoke("report", "--results", rset.root, "--out", rset.root).exit_code == 0  # asked: the plots beside
-    page = write_html(rset.root).read_text()
-    n_png = len(list(rset.root.glob("*.png")))
+    assert invoke("report", "--results", rset.root, "--out", rset.root).exit_code == 2  # never into the set
+    assert sorted((f.name, f.stat().st_mtime_ns) for f in rset.root.iterdir()) == before
+    out = rset.root.parent / "page"
+    assert invoke("report", "--html", "--results", rset.root, "--out", out).exit_code == 0  # the plots beside
+    page = (out / "report.html").read_text()
+    n_png = len(list(out.glob("*.png")))
     assert n_png >= 1 and page.count('src="data:image/png;base64,') == n_png
     assert "<script" not in page and "http://" not in page and "https://" not in page and "@import" not in page
     assert '<td class="best">4.00' in page  # flat at 16x (4.0, 4.1, 3.9) is the column's lowest
@@ -571,10 +574,14 @@ def test_packing_into_a_set_that_holds_records_merges_or_refuses(rset, tmp_path)
     res = invoke("pack", dest, "--results", other.root)
     assert res.exit_code != 0 and "--overwrite" in res.output and f"--results {dest}" in res.output
     assert (dest / PACKED_RECORDS).read_bytes() == before
-    res = invoke("pack", dest, "--results", dest, "--results", other.root)
+    res = invoke("pack", dest, "--results", dest, "--results", other.root)  # a set: the change shown, not written
+    assert res.exit_code != 0 and "12 records now, 13 after: 1 added (extra), 0 removed" in res.output, res.output
+    assert (dest / PACKED_RECORDS).read_bytes() == before
+    res = invoke("pack", dest, "--results", dest, "--results", other.root, "--update-set")
     assert res.exit_code == 0 and "packed 13 records" in res.output, res.output
-    res = invoke("pack", dest, "--results", other.root, "--overwrite")
-    assert res.exit_code == 0 and "packed 1 records" in res.output
+    res = invoke("pack", dest, "--results", other.root, "--overwrite", "--update-set")
+    assert res.exit_code == 0 and "13 records now, 1 after: 0 added, 12 removed" in res.output
+    assert "packed 1 records" in res.output
 
 
 def test_check_names_and_counts_damaged_evidence_and_fails(rset, tmp_path):

@@ -87,6 +87,7 @@ def test_two_ranks_match_one_process(tmp_path, cfg, accum):
         "config.yaml",
         "metrics.jsonl",
         "status.json",
+        "training.jsonl",
     ]
     assert r.stdout.count("trained") == 1
 

@@ -1,0 +1,116 @@
+"""No command writes inside a committed result set (results.guard_target): each write route the newcomer's pass
+found losing or adding committed files is replayed against a repository fixture (a committed set with its claims
+and packed records, tracked by git) and must exit non-zero with one line, leaving every file of the repository as
+it was; `pack` into a set shows what would change and writes only with --update-set."""
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pebench.findings.claims import CLAIMS_FILE
+from pebench.results import PACKED_RECORDS, committed_set, guard_file, guard_target
+from pebench.util.errors import UsageError
+from support import invoke, micro
+
+
+def git(repo, *args):
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+def digest(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(root).parts
+    }
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    """A repository holding a committed set results/ref (claims and packed records of a micro run), and a scratch
+    folder B1 with a finished micro run and its records."""
+    root = tmp_path_factory.mktemp("repo")
+    cfg = root / "micro.yaml"
+    cfg.write_text(yaml.safe_dump(micro(train={"steps": 2})))
+    b1 = root / "B1"
+    assert invoke("train", "--pe", "rope", "--config", cfg, "--results", b1).exit_code == 0
+    assert invoke("eval", "--lengths", "16", "--rope-scaling", "", "--results", b1).exit_code == 0
+    ref = root / "results" / "ref"
+    ref.mkdir(parents=True)
+    assert invoke("pack", ref, "--results", b1).exit_code == 0
+    (ref / CLAIMS_FILE).write_text("claims: []\n")
+    (root / "results" / "analysis").mkdir()
+    (root / "results" / "analysis" / CLAIMS_FILE).write_text("claims: []\n")
+    (root / "results" / "analysis" / "analysis.md").write_text("committed\n")
+    (root / ".gitignore").write_text("/B1/\n/results/scratch/\n/results/runs/\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "a committed set")
+    return root
+
+
+REFUSED = [
+    ("report", "--results", "{B1}", "--out", "{ref}"),
+    ("report", "--results", "{B1}", "--out", "{ref}/plots"),
+    ("pack", "{ref}", "--results", "{B1}", "--overwrite"),
+    ("pack", "{ref}", "--results", "{ref}", "--results", "{B1}"),
+    ("train", "--pe", "rope", "--steps", "1", "--results", "{ref}"),
+    ("tune", "--pe", "rope", "--lr", "1e-3", "--steps", "1", "--results", "{ref}"),
+    ("bench", "--pe", "rope", "--results", "{ref}", "--no-compile", "--no-reference", "--no-baseline"),
+    ("export", "rope-micro-s0", "--hf", "{ref}/hf", "--results", "{B1}"),
+    ("run", "--pe", "rope", "--steps", "1", "--results", "{B1}/more", "--emit-sbatch", "{ref}/x.sh"),
+    ("run", "--pe", "rope", "--steps", "1", "--results", "{B1}/more", "--emit-sbatch", "{root}/no/such/dir/x.sh"),
+    ("eval", "--results", "{ref}"),
+]
+
+
+@pytest.mark.parametrize("args", REFUSED, ids=lambda a: " ".join(a[:2]))
+def test_a_write_into_a_committed_set_is_refused_in_one_line_and_changes_nothing(repo, args):
+    before = digest(repo)
+    where = {"B1": repo / "B1", "ref": repo / "results" / "ref", "root": repo}
+    res = invoke(*[a.format(**where) for a in args])
+    assert res.exit_code != 0, res.output
+    assert "Traceback" not in res.output and res.output.strip().splitlines()[-1].lower().startswith("error"), res.output
+    assert digest(repo) == before
+    assert not (repo / "no").exists()
+
+
+def test_pack_shows_what_would_change_and_writes_only_with_update_set(repo, tmp_path):
+    ref = repo / "results" / "ref"
+    before = (ref / PACKED_RECORDS).read_bytes()
+    res = invoke("pack", ref, "--results", repo / "B1", "--overwrite")
+    assert res.exit_code != 0 and "records now" in res.output and "--update-set" in res.output
+    assert (ref / PACKED_RECORDS).read_bytes() == before
+    copy = tmp_path / "ref"
+    copy.mkdir()
+    (copy / PACKED_RECORDS).write_bytes(before)
+    res = invoke("pack", copy, "--results", repo / "B1", "--overwrite", "--update-set")
+    assert res.exit_code == 0 and "0 added" in res.output and "0 removed" in res.output, res.output
+
+
+def test_analyze_from_a_folder_whose_analysis_is_committed_writes_a_scratch_folder(repo):
+    results = repo / "results"
+    assert (
+        invoke("train", "--pe", "rope", "--steps", "2", "--config", repo / "micro.yaml", "--results", results).exit_code
+        == 0
+    )
+    before = digest(repo / "results" / "analysis")
+    res = invoke("analyze", "--tokens", "64", "--lengths", "1x", "--results", results)
+    assert res.exit_code == 0, res.output
+    assert "committed result set" in res.output and (results / "scratch" / "analysis" / "analysis.md").exists()
+    assert digest(repo / "results" / "analysis") == before
+
+
+def test_the_guard_names_the_set_and_the_flag(repo):
+    ref = repo / "results" / "ref"
+    assert committed_set(ref / "a" / "b") == ref.resolve() and committed_set(repo / "B1") is None
+    with pytest.raises(UsageError, match=r"in the committed result set .*ref.*--out"):
+        guard_target(ref / "plots", "--out")
+    with pytest.raises(UsageError, match="a file git tracks"):
+        guard_target(repo / "micro.yaml", "--out")
+    with pytest.raises(UsageError, match="no such folder"):
+        guard_file(repo / "nope" / "x.sh", "--emit-sbatch")
+    assert guard_target(repo / "B1" / "new", "--results") == repo / "B1" / "new"
