@@ -9,13 +9,13 @@ Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds, precision, co
 (set, split: the context-use table), ``seeds`` (set, metrics, length, split, labels: one length seed by seed),
 ``claims`` (set, tag or ids, kind: every claim, those tagged, or those named, with its state and its numbers;
 ``kind=prediction`` or ``kind=observation`` keeps that kind alone), ``scoreboard`` (sets: each set's predictions
-registered, confirmed, failed and pending, and its observations),
-``transfer`` (from, to, pairs: each finding of one set beside the prediction that carried it to another, with both
-verdicts), ``engines`` (set: the predictions the engine of their registration decides otherwise, both verdicts and
-why), ``include`` (file: a committed table written by pebench), ``profile`` (set: the phases of the run's time,
-from its profile.md), ``budgets`` (sets: one row per result set from its profile.json); ``cli`` (the command
-reference) and ``estimate`` (config or suite: its cost on paper), registered by ``pebench.cli.reference``, which
-the findings do not import.
+registered, confirmed, failed and pending, and its observations), ``transfer`` (from, to, pairs: each finding of one
+set beside the prediction that carried it to another, with both verdicts), ``replication`` (from, to, tag, names: a
+set's predictions beside their restatements in other sets, each verdict and where each is confirmed), ``engines``
+(set: the predictions the engine of their registration decides otherwise, both verdicts and why), ``include`` (file:
+a committed table written by pebench), ``profile`` (set: the phases of the run's time, from its profile.md),
+``budgets`` (sets: one row per result set from its profile.json); ``cli`` (the command reference) and ``estimate``
+(config or suite: its cost on paper), registered by ``pebench.cli.reference``, which the findings do not import.
 """
 
 from __future__ import annotations
@@ -170,6 +170,34 @@ def _transfer(root: Path, args: dict) -> str:
             raise UsageError(f"transfer: no claim {a!r} in {args['from']} or {b!r} in {args['to']}")
         cells = [_verdict_cell(got["from"][a]), _verdict_cell(got["to"][b])]
         rows.append(f"| {got['from'][a].claim['text']} | {cells[0]} | {got['to'][b].claim['text']} | {cells[1]} |")
+    return "\n".join(rows) + "\n"
+
+
+@GENERATORS.register("replication")
+def _replication(root: Path, args: dict) -> str:
+    """The predictions of one set (``from``, ``tag``) beside those of other sets that restate them (``to``: a comma
+    list; a prediction there names the one it restates as ``restates: FROM:ID``), with each verdict and where the
+    finding holds (``names``: a column title per set, in order)."""
+    sets = [args["from"], *args["to"].split(",")]
+    names = args.get("names", ",".join(sets)).split(",")
+    if len(names) != len(sets):
+        raise UsageError(f"replication: {len(sets)} sets but {len(names)} names")
+    first = [v for v in _verdicts(root, sets[0]) if args.get("tag") in (None, *v.claim.get("tags", []))]
+    restated = [
+        {str(v.claim.get("restates", "")).split(":", 1)[-1]: v for v in _verdicts(root, s) if v.kind == "prediction"}
+        for s in sets[1:]
+    ]
+    rows = ["| prediction | " + " | ".join(names) + " | confirmed on |", "|---" * (len(sets) + 2) + "|"]
+    for v in first:
+        if v.kind != "prediction":
+            continue
+        got = [v, *(r.get(v.id) for r in restated)]
+        where = [n for n, x in zip(names, got) if x is not None and x.state == "confirmed"]
+        waiting = [n for n, x in zip(names, got) if x is not None and x.state == "pending"]
+        held = ("both" if len(got) == 2 else "all") if len(where) == len(got) else ", ".join(where) or "none"
+        held += f" ({', '.join(waiting)} pending)" if waiting else ""
+        cells = [_verdict_cell(x) if x is not None else "not restated" for x in got]
+        rows.append(f"| {v.claim['text']} <sub>`{v.id}`</sub> | " + " | ".join(cells) + f" | {held} |")
     return "\n".join(rows) + "\n"
 
 

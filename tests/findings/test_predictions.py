@@ -498,3 +498,23 @@ def test_a_registered_prediction_deleted_or_renamed_is_refused_by_name(repo):
     assert v["rope-triples"].state == "refused" and v["rope-triples-renamed"].state == "pending"
     res = invoke("check", repo / "set")
     assert res.exit_code == 1 and "[REFUSED] rope-triples " in res.output
+
+
+def test_the_replication_table_puts_each_prediction_beside_its_restatement(repo):
+    """`<!-- pebench:replication -->`: a row per prediction of the first set, its verdict and its restatement's
+    (``restates: SET:ID``) in each other set, and where it is confirmed; one not restated says so."""
+    from pebench.findings import docs
+
+    write_claims(repo, [DEGRADES, TOO_BIG])
+    (repo / "other").mkdir()
+    restated = {**DEGRADES, "id": "other-rope-degrades", "restates": "set:rope-degrades"}
+    (repo / "other" / cl.CLAIMS_FILE).write_text(yaml.safe_dump({"claims": [restated]}))
+    commit(repo, "register")
+    write_records(repo, commit(repo, "after"))
+    text = docs._replication(repo, {"from": "set", "to": "other", "names": "sotu,code"})
+    rows = {r.split("<sub>`")[1].split("`")[0]: r for r in text.splitlines()[2:]}
+    assert text.splitlines()[0] == "| prediction | sotu | code | confirmed on |"
+    assert "**confirmed**" in rows["rope-degrades"] and rows["rope-degrades"].endswith("| sotu (code pending) |")
+    assert "| **failed**, p = " in rows["rope-triples"] and rows["rope-triples"].endswith("| not restated | none |")
+    with pytest.raises(cl.UsageError, match="2 sets but 1 names"):
+        docs._replication(repo, {"from": "set", "to": "other", "names": "sotu"})
