@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
@@ -114,6 +115,7 @@ def check_precision(value: str, name: str) -> str:
 OUTPUT_GATES = ("", "elementwise", "headwise")
 NORMALISERS = ("softmax", "entmax", "asentmax")
 CANON_POINTS = "ABCD"  # Canon layers' points in a block (pebench.model.canon)
+MAX_SEED = 2**63 - 1  # torch.manual_seed's range (a seed also names the run: -s<seed>)
 MAX_STEPS = 10**9  # a billion optimizer steps: beyond any run this tool plans; a larger number is a typo
 
 
@@ -170,18 +172,18 @@ class TrainConfig:
             raise UsageError(f"train.steps must be between 1 and {MAX_STEPS:,}, got {self.steps:,}")
         if self.batch_size < 1:
             raise UsageError(f"train.batch_size must be >= 1, got {self.batch_size}")
-        if not self.lr > 0:
-            raise UsageError(f"train.lr must be > 0, got {self.lr}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise UsageError(f"train.seed must be an integer >= 0, got {self.seed!r}")
+        if not 0 < self.lr < math.inf:
+            raise UsageError(f"train.lr must be a finite number > 0, got {self.lr}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise UsageError(f"train.seed must be an integer in [0, {MAX_SEED}], got {self.seed!r}")
         check_precision(self.precision, "train.precision")
         if self.grad_accum < 1 or self.batch_size % self.grad_accum:
             raise UsageError(f"train.grad_accum must be >= 1 and divide train.batch_size ({self.batch_size})")
         if self.warmup < 0 or self.log_every < 1 or self.checkpoint_every < 1:
             raise UsageError("train.warmup must be >= 0, log_every and checkpoint_every >= 1")
         for scheme, lr in self.lr_by_scheme.items():
-            if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
-                raise UsageError(f"train.lr_by_scheme.{scheme} must be a learning rate > 0, got {lr!r}")
+            if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < math.inf:
+                raise UsageError(f"train.lr_by_scheme.{scheme} must be a finite learning rate > 0, got {lr!r}")
         if self.random_positions_float and not self.random_positions:
             raise UsageError("train.random_positions_float needs train.random_positions M (the range [0, M))")
         if self.random_positions < 0:

@@ -298,7 +298,15 @@ class ResultsDir:
         p = self.run_dir(name) / "config.yaml"
         if not p.exists():
             raise UsageError(f"no run named {name!r} in {self.runs}; runs: {', '.join(self.run_names()) or 'none'}")
-        data = load_yaml(p.read_text())
+        try:
+            data = load_yaml(p.read_text())
+        except (OSError, yaml.YAMLError) as e:
+            first = (str(e).splitlines() or [type(e).__name__])[0]
+            raise PebenchError(
+                f"run {name!r}: its config.yaml is damaged ({first}); train it again with --overwrite"
+            ) from None
+        if not isinstance(data, dict):
+            raise PebenchError(f"run {name!r}: its config.yaml is not a config; train it again with --overwrite")
         meta = data.pop("run", {})
         return config_from_dict(data, name=data.get("name", "custom")), meta
 

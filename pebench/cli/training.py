@@ -60,6 +60,8 @@ def train(
     console.scaling_notes(rope_scaling)
     if init_from is None and (context or rope_scaling or rope_factor):
         raise UsageError("--context, --rope-scaling and --rope-factor need --init-from RUN")
+    if resume and overwrite:
+        raise UsageError("--resume continues a run and --overwrite starts it over: give one of them")
     given = {k: getattr(flags, k) for k in ("steps", "needles", "compile", "overlays")}  # a continuation's own
     continued = None if init_from is None else fields_from(Continuation, {**options, **given}, parent=init_from)
     train_runs(

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Optional
 
-from ..config import Config, ConfigFlags, naming_flags, resolve_config, short_warmup, with_overlays
+from ..config import MAX_SEED, Config, ConfigFlags, naming_flags, resolve_config, short_warmup, with_overlays
 from ..eval.evaluate import EvalRequest, parse_variants
 from ..eval.flags import EvalFlags
 from ..eval.scoring import Protocol
@@ -44,7 +44,7 @@ def cpu_bf16_notes(workers: str, device: str, precisions: set) -> list[str]:
 
 def parse_seeds(seed: Optional[int], seeds: Optional[str], default: int) -> list[int]:
     if seeds is not None:
-        return parse_list(seeds, "--seeds", int, lo=0)
+        return parse_list(seeds, "--seeds", int, lo=0, hi=MAX_SEED)
     return [default if seed is None else seed]
 
 
@@ -82,7 +82,7 @@ def resolve_pe(pe: Optional[str], base: Config) -> list[str]:
     from ..patterns import is_pattern
     from ..pe import resolve_schemes
 
-    items = parse_list(pe, "--pe", unique=False) if pe is not None else []  # '' is an empty list: an error
+    items = parse_list(pe, "--pe") if pe is not None else []  # an empty list is an error; a name given twice too
     patterns = [i for i in items if is_pattern(i)]
     rest = [i for i in items if not is_pattern(i)]
     names = resolve_schemes(",".join(rest)) if rest else []

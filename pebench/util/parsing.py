@@ -36,11 +36,16 @@ def parse_list(
         raise UsageError(f"{what} must be {kind}, got {spec!r}") from None
     bound = [v for v in values if (lo is not None and v < lo) or (hi is not None and v > hi)]
     if bound:
-        rng = f">= {lo:g}" if hi is None else f"<= {hi:g}" if lo is None else f"in [{lo:g}, {hi:g}]"
+        rng = f">= {_num(lo)}" if hi is None else f"<= {_num(hi)}" if lo is None else f"in [{_num(lo)}, {_num(hi)}]"
         raise UsageError(f"{what} must be {rng} each, got {bound[0]!r} in {spec!r}")
     if unique and len(set(values)) != len(values):
         raise UsageError(f"{what} lists a value twice: {spec!r}")
     return values
+
+
+def _num(x: float) -> str:
+    """A bound as a person writes it: an integer in full, anything else in its short form."""
+    return str(x) if isinstance(x, int) else f"{x:g}"
 
 
 def parse_assignment(spec: str, what: str) -> tuple[str, str]:

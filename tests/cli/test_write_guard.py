@@ -114,3 +114,29 @@ def test_the_guard_names_the_set_and_the_flag(repo):
     with pytest.raises(UsageError, match="no such folder"):
         guard_file(repo / "nope" / "x.sh", "--emit-sbatch")
     assert guard_target(repo / "B1" / "new", "--results") == repo / "B1" / "new"
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (("train", "--seeds", "99999999999999999999", "--steps", "1"), "--seeds must be in [0, 9223372036854775807]"),
+        (("train", "--lr", "inf", "--steps", "1"), "--lr must be a finite number > 0"),
+        (("train", "--pe", "rope,rope", "--steps", "1"), "--pe lists a value twice"),
+        (("train", "--resume", "--overwrite", "--steps", "1"), "give one of them"),
+    ],
+    ids=["seed-overflow", "lr-inf", "pe-twice", "resume-overwrite"],
+)
+def test_input_that_cannot_be_meant_is_one_line_and_leaves_nothing(tmp_path, args, says):
+    res = invoke(*args, "--results", tmp_path / "r")
+    assert res.exit_code == 2 and says in res.output and "Traceback" not in res.output, res.output
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_run_whose_config_is_damaged_is_one_line(repo, tmp_path):
+    import shutil
+
+    res = tmp_path / "r"
+    shutil.copytree(repo / "B1", res)
+    (res / "runs" / "rope-micro-s0" / "config.yaml").write_text("model: [unclosed\n")
+    out = invoke("eval", "--results", res)
+    assert out.exit_code != 0 and "its config.yaml is damaged" in out.output and "Traceback" not in out.output
