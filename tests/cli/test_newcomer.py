@@ -47,7 +47,9 @@ def test_resume_refuses_a_changed_config_and_says_when_nothing_was_there(tmp_pat
 def test_a_negative_seed_is_one_line_and_leaves_no_run(tmp_path):
     res = tmp_path / "res"
     _one_line(invoke("train", "--pe", "alibi", "--seeds", "-1", "--results", res), 2, "--seeds must be in [0, ")
-    _one_line(invoke("train", "--pe", "alibi", "--seed", "-1", "--results", res), 2, "--seed must be an integer in [0, ")
+    _one_line(
+        invoke("train", "--pe", "alibi", "--seed", "-1", "--results", res), 2, "--seed must be an integer in [0, "
+    )
     assert not res.exists()
 
 

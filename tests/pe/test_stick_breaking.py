@@ -16,7 +16,7 @@ def _masked(q, k):
     return _causal_scores(q, k, None, q.shape[-1] ** -0.5)
 
 
-@pytest.mark.parametrize("form", ["paper", "inclusive"])
+@pytest.mark.parametrize("form", ["paper", "fla", "inclusive"])
 def test_weights_equal_the_papers_formula_loop_by_loop(form):
     torch.manual_seed(0)
     q, k = torch.randn(1, 2, 11, 8, dtype=torch.float64), torch.randn(1, 2, 11, 8, dtype=torch.float64)
@@ -27,7 +27,7 @@ def test_weights_equal_the_papers_formula_loop_by_loop(form):
     if form == "paper":  # the leftover goes to the query's own value: every row is the whole stick
         assert torch.allclose(w.sum(-1), torch.ones(1, 2, 11, dtype=torch.float64), atol=1e-12)
         assert w[0, :, 0, 0].eq(1).all()  # the first token has no earlier key: all of it stays home
-    else:  # the inclusive form drops what is left
+    else:  # the inclusive form and fla's drop what is left
         assert (w.sum(-1) < 1 - 1e-6).any()
 
 
@@ -37,7 +37,7 @@ def test_the_default_is_the_papers_form_and_the_former_one_is_an_option():
     assert torch.equal(StickBreaking(None).normalise(s), stick_breaking_weights(s, "paper"))
     assert torch.equal(StickBreaking(None, {"form": "inclusive"}).normalise(s), stick_breaking_weights(s, "inclusive"))
     assert not torch.allclose(stick_breaking_weights(s, "paper"), stick_breaking_weights(s, "inclusive"))
-    with pytest.raises(UsageError, match="form must be one of paper, inclusive"):
+    with pytest.raises(UsageError, match="form must be one of paper, fla, inclusive"):
         StickBreaking(None, {"form": "both"})
 
 
@@ -94,3 +94,29 @@ def test_a_window_keeps_the_leftover_on_the_querys_own_value():
 def test_low_precision_scores_are_weighed_in_float32(dtype):
     s = _masked(torch.randn(1, 1, 64, 8), torch.randn(1, 1, 64, 8)).to(dtype)
     assert stick_breaking_weights(s).dtype == torch.float32 and torch.isfinite(stick_breaking_weights(s)).all()
+
+
+@pytest.mark.parametrize("window, keep", [(6, 3), (5, 4), (8, 1), (4, 0)])
+def test_under_a_window_that_keeps_the_first_tokens_the_weights_are_the_papers_and_rows_sum_to_one(window, keep):
+    """A window that keeps the first tokens leaves two runs of visible keys: only the query's own key is its
+    diagonal (the last kept token is an earlier key like the others), hidden keys take and break nothing, and every
+    row is the whole stick. Checked against the loop-by-loop formula over the visible keys, through the blocked
+    attention path with the span, and for the leftover-dropping form of fla."""
+    from pebench.model.spans import Span
+
+    torch.manual_seed(7)
+    T = 20
+    q, k, v = (torch.randn(1, 2, T, 8, dtype=torch.float64) for _ in range(3))
+    span = Span(window=window, keep=keep)
+    idx = torch.arange(T)
+    hidden = ~span.visible(idx[:, None], idx[None, :])
+    for form in ("paper", "fla"):
+        w = stick_breaking_weights(_masked(q, k).masked_fill(hidden, float("-inf")), form)
+        for h in range(2):
+            ref = stick_breaking_reference(q[0, h], k[0, h], form, lambda i, j: bool(span.visible(i, j)))
+            assert torch.allclose(w[0, h], ref, atol=1e-12), (form, h)
+        if form == "paper":
+            assert torch.allclose(w.sum(-1), torch.ones(1, 2, T, dtype=torch.float64), atol=1e-12)
+            assert w[..., hidden].abs().max() == 0
+            got = attend_normalised(q, k, v, StickBreaking(None), chunk=7, span=span)
+            assert torch.allclose(got, w @ v, atol=1e-12)
