@@ -61,8 +61,7 @@ def report(
         return
     with figures(figure_format):
         paths = rp.write_reports(dest.ensure_writable("--out"), t, df, schemes)
-    if html:
-        paths.append(write_html(rd.root, dest.root / "report.html"))
+    paths += [write_html(rd.root, dest.root / "report.html")] if html else []
     console.warn("wrote " + ", ".join(str(p) for p in paths))
 
 

@@ -198,7 +198,7 @@ def test_bad_tuning_input_gets_one_line(tmp_path, micro):
     bad = tmp_path / "bad.yaml"
     bad.write_text("train: {lr_by_scheme: {alibi: -1}}")
     r = runner.invoke(app, ["train", "--config", str(micro), "--overlay", str(bad), "--results", str(tmp_path)])
-    assert r.exit_code == 2 and "train.lr_by_scheme.alibi must be a learning rate > 0" in r.output
+    assert r.exit_code == 2 and "train.lr_by_scheme.alibi must be a finite learning rate > 0" in r.output
     bad.write_text("train: {lr_by_scheme: {alibbi: 0.01}}")
     r = runner.invoke(app, ["train", "--config", str(micro), "--overlay", str(bad), "--results", str(tmp_path)])
     assert r.exit_code == 2 and "did you mean 'alibi'" in r.output
