@@ -41,7 +41,8 @@ is not proved and it counts only against itself (``settle``): failed where its t
 confirmed. ``withdrawn`` takes it out of the count only where the withdrawal precedes every record it reads
 (``withdraw``). A prediction no data could contradict (relation ``undefined``: a scheme undefined by construction)
 is a **property**, shown apart and never counted. A set's predictions are one family: their p-values are adjusted by
-Benjamini-Hochberg, and a prediction is confirmed when its adjusted p is below 0.05, failed otherwise; a failed
+Benjamini-Hochberg (final once none of them is pending: until then a decided one stays pending, its verdict so
+far shown as provisional), and a prediction is confirmed when its adjusted p is below 0.05, failed otherwise; a failed
 prediction stays on its page as failed (``check`` passes: a failure is a finding). A prediction also records what
 the power function said when it was registered (``power``: the text ``pebench power`` prints).
 
@@ -950,29 +951,32 @@ def _refuse(v: Verdict, reason: str) -> Verdict:
 
 def adjust(verdicts: list[Verdict]) -> list[Verdict]:
     """The set's decided predictions as one family: Benjamini-Hochberg adjusted p-values, confirmed below
-    ``ALPHA``."""
+    ``ALPHA``. While any prediction of the family is pending, the adjustment is not final (the family it adjusts
+    over is not all in, and each pending one could change every other's adjusted p): a decided prediction stays
+    pending too, its numbers and the verdict so far shown as provisional."""
     from dataclasses import replace
 
     from ..util.stats import bh_adjust
     from .power import ALPHA
 
-    idx = [
+    live = [
         i
         for i, v in enumerate(verdicts)
         if v.kind == "prediction" and v.p is not None and v.state not in ("refused", "withdrawn")
     ]
-    idx = [i for i in idx if not verdicts[i].pending]
+    idx = [i for i in live if not verdicts[i].pending]
+    waiting = sum(v.kind == "prediction" and v.state == "pending" for v in verdicts)
     adjusted = bh_adjust([verdicts[i].p for i in idx])
     out = list(verdicts)
     for i, q in zip(idx, adjusted):
         v = out[i]
-        out[i] = replace(
-            v,
-            p_adj=q,
-            held=q < ALPHA,
-            why=v.why + f"\nBenjamini-Hochberg adjusted p={q:.2g} over {len(idx)} "
-            f"predictions ({'<' if q < ALPHA else '>='} {ALPHA})",
+        line = (
+            f"Benjamini-Hochberg adjusted p={q:.2g} over {len(idx)} predictions ({'<' if q < ALPHA else '>='} {ALPHA})"
         )
+        if waiting:
+            so_far = "confirmed" if q < ALPHA else "failed"
+            line = f"provisional: {line}, {so_far} so far; {waiting} of its family's predictions are pending"
+        out[i] = replace(v, p_adj=q, held=q < ALPHA, pending=bool(waiting), why=v.why + "\n" + line)
     return out
 
 

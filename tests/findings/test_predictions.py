@@ -518,3 +518,21 @@ def test_the_replication_table_puts_each_prediction_beside_its_restatement(repo)
     assert "| **failed**, p = " in rows["rope-triples"] and rows["rope-triples"].endswith("| not restated | none |")
     with pytest.raises(cl.UsageError, match="2 sets but 1 names"):
         docs._replication(repo, {"from": "set", "to": "other", "names": "sotu"})
+
+
+def test_a_decided_prediction_waits_for_its_family_and_shows_its_verdict_so_far(repo):
+    """The family's adjustment is final only when every prediction of the set is in: until then a decided one is
+    pending, with its numbers and 'confirmed so far' shown; once the last one is in, every verdict is final."""
+    later = {**FLAT, "id": "alibi-flat-later", "a": {**FLAT["a"], "seeds": [20, 21, 22, 23, 24]}}
+    write_claims(repo, [DEGRADES, later])
+    commit(repo, "register")
+    write_records(repo, commit(repo, "after"))  # seeds 5-9: rope-degrades is decided, alibi-flat-later waits
+    v = by_id(repo)
+    assert v["rope-degrades"].state == "pending" and v["alibi-flat-later"].state == "pending"
+    assert "provisional: Benjamini-Hochberg adjusted p=" in v["rope-degrades"].why
+    assert "confirmed so far; 1 of its family's predictions are pending" in v["rope-degrades"].why
+    assert "predictions: 2 registered, 0 confirmed, 0 failed, 2 pending" in cl.scoreboard(list(v.values()))
+    write_records(repo, commit(repo, "the rest"), seeds=range(20, 25))
+    v = by_id(repo)
+    assert v["rope-degrades"].state == "confirmed" and v["alibi-flat-later"].state == "confirmed"
+    assert "over 2 predictions" in v["rope-degrades"].why and "provisional" not in v["rope-degrades"].why
