@@ -44,6 +44,10 @@ class Protocol:
             raise UsageError("--protocol sliding needs --stride S with S >= 1")
         if self.name == "fixed" and (self.targets is None or self.targets < 1):
             raise UsageError("--protocol fixed needs --targets K with K >= 1")
+        if self.stride is not None and self.name != "sliding":
+            raise UsageError(f"--stride sets the sliding protocol's step; add --protocol sliding (not {self.name})")
+        if self.targets is not None and self.name != "fixed":
+            raise UsageError(f"--targets sets the fixed protocol's targets; add --protocol fixed (not {self.name})")
         return self
 
     def params(self) -> dict:

@@ -216,9 +216,11 @@ def unregister_task(name: str) -> None:
 
 
 def resolve_tasks(spec: Optional[str]) -> list[Task]:
-    """``--task``: a comma list of task names (default ``ppl``)."""
+    """``--task``: a comma list of task names (None: ``ppl``; an empty one is an error naming the tasks)."""
     from ..util.parsing import parse_list
 
+    if spec is not None and not str(spec).strip():
+        raise UsageError(f"--task names no task; tasks: {', '.join(TASKS.names())}")
     return [TASKS.get(n) for n in parse_list(spec or "ppl", "--task")]
 
 

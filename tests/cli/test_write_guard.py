@@ -140,3 +140,17 @@ def test_a_run_whose_config_is_damaged_is_one_line(repo, tmp_path):
     (res / "runs" / "rope-micro-s0" / "config.yaml").write_text("model: [unclosed\n")
     out = invoke("eval", "--results", res)
     assert out.exit_code != 0 and "its config.yaml is damaged" in out.output and "Traceback" not in out.output
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (("--task", ""), "--task names no task; tasks: "),
+        (("--stride", "64"), "--stride sets the sliding protocol's step; add --protocol sliding"),
+        (("--protocol", "sliding", "--stride", "64", "--targets", "8"), "--targets sets the fixed protocol's targets"),
+    ],
+    ids=["empty-task", "stride-without-sliding", "targets-without-fixed"],
+)
+def test_an_evaluation_setting_that_would_be_ignored_is_refused(repo, args, says):
+    res = invoke("eval", *args, "--results", repo / "B1")
+    assert res.exit_code == 2 and says in res.output and "Traceback" not in res.output, res.output
