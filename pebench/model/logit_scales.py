@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from ..pe.base import SCHEMES
 from ..util.errors import UsageError
 from ..util.parsing import parse_spec, typed_value
 from ..util.registry import Registry
@@ -91,6 +92,11 @@ def check_logit_scale(text: str) -> str:
     kind, at, target = text.partition("@")
     if at and not target.strip():
         raise UsageError(f"--logit-scale {text}: NAME@SCHEME names the scheme whose layers it scales")
+    if at and target.strip() not in SCHEMES.names():
+        raise UsageError(
+            f"--logit-scale {text}: no scheme {target.strip()!r} (its layers would be none, and the records would "
+            f"name a scale that changed nothing); schemes: {', '.join(sorted(SCHEMES.names()))}"
+        )
     parse_scale(kind)
     return text
 

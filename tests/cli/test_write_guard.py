@@ -148,8 +148,9 @@ def test_a_run_whose_config_is_damaged_is_one_line(repo, tmp_path):
         (("--task", ""), "--task names no task; tasks: "),
         (("--stride", "64"), "--stride sets the sliding protocol's step; add --protocol sliding"),
         (("--protocol", "sliding", "--stride", "64", "--targets", "8"), "--targets sets the fixed protocol's targets"),
+        (("--logit-scale", "logn@nope"), "--logit-scale logn@nope: no scheme 'nope'"),
     ],
-    ids=["empty-task", "stride-without-sliding", "targets-without-fixed"],
+    ids=["empty-task", "stride-without-sliding", "targets-without-fixed", "logit-scale-no-scheme"],
 )
 def test_an_evaluation_setting_that_would_be_ignored_is_refused(repo, args, says):
     res = invoke("eval", *args, "--results", repo / "B1")
