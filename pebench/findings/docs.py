@@ -11,7 +11,7 @@ Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds, precision, co
 ``kind=prediction`` or ``kind=observation`` keeps that kind alone), ``scoreboard`` (sets: each set's predictions
 registered, confirmed, failed and pending, and its observations), ``transfer`` (from, to, pairs: each finding of one
 set beside the prediction that carried it to another, with both verdicts), ``replication`` (from, to, tag, names: a
-set's predictions beside their restatements in other sets, each verdict and where each is confirmed), ``engines``
+set's predictions beside their restatements in other sets, each verdict and where each is confirmed), ``verdicts`` (set, tag: its predictions grouped by state, one line each), ``engines``
 (set: the predictions the engine of their registration decides otherwise, both verdicts and why), ``include`` (file:
 a committed table written by pebench), ``profile`` (set: the phases of the run's time, from its profile.md),
 ``budgets`` (sets: one row per result set from its profile.json); ``cli`` (the command reference) and ``estimate``
@@ -199,6 +199,23 @@ def _replication(root: Path, args: dict) -> str:
         cells = [_verdict_cell(x) if x is not None else "not restated" for x in got]
         rows.append(f"| {v.claim['text']} <sub>`{v.id}`</sub> | " + " | ".join(cells) + f" | {held} |")
     return "\n".join(rows) + "\n"
+
+
+@GENERATORS.register("verdicts")
+def _verdict_lists(root: Path, args: dict) -> str:
+    """A set's predictions (``tag`` keeps one page's) grouped by state, one line per state: what a page's summary of
+    its verdicts says, generated, so it can never disagree with ``check``."""
+    preds = [
+        v for v in _verdicts(root, args["set"])
+        if v.kind == "prediction" and args.get("tag") in (None, *(v.claim.get("tags") or []))
+    ]
+    lines = []
+    for state in ("confirmed", "failed", "pending"):
+        got = [v for v in preds if v.state == state]
+        if got:
+            items = "; ".join(f"{v.claim['text'].rstrip('.')} <sub>`{v.id}`</sub>" for v in got)
+            lines.append(f"- **{state}** ({len(got)} of {len(preds)}): {items}\n")
+    return "".join(lines) or "- no predictions\n"
 
 
 def _verdict_cell(v) -> str:

@@ -621,6 +621,24 @@ def test_a_transfer_section_puts_a_finding_beside_its_carried_prediction():
         render(text.replace("pred-rope-degrades", "nope"), REPO)
 
 
+def test_a_verdicts_section_groups_a_sets_predictions_by_state_as_check_decides_them():
+    """`pebench:verdicts`: one line per state with the count and each prediction's id, the states ``check`` gives
+    (the reference: two predictions failed, neither of them listed as confirmed), observations left out."""
+    from pebench.findings.claims import check_set
+    from pebench.findings.docs import render
+    from pebench.findings.report import records_frame
+    from pebench.results import ResultsDir
+
+    out = render("<!-- pebench:verdicts set=results/reference -->\n<!-- pebench:end -->", REPO)
+    verdicts = check_set(REPO / "results/reference", records_frame(ResultsDir(REPO / "results/reference")))
+    lines = {line.split("**")[1]: line for line in out.splitlines() if line.startswith("- **")}
+    for state in ("confirmed", "failed"):
+        want = sorted(v.id for v in verdicts if v.kind == "prediction" and v.state == state)
+        assert sorted(re.findall(r"<sub>`([\w-]+)`</sub>", lines[state])) == want
+        assert f"({len(want)} of " in lines[state]
+    assert "absolute-behind-1x`" not in out.replace("pred-absolute-behind-1x`", "")
+
+
 def test_pack_refuses_one_key_measured_on_two_streams(tmp_path):
     """Two draws of one cell whose perplexity scored different numbers of tokens were measured on streams of
     different lengths under one key (the cap keys a record only where --max-tokens was given): `pack` names the
