@@ -297,6 +297,11 @@ class ResultsDir:
 
         p = self.run_dir(name) / "config.yaml"
         if not p.exists():
+            if self.run_dir(name).is_dir():  # a folder under runs/ that is not a run (nothing trained there)
+                raise UsageError(
+                    f"{self.run_dir(name)} has no config.yaml: it is not a run (a run's folder is written by `pebench "
+                    f"train`); runs: {', '.join(self.run_names()) or 'none'}"
+                )
             raise UsageError(f"no run named {name!r} in {self.runs}; runs: {', '.join(self.run_names()) or 'none'}")
         try:
             data = load_yaml(p.read_text())
@@ -416,12 +421,18 @@ class ResultsDir:
 def collect_records(sources: list[ResultsDir], runs: Optional[list] = None) -> list[dict]:
     """Every usable record of several results folders (loose and packed; of ``runs``, if given), sorted: what
     ``pack_records`` writes. A measurement that several sources hold is kept once, from the first."""
-    seen, recs = set(), []
+    seen, recs, skipped = set(), [], []
     for src in sources:
-        for rec in src.iter_records(runs=runs):
+        for rec in src.iter_records(skipped, runs=runs):
             if (key := src._identity(rec)[1:] + (str(src.record_path(rec).relative_to(src.root)),)) not in seen:
                 seen.add(key)
                 recs.append(rec)
+    if skipped:  # a pack holds all the evidence or none: a record it cannot read is named, never dropped unseen
+        named = "; ".join(f"{where}: {why}" for where, why in skipped[:3]) + ("; ..." if len(skipped) > 3 else "")
+        raise PebenchError(
+            f"{len(skipped)} record file(s) could not be read ({named}); nothing packed: rerun `pebench eval` for "
+            "their runs (it measures them again) or delete them"
+        )
     recs.sort(key=lambda r: json.dumps(r, sort_keys=True))
     if not recs:
         raise PebenchError(f"no records to pack in {', '.join(str(s.root) for s in sources)}")
@@ -529,7 +540,29 @@ def read_record(text: str) -> tuple:
     metrics = rec.get("metrics") or {}
     if not isinstance(metrics, dict) or (bad := sorted(k for k, v in metrics.items() if not _number_or_none(v))):
         return None, f"metric values that are not numbers: {', '.join(bad) if isinstance(metrics, dict) else metrics}"
+    if wrong := [f"{k} {rec[k]!r} (wants {want})" for k, want, ok in _FIELD_TYPES if k in rec and not ok(rec[k])]:
+        return None, "fields of the wrong type: " + ", ".join(wrong)
     return rec, None
+
+
+def _whole(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# (field, what it must be, test): a record read from disk is checked before a report keys on it (a length "256", a
+# string, once became a second column beside 256)
+_FIELD_TYPES = (
+    *((k, "text", lambda v: isinstance(v, str)) for k in ("task", "run", "scheme", "variant", "label", "protocol")),
+    *((k, "a whole number > 0", lambda v: _whole(v) and v > 0) for k in ("length", "train_context")),
+    ("seed", "a whole number", _whole),
+    ("multiple", "a number", lambda v: _number_or_none(v) and v is not None),
+    ("status", "ok | undefined | failed", lambda v: v in ("ok", "undefined", "failed")),
+    *(
+        (k, "a mapping", lambda v: v is None or isinstance(v, dict))
+        for k in ("protocol_params", "intervals", "details")
+    ),
+    ("provenance", "a mapping", lambda v: isinstance(v, dict)),
+)
 
 
 def _number_or_none(v) -> bool:

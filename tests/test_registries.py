@@ -27,7 +27,7 @@ def test_every_task_option_is_set_through_the_one_channel(name):
 def test_task_options_name_what_is_wrong():
     ppl, copy = TASKS.get("ppl"), TASKS.get("copy")
     having = ", ".join(sorted(n for n in task_names() if "depths" in TASKS.get(n).options))  # every task with depths
-    with pytest.raises(UsageError, match=re.escape(f"'depths' is an option of the task(s) {having}")):
+    with pytest.raises(UsageError, match=re.escape(f"'depths' is an option of {having}")):
         task_options([ppl, copy], {"depths": "0,1"})
     with pytest.raises(UsageError, match="task 'passkey' is not evaluated here"):
         task_options([ppl], {"passkey.trials": "3"})

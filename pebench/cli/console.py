@@ -5,7 +5,9 @@ records that could not be read, tables. Presentation only: it prints, and every 
 from __future__ import annotations
 
 import functools
+import shlex
 import sys
+from pathlib import Path
 
 import typer
 from typer.core import TyperGroup
@@ -147,8 +149,12 @@ def handle_errors(fn):
 
 
 def next_step(command: str, results, why: str) -> None:
-    """The line after a command's work that says what to run next (on stderr: stdout stays the command's output)."""
-    folder = "" if str(results) == "results" else f" --results {results}"
+    """The line after a command's work that says what to run next (on stderr: stdout stays the command's output),
+    a command that runs as printed from this folder: the path quoted for the shell; ``compare`` only where the
+    committed reference is (a clone's root), else ``report``."""
+    if command == "compare" and not (Path("results") / "reference" / "records.jsonl.gz").is_file():
+        command, why = "report", "the table and plots of every record; report --html for a page"
+    folder = "" if str(results) == "results" else f" --results {shlex.quote(str(results))}"
     warn(f"next: pebench {command}{folder}  ({why})")
 
 
@@ -198,6 +204,8 @@ def print_table(t) -> None:
     from ..findings.report import to_rich
 
     show(to_rich(t))
+    if t.note:  # runs far short of their config's steps: said beside the table, not after the files
+        warn(t.note)
 
 
 def analysis_table(rows: list[dict]) -> str:

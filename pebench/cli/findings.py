@@ -30,6 +30,9 @@ def report(
     html: bool = typer.Option(False, "--html", help="also write report.html: one self-contained page"),
     figure_format: str = FigureFormatOpt,
     split: str = SplitOpt,
+    config: Optional[str] = typer.Option(
+        None, "--config", help="the runs of one config (a scale suite's point: tiny-d64); needed where configs mix"
+    ),
     results: Path = ResultsOpt,
     out: Optional[Path] = typer.Option(
         None,
@@ -54,8 +57,10 @@ def report(
     metric = metric or rp.default_metric(df)
     for r in rd.runs_in("failed"):
         console.warn(f"note: run {r!r} failed during training and is left out")
-    t = rp.build_table(df, metric, protocol, schemes, split)
+    t = rp.build_table(df, metric, protocol, schemes, split, config)
     console.show(fmt(t))
+    if t.note:
+        console.warn(t.note)
     if dest is None:
         console.warn(f"note: {rd.root} is a committed result set: nothing written; pass --out DIR for the files")
         return
@@ -79,6 +84,9 @@ def _compare_sets(dirs: list, metric: str, protocol, schemes, split: str) -> Non
 
     if len(dirs) != 2:
         raise UsageError("--compare takes exactly two result folders: --compare A --compare B")
+    for d in dirs:
+        if not Path(d).is_dir():
+            raise UsageError(f"--compare {d}: no such results folder")
     a, b = (rp.build_table(console.load_records(ResultsDir(d)), metric, protocol, schemes, split) for d in dirs)
     console.echo(rp.compare_tables(a, b).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 
@@ -221,6 +229,7 @@ def compare(
     from ..findings import reference as ref
     from ..results import ResultsDir
 
+    ResultsDir(results).existing()
     if not (Path(reference) / "records.jsonl.gz").is_file() and not (Path(reference) / "records").is_dir():
         raise PebenchError(
             f"no reference records in {reference}; pass --reference DIR (the committed set is results/reference in a "

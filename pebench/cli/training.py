@@ -3,6 +3,7 @@ train, evaluate, report), ``tune`` (a learning-rate grid) and ``list`` (what the
 
 from __future__ import annotations
 
+import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -127,7 +128,10 @@ def run(
     if done.table is not None:
         console.print_table(done.table)
         console.echo((done.context_md or "") + "\n" + done.summary)
-    console.next_step("compare", sp.results, "your runs against the committed reference; report --html for a page")
+        console.next_step("compare", sp.results, "your runs against the committed reference; report --html for a page")
+    elif lp and lp.emit:  # nothing ran here: the script is the next step
+        then = f"pebench report --results {shlex.quote(str(sp.results))}"
+        console.warn(f"next: sbatch {shlex.quote(str(lp.emit))}  (then {then})")
 
 
 @app.command()

@@ -61,8 +61,8 @@ class EvalRequest:
 
     def validate(self) -> "EvalRequest":
         check_precision(self.eval_precision, "--eval-precision")
-        if self.rope_factor is not None and self.rope_factor < 1:
-            raise UsageError(f"--rope-factor must be >= 1, got {self.rope_factor}")
+        if self.rope_factor is not None and not (math.isfinite(self.rope_factor) and self.rope_factor >= 1):
+            raise UsageError(f"--rope-factor must be a finite number >= 1, got {self.rope_factor}")
         if self.max_tokens is not None and self.max_tokens < 2:
             raise UsageError(f"--max-tokens must be >= 2, got {self.max_tokens}")
         if self.keep is not None and not self.window:
@@ -209,8 +209,18 @@ def _open_run(results: ResultsDir, run: str, dev, req: EvalRequest) -> _Opened:
     tokens = corpus.tokens(req.split)
     if len(tokens) < 2:
         raise PebenchError(f"corpus {corpus.spec!r} has no {req.split} documents to evaluate on")
+    check_cap(req.max_tokens, len(tokens), f"the {req.split} split of {corpus.spec!r}")
     stream = tokens[: min(len(tokens), req.max_tokens or cfg.eval.max_tokens)]
     return _Opened(cfg, meta, model, corpus, tokens, stream)
+
+
+def check_cap(asked: Optional[int], holds: int, what: str) -> None:
+    """``--max-tokens`` beyond what the split holds would key a new stream that is the whole split: one line."""
+    if asked is not None and asked > holds:
+        raise UsageError(
+            f"--max-tokens {asked:,} is more than {what} holds ({holds:,} tokens): give at most {holds:,}, or leave"
+            " it out for the config's own cap"
+        )
 
 
 def _variants(run: str, o: _Opened, req: EvalRequest) -> list:
@@ -463,6 +473,7 @@ def evaluate_outside(
     _check_outside(o, tasks, scalings, lengths)
     corpus = prepare_corpus(data, results.cache, "text")  # a local or hf: corpus is read from its text column
     cfg = eval_config(o, batch_tokens=16384)
+    check_cap(req.max_tokens, len(corpus.tokens(req.split)), f"the {req.split} split of {corpus.spec!r} in bytes")
     ids, nbytes = tokenize_split(o.tokenizer, corpus.tokens(req.split), req.max_tokens or cfg.eval.max_tokens)
     for task in tasks:
         task.check(options[task.name], lengths, o.context, len(ids), req.protocol)

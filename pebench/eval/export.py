@@ -127,8 +127,11 @@ def export_run(results, run: str, dest: Path) -> Path:
     missing, unexpected = hf.load_state_dict(state, strict=False)
     if unexpected or [k for k in missing if not k.endswith("rotary_emb.inv_freq")]:
         raise UsageError(f"GPT-NeoX layout changed in this transformers: missing {missing}, unexpected {unexpected}")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+    except OSError as e:  # said of the folder asked for, never of the temporary one beside it
+        raise UsageError(f"--hf {dest}: cannot write there ({e.strerror or type(e).__name__})") from e
     try:
         hf.save_pretrained(tmp)
         byte_tokenizer().save_pretrained(tmp)
@@ -138,6 +141,8 @@ def export_run(results, run: str, dest: Path) -> Path:
         if dest.exists():
             dest.rmdir()
         tmp.rename(dest)
+    except OSError as e:
+        raise UsageError(f"--hf {dest}: the export could not be written ({e.strerror or type(e).__name__})") from e
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)

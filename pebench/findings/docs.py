@@ -11,8 +11,9 @@ Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds, precision, co
 ``kind=prediction`` or ``kind=observation`` keeps that kind alone), ``scoreboard`` (sets: each set's predictions
 registered, confirmed, failed and pending, and its observations), ``transfer`` (from, to, pairs: each finding of one
 set beside the prediction that carried it to another, with both verdicts), ``replication`` (from, to, tag, names: a
-set's predictions beside their restatements in other sets, each verdict and where each is confirmed), ``verdicts`` (set, tag: its predictions grouped by state, one line each), ``engines``
-(set: the predictions the engine of their registration decides otherwise, both verdicts and why), ``include`` (file:
+set's predictions beside their restatements in other sets, each verdict and where each is confirmed), ``verdicts``
+(set, tag: its predictions grouped by state, one line each), ``engines`` (set: the predictions the engine of their
+registration decides otherwise, both verdicts and why), ``include`` (file:
 a committed table written by pebench), ``profile`` (set: the phases of the run's time, from its profile.md),
 ``budgets`` (sets: one row per result set from its profile.json); ``cli`` (the command reference) and ``estimate``
 (config or suite: its cost on paper), registered by ``pebench.cli.reference``, which the findings do not import.
@@ -206,7 +207,8 @@ def _verdict_lists(root: Path, args: dict) -> str:
     """A set's predictions (``tag`` keeps one page's) grouped by state, one line per state: what a page's summary of
     its verdicts says, generated, so it can never disagree with ``check``."""
     preds = [
-        v for v in _verdicts(root, args["set"])
+        v
+        for v in _verdicts(root, args["set"])
         if v.kind == "prediction" and args.get("tag") in (None, *(v.claim.get("tags") or []))
     ]
     lines = []

@@ -35,16 +35,18 @@ def _records(df: pd.DataFrame, metric: str, split: str, protocol: str) -> pd.Dat
 
 
 def _settings(df: pd.DataFrame) -> dict:
-    """Per (label, length): what makes two cells comparable: the steps trained, the config's name (its hash holds
-    the seed) and the tokens scored (the evaluation stream), each as the set of values its records hold."""
+    """Per (label, length): what makes two cells comparable: the corpus, the steps trained, the config's name (its
+    hash holds the seed) and the tokens scored (the evaluation stream), each as the set of values its records hold."""
     out: dict = {}
     if df.empty:
         return out
-    for lab, L, steps, h, d in zip(df["label"], df["length"], df["steps"], df["config"], df["details"]):
-        s = out.setdefault((lab, int(L)), {"steps": set(), "config": set(), "tokens": set()})
+    corpora = df["corpus"] if "corpus" in df else [None] * len(df)
+    for lab, L, steps, h, d, c in zip(df["label"], df["length"], df["steps"], df["config"], df["details"], corpora):
+        s = out.setdefault((lab, int(L)), {"steps": set(), "config": set(), "tokens": set(), "corpus": set()})
         s["steps"].add(_count(steps))
         s["config"].add(None if pd.isna(h) else h)
         s["tokens"].add(_count((d or {}).get("tokens_scored")))
+        s["corpus"].add("sotu" if c is None or pd.isna(c) else c)  # records from before the corpus was named: sotu
     return out
 
 
@@ -54,9 +56,11 @@ def _count(v):
 
 
 def comparable(mine: dict, theirs: dict) -> str:
-    """Why a cell of yours cannot be judged against the reference's ('' when it can): a training length, config or
-    evaluation stream that none of the reference's draws of that cell had."""
+    """Why a cell of yours cannot be judged against the reference's ('' when it can): a corpus, training length,
+    config or evaluation stream that none of the reference's draws of that cell had."""
     why = []
+    if not mine.get("corpus", set()) <= theirs.get("corpus", set()):
+        return f"measured on corpus {_one(mine['corpus'])}, the reference on {_one(theirs['corpus'])}"
     if not mine["steps"] <= theirs["steps"]:
         why.append(f"trained {_one(mine['steps'])} steps, the reference {_one(theirs['steps'])}")
     elif not mine["config"] <= theirs["config"]:

@@ -63,6 +63,8 @@ def records_frame(results: ResultsDir, skipped: Optional[list] = None) -> pd.Dat
                 or (rec.get("provenance") or {}).get("train_commit"),
                 "train_tree_clean": (rec.get("provenance") or {}).get("train_tree_clean"),
                 "steps": (rec.get("provenance") or {}).get("steps"),
+                "corpus": (rec.get("provenance") or {}).get("corpus"),
+                "parent": (rec.get("provenance") or {}).get("parent"),  # a run continued from another (a fine-tune)
                 "dtype": (rec.get("provenance") or {}).get("dtype"),  # an outside model's evaluation precision
             }
         )
@@ -120,6 +122,7 @@ class Table:
     chosen_protocol: bool = True  # the protocol was asked for (False: the default one of the records present)
     chance: str = ""  # the metric's chance level in these records ('0.1'; 'varies' across them; '' unknown)
     states: dict = field(default_factory=dict)  # (label, length) -> why a cell with records has no value
+    note: str = ""  # said beside the table: its runs trained far short of their config's steps ('' when not)
 
     def text(self, label: str, length: int) -> str:
         """A cell as the tables print it: the value (± ci over seeds, or one seed's trial interval), else why it
@@ -148,11 +151,65 @@ class Table:
         return b is not None and self.cells.get((label, length), (None,))[0] == self.cells[(b, length)][0]
 
 
+def under_trained(df: pd.DataFrame) -> str:
+    """A note for runs trained under half their built-in config's steps (the quick look's 40): their table reads
+    about the same for every scheme, which says nothing about the encodings, so the table says so; '' otherwise."""
+    from ..config import builtin_configs, load_config
+
+    if not {"config", "steps"} <= set(df.columns):  # a frame built without provenance: nothing to say
+        return ""
+    if "parent" in df.columns:  # a fine-tune's steps are its own, on top of its parent's full training
+        df = df[df["parent"].isna()]
+    short = []
+    for (name, steps), _ in df.groupby([df["config"].fillna(""), df["steps"].fillna(-1)]):
+        if name in builtin_configs() and 0 <= steps < (full := load_config(name).train.steps) / 2:
+            short.append(f"{int(steps)} steps, {steps / full:.0%} of the {name} config's {full}")
+    return (
+        f"note: trained {'; '.join(short)}: under-trained, so these numbers say little about the encodings"
+        " (`pebench compare` does not judge such runs)"
+        if short
+        else ""
+    )
+
+
+def one_setup(df: pd.DataFrame, config: Optional[str] = None) -> pd.DataFrame:
+    """The records of one training setup, so that no row pools draws trained differently: ``config`` keeps that
+    config's records; records of several configs (a scale suite's points) are refused in one line naming them; one
+    config's runs at different step counts are keyed apart, their rows labelled ``rope [20 steps]``. Records with no
+    config (outside models, trained elsewhere: a row of their own) stand beside any of them."""
+    if not {"config", "steps"} <= set(df.columns):  # a frame built without provenance: one setup as far as known
+        return df
+    named = df["config"].notna()
+    if config is not None:
+        if config not in set(df.loc[named, "config"]):
+            present = ", ".join(sorted(set(df.loc[named, "config"]))) or "none"
+            raise PebenchError(f"no records of config {config!r}; configs present: {present}")
+        df, named = df[~named | (df["config"] == config)], named[~named | (df["config"] == config)]
+    if df.loc[named, "config"].nunique() > 1:
+        runs = df[named].groupby("config")["run"].nunique()
+        raise PebenchError(
+            f"the records come from {len(runs)} configs ({', '.join(f'{c}: {n} runs' for c, n in runs.items())}) and a"
+            " row must not pool them: pass --config NAME for one"
+        )
+    steps = df["steps"].where(df["steps"].notna(), "?").astype(str).str.removesuffix(".0")
+    mixed = steps.where(df["steps"].notna()).groupby(df["label"]).transform("nunique") > 1
+    if mixed.any():
+        df = df.assign(label=df["label"].where(~mixed, df["label"] + " [" + steps + " steps]"))
+    return df
+
+
 def _records_of(
-    df: pd.DataFrame, m, metric: str, protocol: Optional[str], schemes: Optional[list[str]], split: str
+    df: pd.DataFrame,
+    m,
+    metric: str,
+    protocol: Optional[str],
+    schemes: Optional[list[str]],
+    split: str,
+    config: Optional[str] = None,
 ) -> tuple[pd.DataFrame, str]:
     """The records a table of ``metric`` reads: its task's, on ``split``, under ``protocol`` (default nonoverlap, else
-    the first present), of ``schemes``; and the protocol chosen. One line naming what is there when nothing is."""
+    the first present), of ``schemes``, of one training setup (``one_setup``); and the protocol chosen. One line
+    naming what is there when nothing is."""
     if df.empty:
         raise PebenchError("no records to report; run `pebench eval` first")
     if not (df["task"] == m.task).any():
@@ -177,7 +234,7 @@ def _records_of(
             + (f" and schemes {schemes}" if schemes else "")
             + f"; protocols present: {', '.join(protocols)}"
         )
-    return df, protocol
+    return one_setup(df, config), protocol
 
 
 def _cells(df: pd.DataFrame, metric: str) -> tuple[dict, dict]:
@@ -213,10 +270,11 @@ def build_table(
     protocol: Optional[str] = None,
     schemes: Optional[list[str]] = None,
     split: str = "validation",
+    config: Optional[str] = None,
 ) -> Table:
     m = find_metric(metric)  # registered with its task and direction (derived ones such as ppl's ratio too)
     chosen = protocol is not None
-    df, protocol = _records_of(df, m, metric, protocol, schemes, split)
+    df, protocol = _records_of(df, m, metric, protocol, schemes, split, config)
     if m.derived:  # computed from the task's records by the task (ppl's ratio to 1x)
         df = TASKS.get(m.task).derive(df, metric)
     lengths = sorted(int(x) for x in df["length"].unique())
@@ -244,6 +302,7 @@ def build_table(
         chosen,
         chance_text(df, m),
         states,
+        under_trained(df),
     )
 
 
@@ -312,7 +371,8 @@ def to_markdown(t: Table) -> str:
         f"Metric: {t.metric}{_unit(t)}; protocol: {t.protocol}; split: {t.split}"
         + (f"; chance (a uniform guess): {t.chance}" if t.chance else "")
         + f"; best ({best}) value per column in bold."
-        + (" Brackets: 95% interval over one seed's trials." if any(c[3] for c in t.cells.values()) else ""),
+        + (" Brackets: 95% interval over one seed's trials." if any(c[3] for c in t.cells.values()) else "")
+        + (f"\n\n{t.note.removeprefix('note: ').capitalize()}." if t.note else ""),
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),

@@ -374,6 +374,23 @@ def check_evaluation(runs: list[tuple[str, Config]], req: EvalRequest) -> None:
             )
         for task in tasks:
             task.check(options[task.name], lengths, cfg.model.context, cap, req.protocol)
+    check_scalings_apply([cfg for _, cfg in runs], list(req.variants))
+
+
+def check_scalings_apply(configs: list[Config], variants: list[str]) -> None:
+    """Scalings named (``--rope-scaling yarn``) for runs none of which has RoPE, and without ``none`` among them,
+    would measure nothing that was asked: one line before anything trains (``eval`` refuses the same)."""
+    from ..pe.rope import canonical_variant
+
+    named = [v for v in variants if v != "all"]
+    if not named or any(canonical_variant(v) == "default" for v in named):
+        return
+    if all(variants_for(cfg, named, explicit=True) is None for cfg in configs):
+        schemes = ", ".join(sorted({cfg.model.pe for cfg in configs}))
+        raise UsageError(
+            f"--rope-scaling {','.join(named)} applies to the RoPE family, and no run here has RoPE ({schemes}): "
+            "leave it out, or add none to evaluate them as trained"
+        )
 
 
 def outside_eval(

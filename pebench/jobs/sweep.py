@@ -23,6 +23,7 @@ from typing import Optional
 from ..config import Config, config_from_dict
 from ..eval.evaluate import EvalRequest, eval_lengths, evaluate_run
 from ..eval.scoring import Protocol
+from ..pe.rope import canonical_variant
 from ..results import ResultsDir
 from ..tasks import TASKS
 from ..util.errors import PebenchError, UsageError
@@ -88,14 +89,22 @@ def evaluate_runs(rd: ResultsDir, runs: list[str], req: EvalRequest, explicit: b
     failures = 0
     own = {run: variants_for(rd.run_config(run)[0], list(req.variants), explicit) for run in runs}
     some_take_them = any(sc for sc in own.values())
+    as_trained_asked = any(canonical_variant(v) == "default" for v in req.variants)  # --rope-scaling none,...
     for run in runs:
         cfg, _ = rd.run_config(run)
         sc = own[run]
-        if sc is None and some_take_them:
-            reporter.warn(f"note: run {run!r} uses {cfg.model.pe!r}, which has no RoPE scaling: evaluated as trained")
+        if sc is None and (some_take_them or as_trained_asked):
+            skipped = ", ".join(v for v in req.variants if canonical_variant(v) != "default")
+            reporter.warn(
+                f"note: run {run!r} uses {cfg.model.pe!r}, which has no RoPE scaling: evaluated as trained"
+                + (f" ({skipped} skipped)" if skipped else "")
+            )
             sc = []
         elif sc is None:
-            reporter.error(f"run {run!r} uses {cfg.model.pe!r}: --rope-scaling applies to the RoPE family only")
+            reporter.error(
+                f"run {run!r} uses {cfg.model.pe!r}: --rope-scaling applies to the RoPE family only (add none to"
+                " evaluate it as trained)"
+            )
             failures += 1
             continue
         try:

@@ -40,8 +40,10 @@ def load_checkpoint(path: Path) -> dict:
                 "tensors (loaded with weights_only=True)"
             ) from e
         first = msg.splitlines()[0] if msg else type(e).__name__
+        first = first if len(first) <= 120 else first[:117].rsplit(" ", 1)[0] + " ..."  # cut at a word, said so
         raise PebenchError(
-            f"checkpoint {path} is truncated or corrupted ({first[:120]}); train the run again with --overwrite"
+            f"checkpoint {path} is truncated or corrupted ({type(e).__name__}: {first}); train the run again with"
+            " --overwrite"
         ) from e
     if not isinstance(ckpt, dict) or "model" not in ckpt or "config" not in ckpt:
         raise PebenchError(f"checkpoint {path} is not a pebench checkpoint")

@@ -245,10 +245,10 @@ def task_options(tasks: list[Task], given: dict) -> dict:
         targets = [by_name[tname]] if tname else [t for t in tasks if opt in t.options]
         if not targets or opt not in targets[0].options:
             takes = [n for n in TASKS if opt in TASKS.get(n).options]
+            where = f"an option of {', '.join(takes)}, not of" if takes else "an option of no task; not of"
             raise UsageError(
-                f"--task-opt {key}: {opt!r} is an option of the task(s) {', '.join(takes) or 'none'}, "
-                f"not of {', '.join(t.name for t in targets or tasks)}"
-                + "".join(f"; {t.name} takes {', '.join(t.options) or 'none'}" for t in targets or tasks)
+                f"--task-opt {key}: {opt!r} is {where} {', '.join(t.name for t in targets or tasks)}"
+                + "".join(f"; {t.name} takes {', '.join(t.options) or 'no option'}" for t in targets or tasks)
             )
         for t in targets:
             out[t.name][opt] = typed_value(value, t.options[opt], f"--task-opt {key}")

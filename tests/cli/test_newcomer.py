@@ -27,6 +27,7 @@ def test_a_run_name_is_one_safe_folder_name(tmp_path, name):
 
 def test_compare_from_another_folder_says_where_the_reference_is(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "res").mkdir()
     _one_line(invoke("compare", "--results", tmp_path / "res"), 1, "no reference records in results/reference")
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "records").mkdir()

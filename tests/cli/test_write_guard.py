@@ -149,9 +149,70 @@ def test_a_run_whose_config_is_damaged_is_one_line(repo, tmp_path):
         (("--stride", "64"), "--stride sets the sliding protocol's step; add --protocol sliding"),
         (("--protocol", "sliding", "--stride", "64", "--targets", "8"), "--targets sets the fixed protocol's targets"),
         (("--logit-scale", "logn@nope"), "--logit-scale logn@nope: no scheme 'nope'"),
+        (("--max-tokens", "99999999999"), "--max-tokens 99,999,999,999 is more than the validation split of"),
     ],
-    ids=["empty-task", "stride-without-sliding", "targets-without-fixed", "logit-scale-no-scheme"],
+    ids=["empty-task", "stride-without-sliding", "targets-without-fixed", "logit-scale-no-scheme", "max-tokens-huge"],
 )
 def test_an_evaluation_setting_that_would_be_ignored_is_refused(repo, args, says):
     res = invoke("eval", *args, "--results", repo / "B1")
     assert res.exit_code == 2 and says in res.output and "Traceback" not in res.output, res.output
+
+
+def test_rope_scalings_on_runs_without_rope_evaluate_what_applies_or_refuse_before_training(tmp_path):
+    """#82: `eval --rope-scaling none,ntk,yarn` (even `none`) on a folder whose only run is ALiBi was refused; it
+    evaluates the run as trained and says what it skipped. A scaling that applies to no run and no `none` beside it
+    measures nothing asked: `eval` refuses it and `run --pe alibi --rope-scaling yarn` refuses before it trains."""
+    cfg = tmp_path / "micro.yaml"
+    cfg.write_text(yaml.safe_dump(micro(train={"steps": 1})))
+    a = tmp_path / "A"
+    assert invoke("train", "--pe", "alibi", "--config", cfg, "--results", a).exit_code == 0
+    res = invoke("eval", "--lengths", "16", "--rope-scaling", "none,ntk,yarn", "--results", a)
+    assert res.exit_code == 0 and "evaluated as trained (ntk, yarn skipped)" in res.output, res.output
+    assert [p.name for p in (a / "records" / "alibi-micro-s0").iterdir()] == ["alibi__nonoverlap__L16.json"]
+    res = invoke("eval", "--lengths", "16", "--rope-scaling", "yarn", "--results", a)
+    assert res.exit_code != 0 and "add none to evaluate it as trained" in res.output
+    res = invoke("run", "--pe", "alibi", "--rope-scaling", "yarn", "--config", cfg, "--results", tmp_path / "B")
+    assert res.exit_code == 2 and "no run here has RoPE (alibi)" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "B").exists()
+
+
+def test_messages_say_what_was_wrong_and_what_is_allowed(repo, tmp_path, monkeypatch):
+    """#82's misleading messages: a folder under runs/ without config.yaml is not 'no run named'; a missing folder
+    given to compare or report --compare is named; --rope-factor nan is refused before anything is measured; an
+    option no task takes does not say 'task(s) none'; an export error names the folder asked for, never the
+    temporary one beside it."""
+    import shutil
+
+    res = tmp_path / "r"
+    shutil.copytree(repo / "B1", res)
+    (res / "runs" / "ghost").mkdir()
+    cases = [
+        (("eval", "--run", "ghost", "--results", res), "runs/ghost has no config.yaml: it is not a run"),
+        (("compare", "--results", tmp_path / "none"), f"no results folder {tmp_path / 'none'}"),
+        (("report", "--compare", tmp_path / "none", "--compare", res), f"--compare {tmp_path / 'none'}: no such"),
+        (("eval", "--rope-factor", "nan", "--results", res), "--rope-factor must be a finite number >= 1, got nan"),
+        (("eval", "--task-opt", "foo=1", "--results", res), "'foo' is an option of no task; not of ppl"),
+        (("export", "rope-micro-s0", "--hf", "/proc/pebench-x/y", "--results", res), "--hf /proc/pebench-x/y: cannot"),
+    ]
+    for args, says in cases:
+        out = invoke(*args)
+        assert out.exit_code != 0 and says in out.output and "Traceback" not in out.output, (args, out.output)
+    assert not list((res / "records").rglob("*rope-factor*"))
+
+
+def test_next_hints_run_as_printed_from_any_folder(repo, tmp_path, monkeypatch):
+    """#82: a `next:` hint printed `compare` outside a clone (no reference there) and paths unquoted; it quotes the
+    folder for the shell and suggests `report` where the committed reference is not beside it; after
+    --emit-sbatch the next step is the script."""
+    import shlex
+
+    cfg = tmp_path / "micro.yaml"
+    cfg.write_text(yaml.safe_dump(micro(train={"steps": 1})))
+    monkeypatch.chdir(tmp_path)
+    spaced = tmp_path / "my runs"
+    out = invoke("run", "--pe", "rope", "--config", cfg, "--lengths", "16", "--rope-scaling", "", "--results", spaced)
+    assert out.exit_code == 0, out.output
+    hint = out.output.split("next: ")[1].split("  (")[0]
+    assert hint == f"pebench report --results {shlex.quote(str(spaced))}" and shlex.split(hint)[-1] == str(spaced)
+    out = invoke("run", "--pe", "rope", "--config", cfg, "--results", tmp_path / "E", "--emit-sbatch", tmp_path / "e.sh")
+    assert out.exit_code == 0 and f"next: sbatch {tmp_path / 'e.sh'}" in out.output, out.output

@@ -312,6 +312,20 @@ def test_compare_judges_only_runs_trained_and_scored_as_the_reference_was(rset, 
     assert "0 of 0 cells inside" in text and "2 cells not comparable" in text
 
 
+def test_compare_never_judges_records_of_another_corpus(rset, tmp_path):
+    """#82: `compare` judged records measured on another corpus against the reference without a word; such a cell
+    is not comparable and says which corpus each side was measured on (records without a corpus are sotu's)."""
+    mine = ResultsDir(tmp_path / "mine")
+    code = record("flat", 0, 128, 4.05)
+    code["provenance"] = {**code["provenance"], "corpus": "pystdlib"}
+    mine.write_record(code)
+    df = compare_runs(records_frame(mine), records_frame(rset)).set_index(["label", "length"])
+    assert df.loc[("flat", 128), "verdict"] == "not comparable: measured on corpus pystdlib, the reference on sotu"
+    code["provenance"]["corpus"] = "sotu"
+    mine.write_record(code)
+    assert compare_runs(records_frame(mine), records_frame(rset)).iloc[0]["verdict"] == "inside"
+
+
 # ---- the committed results ---------------------------------------------------------------------------------
 
 

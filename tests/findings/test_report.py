@@ -234,3 +234,66 @@ def test_a_table_mixing_tokenizers_says_its_perplexity_is_per_token(tmp_path):
     assert mixed.startswith("Metric: ppl per token (tokenizers differ across these rows: compare them by bpb)")
     one = rp.to_markdown(rp.build_table(rp.records_frame(rd), schemes=["byte-s0"]))
     assert one.startswith("Metric: ppl; protocol")
+
+
+def _trained(r, config="tiny", steps=500):
+    r["provenance"] = {"config_name": config, "steps": steps}
+    return r
+
+
+def test_a_row_never_pools_draws_of_different_configs_or_step_counts(tmp_path):
+    """#82: a 20-step run beside 5-step runs was reported as one scheme n=4. Runs of one config at different step
+    counts get a row each (``rope [20 steps]``); records of several configs are refused in one line naming them,
+    and --config picks one."""
+    rd = ResultsDir(tmp_path / "mix")
+    for seed, steps, ppl in [(0, 5, 20.0), (1, 5, 21.0), (2, 5, 19.0), (3, 20, 10.0)]:
+        rd.write_record(_trained(rec(f"rope-s{seed}", "rope", seed, 16, ppl), steps=steps))
+    t = rp.build_table(rp.records_frame(rd))
+    assert t.cells[("rope [5 steps]", 16)][2] == 3 and t.cells[("rope [20 steps]", 16)][:3] == (10.0, 0.0, 1)
+    assert "rope" not in t.rows
+    rd.write_record(_trained(rec("rope-d64-s0", "rope", 0, 16, 7.0), config="tiny-d64"))
+    with pytest.raises(rp.PebenchError, match=r"2 configs \(tiny: 4 runs, tiny-d64: 1 runs\).*--config"):
+        rp.build_table(rp.records_frame(rd))
+    assert rp.build_table(rp.records_frame(rd), config="tiny-d64").cells[("rope", 16)][0] == 7.0
+    res = runner.invoke(
+        app, ["report", "--results", str(rd.root), "--config", "tiny-d64", "--out", str(tmp_path / "o")]
+    )
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["report", "--results", str(rd.root)])
+    assert res.exit_code == 1 and "Traceback" not in res.output and "--config NAME" in res.output
+
+
+def test_a_table_of_runs_far_short_of_their_configs_steps_says_so_beside_it(tmp_path):
+    """#82: at 40 steps the quick look's table read about the same for every scheme and only `compare` said the
+    runs were under-trained; the table says it now (console and report.md), and a run at its config's steps is not
+    flagged."""
+    rd = ResultsDir(tmp_path / "short")
+    rd.write_record(_trained(rec("rope-s0", "rope", 0, 16, 19.5), steps=40))
+    assert rp.build_table(rp.records_frame(rd)).note.startswith("note: trained 40 steps, 8% of the tiny config's 500")
+    res = runner.invoke(app, ["report", "--results", str(rd.root)])
+    assert res.exit_code == 0 and "under-trained" in res.output
+    assert "under-trained" in (rd.root / "report.md").read_text()
+    full = ResultsDir(tmp_path / "full")
+    full.write_record(_trained(rec("rope-s0", "rope", 0, 16, 3.7), steps=500))
+    assert rp.build_table(rp.records_frame(full)).note == ""
+
+
+def test_records_are_checked_for_types_on_read_and_pack_names_what_it_cannot_read(tmp_path):
+    """#82: a record whose length was the string "256" became a second column; `pack` of a folder with a truncated
+    record said "packed 17" of 18. A record of the wrong type is skipped with its field named; `pack` refuses in
+    one line naming every file it could not read, and writes nothing."""
+    from pebench.results import read_record
+
+    good = rec("rope-s0", "rope", 0, 16, 10.0)
+    assert read_record(json.dumps(good))[1] is None
+    for field, value in [("length", "256"), ("seed", 1.5), ("status", "fine"), ("label", None), ("provenance", [])]:
+        bad, why = read_record(json.dumps({**good, field: value}))
+        assert bad is None and why.startswith("fields of the wrong type: " + field), why
+    rd = ResultsDir(tmp_path / "r")
+    rd.write_record(good)
+    rd.write_record(rec("rope-s0", "rope", 0, 64, 12.0))
+    cut = rd.record_path(rec("rope-s0", "rope", 0, 64, 12.0))
+    cut.write_text(cut.read_text()[:50])
+    res = runner.invoke(app, ["pack", str(tmp_path / "p"), "--results", str(rd.root)])
+    assert res.exit_code == 1 and "1 record file(s) could not be read" in res.output and cut.name in res.output
+    assert not (tmp_path / "p").exists()

@@ -320,7 +320,7 @@ def test_a_task_added_outside_shows_up_in_eval_and_report(outside_task, tmp_path
     assert r.exit_code == 0 and "| alibi | **16.00** | **32.00** | 2.00 |" in r.output, r.output
     r = runner.invoke(app, ["eval", "--task", "window-size", "--task-opt", "depths=0,1", "--results", str(tmp_path)])
     having = ", ".join(sorted(n for n in task_names() if "depths" in TASKS.get(n).options))  # every task with depths
-    assert r.exit_code == 2 and f"'depths' is an option of the task(s) {having}, not of window-size" in r.output
+    assert r.exit_code == 2 and f"'depths' is an option of {having}, not of window-size" in r.output
     r = runner.invoke(app, ["eval", "--task", "passkey", "--lengths", "64", "--results", str(tmp_path)])
     assert r.exit_code == 2 and "passkey needs lengths of at least" in r.output
     r = runner.invoke(app, ["eval", "--task", "pasky", "--results", str(tmp_path)])
