@@ -96,10 +96,7 @@ def _table(root: Path, args: dict) -> str:
     if used["run"].str.startswith("hf-").all():  # outside models: no seed or training precision of pebench's
         dtypes = " and ".join(sorted({str(d) for d in used["dtype"]}))
         return f"Outside models (trained elsewhere), evaluated in {dtypes}.\n" + rp.to_markdown(t)
-    seeds = sorted(int(x) for x in used["seed"].unique())
-    n = f"{len(seeds)} seeds" if len(seeds) > 1 else "one seed"
-    trained = " and ".join(sorted(used["precision"].unique()))
-    return f"Seeds behind these cells: {', '.join(map(str, seeds))} ({n}; trained in {trained}).\n" + rp.to_markdown(t)
+    return f"Seeds behind these cells: {rp.seeds_behind(used)}.\n" + rp.to_markdown(t)
 
 
 @GENERATORS.register("context")

@@ -14,6 +14,7 @@ import pandas as pd
 from ..util.errors import PebenchError
 
 STYLE = """body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;color:#222}
+nav,li,p,figcaption{overflow-wrap:anywhere}
 body{margin:2em auto;max-width:1400px;padding:0 1.5em;box-sizing:border-box}
 .wide{overflow-x:auto}table{border-collapse:collapse;margin:1em 0}caption{text-align:left;font-weight:600}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:right;white-space:nowrap}nav li{margin:2px 0}
@@ -26,8 +27,9 @@ code,pre{background:#f6f6f6}pre{padding:6px;white-space:pre-wrap}figure{margin:1
 BEST = '<td class="best">'
 
 
-def table_html(t) -> str:
-    """A report Table as HTML; the best cell of each column (by the metric's direction) gets class 'best'."""
+def table_html(t, draws: str = "") -> str:
+    """A report Table as HTML; the best cell of each column (by the metric's direction) gets class 'best'; ``draws``
+    (the seeds and precisions behind its cells) ends the caption, so an n is never unexplained."""
     from .effective import effective_text, has_effective
     from .report import _header
 
@@ -42,9 +44,19 @@ def table_html(t) -> str:
             f"<tr><td>{html.escape(lab)}</td>{cells}" + "".join(f"<td>{html.escape(x)}</td>" for x in last) + "</tr>"
         )
     best = "highest" if t.higher_is_better else "lowest"
-    cap = f"{t.metric} ({t.protocol}, {t.split} split; {best} is best, marked)"
+    cap = f"{t.metric} ({t.protocol}, {t.split} split; {best} is best, marked){draws}"
     table = f"<table id='{anchor(t)}'><caption>{html.escape(cap)}</caption><tr>{head}</tr>{''.join(body)}</table>"
     return f"<div class='wide'>{table}</div>"  # a cell never wraps: a table wider than the page scrolls
+
+
+def draws_text(df: pd.DataFrame, t) -> str:
+    """'; seeds 0-4 and 5-11 ...': the seeds and training precisions of the records behind a table's cells."""
+    from .report import seeds_behind
+
+    used = df[(df["split"] == t.split) & df["label"].isin(t.rows)]
+    if used.empty or used["run"].astype(str).str.startswith("hf-").all():
+        return ""
+    return f"; seeds behind these cells: {seeds_behind(used)}; n counts draws, a seed in each precision one"
 
 
 def anchor(t) -> str:
@@ -100,13 +112,14 @@ def _images(root: Path) -> list[str]:
 
 
 def _claims(root: Path, df: pd.DataFrame) -> list[str]:
-    from .claims import CLAIMS_FILE, check_set
+    from .claims import CLAIMS_FILE, MARKS, check_set
 
     if not (root / CLAIMS_FILE).is_file():
         return ["<p>No claims file in this result set.</p>"]
     out = []
     for v in check_set(root, df):
-        cls, mark = ("pending", "pending") if v.pending else ("held", "held") if v.held else ("failed", "FAILED")
+        mark = MARKS[v.state]  # the words `check` and the README use: confirmed, FAILED, observed, ...
+        cls = "failed" if mark.isupper() else "pending" if v.state == "pending" else "held"
         out.append(
             f'<li><span class="{cls}">{mark}</span> ({html.escape(v.claim["rule"])}) '
             f"{html.escape(v.claim['text'])}<pre>{html.escape(v.id)}\n{html.escape(v.why)}</pre></li>"
@@ -137,7 +150,7 @@ def _provenance(df_prov: list[dict], created: list[str]) -> str:
         )
     if created:
         rows.append(f"<tr><td>measured</td><td>{html.escape(min(created))} .. {html.escape(max(created))}</td></tr>")
-    return "<table>" + "".join(rows) + "</table>"
+    return "<div class='wide'><table>" + "".join(rows) + "</table></div>"
 
 
 def write_html(root: Path, dest: Path | None = None) -> Path:
@@ -160,7 +173,8 @@ def write_html(root: Path, dest: Path | None = None) -> Path:
         _contents(sections),
         "<h2>Tables</h2>",
         *[
-            f"<h3 id='s{i}'>{html.escape(h)}</h3><p>{html.escape(what)}</p>" + "".join(map(table_html, ts))
+            f"<h3 id='s{i}'>{html.escape(h)}</h3><p>{html.escape(what)}</p>"
+            + "".join(table_html(x, draws_text(df, x)) for x in ts)
             for i, (h, ts, what) in enumerate(sections)
         ],
         "<h2 id='claims'>Claims</h2>",

@@ -306,6 +306,14 @@ def build_table(
     )
 
 
+def seeds_behind(used: pd.DataFrame) -> str:
+    """'0, 1, 2 (3 seeds; trained in bf16 and fp32)': the seeds and training precisions of a table's records."""
+    seeds = sorted(int(x) for x in used["seed"].unique())
+    n = f"{len(seeds)} seeds" if len(seeds) > 1 else "one seed"
+    trained = " and ".join(sorted(str(p) for p in used["precision"].unique()))
+    return f"{', '.join(map(str, seeds))} ({n}; trained in {trained})"
+
+
 def chance_text(df: pd.DataFrame, m) -> str:
     """The chance level of metric ``m`` over the records of a table: what they state (``chance``), else the
     metric's own where it is one number (records written before they stated it); 'varies' where they differ."""

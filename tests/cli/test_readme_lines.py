@@ -40,7 +40,7 @@ def readme_lines() -> list[str]:
     return lines
 
 
-def as_run_here(line: str, config: Path) -> list[str]:
+def as_run_here(line: str, config: Path, repo: Path = ROOT) -> list[str]:
     for a, b in SUBSTITUTIONS:
         line = line.replace(a, b)
     line = re.sub(r"(\S+?)(\|\S+)+", r"\1", line)  # `--format table|md|csv`: one of them, the first
@@ -54,14 +54,34 @@ def as_run_here(line: str, config: Path) -> list[str]:
     if args[0] == "analyze":
         args += ["--tokens", "256"]
     if args[0] == "compare":
-        args += ["--reference", str(ROOT / "results" / "reference")]
+        args += ["--reference", str(repo / "results" / "reference")]
     if args[0] == "check":
-        args += [str(ROOT / "results" / "wave2026")]  # one committed set: a scratch folder has no claims
+        args += [str(repo / "results" / "wave2026")]  # one committed set: a scratch folder has no claims
     return args
 
 
-def test_the_readmes_commands_run_in_order_on_the_folders_they_make(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def _clone(tmp_path) -> Path:
+    """This repository as committed (a shared clone: its files, no copy of its history), or a skip where the
+    tests do not run from a git checkout."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("the tests do not run from a git checkout")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--shared", str(ROOT), str(clone)], check=True, capture_output=True)
+    return clone
+
+
+@pytest.mark.parametrize("where", ["scratch", "clone"])
+def test_the_readmes_commands_run_in_order_on_the_folders_they_make(tmp_path, monkeypatch, where):
+    """From a scratch folder, and from the root of a clone of this repository (#82: a README line run there once
+    replaced committed files), where afterwards no tracked file has changed."""
+    import subprocess
+
+    repo = _clone(tmp_path) if where == "clone" else ROOT
+    here = repo if where == "clone" else tmp_path
+    monkeypatch.chdir(here)
     config = tmp_path / "micro.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
     lines = readme_lines()
@@ -69,16 +89,21 @@ def test_the_readmes_commands_run_in_order_on_the_folders_they_make(tmp_path, mo
     for line in lines:
         if line.removeprefix("pebench ") in COVERED:
             continue
-        args = as_run_here(line, config)
+        args = as_run_here(line, config, repo)
         r = invoke(*args)
         if "--launcher" in args:  # no Slurm here: refused in one line that says what to do instead
-            assert r.exit_code == 2 and "--emit-sbatch" in r.output and not (tmp_path / "jobs").exists(), r.output
+            assert r.exit_code == 2 and "--emit-sbatch" in r.output and not (here / "jobs").exists(), r.output
             continue
         assert r.exit_code == 0, f"README line `{line}` (run as `pebench {' '.join(args)}`) failed:\n{r.output}"
         assert "Traceback" not in r.output
-    runs = {p.name for p in (tmp_path / "results" / "runs").iterdir()}
+    runs = {p.name for p in (here / "results" / "runs").iterdir()}
     assert {"rope-600", "rope-micro-s0", "alibi-micro-s1", "irope-micro-s0"} <= runs, runs
-    assert (tmp_path / "results" / "mine" / "records.jsonl.gz").is_file() and (tmp_path / "sweep.sh").is_file()
+    assert (here / "results" / "mine" / "records.jsonl.gz").is_file() and (here / "sweep.sh").is_file()
+    if where == "clone":
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo, capture_output=True, text=True
+        ).stdout
+        assert changed == "", f"README lines changed tracked files:\n{changed}"
 
 
 @pytest.mark.parametrize("line", ["pebench report --format table|md|csv --metric ppl|bpb --html"])
