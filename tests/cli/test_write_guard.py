@@ -214,5 +214,7 @@ def test_next_hints_run_as_printed_from_any_folder(repo, tmp_path, monkeypatch):
     assert out.exit_code == 0, out.output
     hint = out.output.split("next: ")[1].split("  (")[0]
     assert hint == f"pebench report --results {shlex.quote(str(spaced))}" and shlex.split(hint)[-1] == str(spaced)
-    out = invoke("run", "--pe", "rope", "--config", cfg, "--results", tmp_path / "E", "--emit-sbatch", tmp_path / "e.sh")
+    out = invoke(
+        "run", "--pe", "rope", "--config", cfg, "--results", tmp_path / "E", "--emit-sbatch", tmp_path / "e.sh"
+    )
     assert out.exit_code == 0 and f"next: sbatch {tmp_path / 'e.sh'}" in out.output, out.output
