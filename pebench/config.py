@@ -73,6 +73,9 @@ class ModelConfig:
     # temperature); entmax_alpha its alpha (1 is softmax, 2 sparsemax).
     normaliser: str = "softmax"
     entmax_alpha: float = 1.5
+    # ASEntmax's two scale projections with a bias (the authors' reproduction commands set attn_scale_proj_bias=True);
+    # off by default: the committed ASEntmax runs (results/wave2026), and the predictions registered on them, have none.
+    asentmax_bias: bool = False
     # A scheme and a span per layer (pebench.patterns.LayerSpec as a dict: pe, options, window, chunk, logit_scale,
     # ssmax); empty: ``pe`` in every layer. With a list, ``pe`` is the runs' name for it (a pattern's name).
     layers: list = field(default_factory=list)
@@ -94,6 +97,8 @@ class ModelConfig:
             )
         if self.normaliser not in NORMALISERS:
             raise UsageError(f"model.normaliser must be one of {', '.join(NORMALISERS)}, got {self.normaliser!r}")
+        if self.asentmax_bias and self.normaliser != "asentmax":
+            raise UsageError(f"model.asentmax_bias applies to model.normaliser asentmax, not {self.normaliser!r}")
         if not self.entmax_alpha >= 1:
             raise UsageError(
                 f"model.entmax_alpha must be >= 1 (1: softmax, 1.5, 2: sparsemax), got {self.entmax_alpha}"
@@ -246,6 +251,7 @@ HASH_OMITTED: dict[str, Callable[[dict], bool]] = {
     "train.random_positions_float": lambda d: not d["train"]["random_positions_float"],
     "model.normaliser": lambda d: d["model"]["normaliser"] == "softmax",
     "model.entmax_alpha": lambda d: d["model"]["normaliser"] == "softmax",
+    "model.asentmax_bias": lambda d: not d["model"]["asentmax_bias"],
     "model.layers": lambda d: not d["model"]["layers"],
     "train.needles": lambda d: not d["train"]["needles"],
     "train.needle_lengths": lambda d: not d["train"]["needles"],

@@ -587,7 +587,8 @@ _ABBREV = {
 
 
 def protocol_key(rec: dict) -> str:
-    """The protocol and its settings in one word: nonoverlap, sliding-s64, fixed-k256, filler-t20, text-t20-k24."""
+    """The protocol and its settings in one word, the settings abbreviated in the order of their names: nonoverlap,
+    sliding-s64, fixed-k256, filler-t20, text-k24-t20 (copy's string_length, then trials), sliding-m16384-s64."""
     params = rec.get("protocol_params") or {}
     return "-".join([rec["protocol"]] + [f"{_ABBREV.get(k, k)}{v}" for k, v in sorted(params.items())])
 

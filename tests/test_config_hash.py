@@ -115,6 +115,7 @@ def test_a_key_added_later_is_left_out_at_its_default_and_counts_when_set(key):
         "model.canon": "ABCD",
         "model.normaliser": "asentmax",
         "model.entmax_alpha": 2.0,
+        "model.asentmax_bias": True,
         "train.random_positions_float": True,
         "model.layers": [{"pe": "rope", "window": 8}, {"pe": "none"}],
     }[key]
@@ -125,6 +126,7 @@ def test_a_key_added_later_is_left_out_at_its_default_and_counts_when_set(key):
         "train.induction_lengths": {"induction_steps": 10},
         "train.induction_kinds": {"induction_steps": 10},
         "model.entmax_alpha": {"normaliser": "entmax"},
+        "model.asentmax_bias": {"normaliser": "asentmax"},
     }
     gate = on.get(key, {})
     base = replace(cfg, **{section: replace(getattr(cfg, section), **gate)})

@@ -4,6 +4,7 @@ projection by hand, exact zeros), the closed-form gradient against finite differ
 hand, the model's attention through them (blocked, causal, the tail path) and the combinations refused."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -56,6 +57,32 @@ def test_asentmax_temperature_by_hand():
             beta = math.log1p(math.exp(float(x[0, i] @ scale.beta.weight[h])))
             gamma = 2 * math.tanh(float(x[0, i] @ scale.gamma.weight[h]))
             assert math.isclose(float(got[0, h, i, 0]), 1 + beta * math.log(i + 2) ** gamma, rel_tol=1e-6)
+
+
+def test_asentmax_projection_bias_is_the_authors_option_and_off_by_default():
+    """#81: the authors' reproduction commands set attn_scale_proj_bias=True; model.asentmax_bias adds both
+    projections' biases (the factor by hand with them), the default has none (the committed runs' form, whose
+    config hash is unchanged), and the option on another normaliser is one line."""
+    torch.manual_seed(4)
+    scale = AdaptiveScale(8, 2, bias=True).double()
+    torch.nn.init.normal_(scale.beta.bias), torch.nn.init.normal_(scale.gamma.bias)
+    x = torch.randn(1, 4, 8, dtype=torch.float64)
+    got = scale(x)
+    for h in range(2):
+        for i in range(4):
+            beta = math.log1p(math.exp(float(x[0, i] @ scale.beta.weight[h] + scale.beta.bias[h])))
+            gamma = 2 * math.tanh(float(x[0, i] @ scale.gamma.weight[h] + scale.gamma.bias[h]))
+            assert math.isclose(float(got[0, h, i, 0]), 1 + beta * math.log(i + 2) ** gamma, rel_tol=1e-6)
+    plain = DecoderLM(tiny_model_config("rope", normaliser="asentmax")).blocks[0].attn.adaptive
+    assert plain.beta.bias is None and plain.gamma.bias is None
+    biased = DecoderLM(tiny_model_config("rope", normaliser="asentmax", asentmax_bias=True)).blocks[0].attn.adaptive
+    assert biased.beta.bias.shape == (4,) and biased.gamma.bias.shape == (4,)
+    base, _ = resolve_config(ConfigFlags(normaliser="asentmax"))
+    on = replace(base, model=replace(base.model, asentmax_bias=True))
+    assert on.hash() != base.hash()  # a biased run never takes an unbiased one's records (tests/test_config_hash.py
+    # proves the default keeps every committed hash)
+    with pytest.raises(UsageError, match="model.asentmax_bias applies to model.normaliser asentmax"):
+        tiny_model_config("rope", asentmax_bias=True).validate()
 
 
 @pytest.mark.parametrize("normaliser", ["entmax", "asentmax"])

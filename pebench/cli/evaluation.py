@@ -31,7 +31,7 @@ NO_EVAL_FLAGS = EvalFlags()  # the placeholder where cli.flags.takes puts eval's
 @handle_errors
 @takes(EvalFlags, "ev")
 def eval_cmd(
-    run: Optional[List[str]] = typer.Option(None, "--run", help="run name (repeatable; default: every run)"),
+    run: Optional[List[str]] = typer.Option(None, "--run", help="run name (repeatable; default: every finished run)"),
     ev: EvalFlags = NO_EVAL_FLAGS,  # --lengths, --protocol, --rope-scaling, --task, ... (made by cli.flags.takes)
     device: str = DeviceOpt,
     results: Path = ResultsOpt,

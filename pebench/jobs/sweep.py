@@ -123,7 +123,7 @@ class Job:
     scheme: str
     seed: int
     spec: Path
-    cost: float = 0.0  # expected work (training FLOPs x evaluation variants): the longest jobs start first
+    cost: float = 0.0  # expected work (job_cost: training FLOPs x (1 + 0.1 per variant)): the longest start first
     threads: int = 0  # CPU threads of the job (0: the worker's share); fixed by the plan, never by timing
     last_wave: bool = False  # starts once every other job is done, with the cores the others leave
     run: str = ""  # the run it trains or evaluates ("": its name)

@@ -60,7 +60,9 @@ class CausalSelfAttention(nn.Module):
         self.gate = nn.Linear(cfg.d_model, width, bias=False) if width else None  # gated attention's W_g
         self.canon_b = canon_at(cfg.canon, "B", 3 * cfg.d_model)  # Canon-B on q, k and v (identity without)
         self.normaliser, self.alpha = cfg.normaliser, cfg.entmax_alpha  # softmax, or entmax weights
-        self.adaptive = AdaptiveScale(cfg.d_model, cfg.n_heads) if cfg.normaliser == "asentmax" else None
+        self.adaptive = (
+            AdaptiveScale(cfg.d_model, cfg.n_heads, bias=cfg.asentmax_bias) if cfg.normaliser == "asentmax" else None
+        )
 
     def gated(self, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Gated attention's output gate (Qiu et al. 2025): each head's output y [B, H, T, d_h] times sigmoid(x W_g),

@@ -101,12 +101,14 @@ def entmax_reference(z: list[float], alpha: float) -> list[float]:
 
 
 class AdaptiveScale(nn.Module):
-    """ASEntmax's per-query, per-head factor delta + softplus(x W_beta) (log(i + 2))^(2 tanh(x W_gamma))."""
+    """ASEntmax's per-query, per-head factor delta + softplus(x W_beta + b_beta) (log(i + 2))^(2 tanh(x W_gamma +
+    b_gamma)); the biases only with ``bias`` (``model.asentmax_bias``: the authors' reproduction commands set
+    attn_scale_proj_bias=True; pebench's default, and its committed runs, have none)."""
 
-    def __init__(self, d_model: int, n_heads: int, delta: float = 1.0, gamma_range: float = 2.0):
+    def __init__(self, d_model: int, n_heads: int, delta: float = 1.0, gamma_range: float = 2.0, bias: bool = False):
         super().__init__()
-        self.beta = nn.Linear(d_model, n_heads, bias=False)
-        self.gamma = nn.Linear(d_model, n_heads, bias=False)
+        self.beta = nn.Linear(d_model, n_heads, bias=bias)
+        self.gamma = nn.Linear(d_model, n_heads, bias=bias)
         self.delta, self.gamma_range = delta, gamma_range
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -3,8 +3,8 @@
 A task measures one finished model at one evaluation length and returns the measured part of a record: its
 ``metrics`` (name -> value), their ``intervals`` (name -> [lo, hi], 95%) and task-specific ``details``. It declares:
 - ``metrics``: each a :class:`Metric` that knows whether higher is better (reports bold and rank by it);
-- ``fields``: the keys of its ``details`` (documented in the README with the record's fields);
-- ``options``: its settings with defaults (``pebench eval --trials 20 --depths 0,0.5,1 ...``);
+- ``fields``: the keys of its ``details`` (documented in docs/manual/commands.md with the record's fields);
+- ``options``: its settings with defaults (``pebench eval --trials 20 --task-opt passkey.depths=0,0.5,1 ...``);
 - ``protocol(options, protocol)``: the key that keeps records of different settings apart.
 
 Adding a task is one module that subclasses :class:`Task` and calls :func:`register_task`; ``pebench eval
