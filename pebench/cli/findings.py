@@ -54,13 +54,8 @@ def report(
     rd = ResultsDir(results).existing()
     dest = rp.report_destination(rd, out)  # refused before anything is read or shown
     df = console.load_records(rd)
-    metric = metric or rp.default_metric(df)
-    for r in rd.runs_in("failed"):
-        console.warn(f"note: run {r!r} failed during training and is left out")
-    t = rp.build_table(df, metric, protocol, schemes, split, config)
-    console.show(fmt(t))
-    if t.note:
-        console.warn(t.note)
+    t = rp.build_table(df, metric or rp.default_metric(df), protocol, schemes, split, config)
+    _show(rd, fmt, t)
     if dest is None:
         console.warn(f"note: {rd.root} is a committed result set: nothing written; pass --out DIR for the files")
         return
@@ -68,6 +63,16 @@ def report(
         paths = rp.write_reports(dest.ensure_writable("--out"), t, df, schemes)
     paths += [write_html(rd.root, dest.root / "report.html")] if html else []
     console.warn("wrote " + ", ".join(str(p) for p in paths))
+
+
+def _show(rd, fmt, t) -> None:
+    """The table as asked, with what the reader must know beside it: runs that failed in training (left out) and
+    runs trained far short of their config's steps."""
+    for r in rd.runs_in("failed"):
+        console.warn(f"note: run {r!r} failed during training and is left out")
+    console.show(fmt(t))
+    if t.note:
+        console.warn(t.note)
 
 
 def _check_figures(figure_format: str, html: bool) -> None:

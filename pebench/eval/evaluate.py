@@ -454,6 +454,15 @@ def _outside_precision(dev, requested: str) -> str:
     return eval_precision(dev, "fp32" if requested == "auto" and dev.type == "cpu" else requested)
 
 
+def _outside_stream(o, corpus, req: EvalRequest, cfg):
+    """The evaluation split in the outside model's tokens, cut to ``--max-tokens`` (refused beyond the split's bytes:
+    a tokenizer's tokens are never more than its bytes) or the config's cap; and the bytes it covers."""
+    from .hf import tokenize_split
+
+    check_cap(req.max_tokens, len(corpus.tokens(req.split)), f"the {req.split} split of {corpus.spec!r} in bytes")
+    return tokenize_split(o.tokenizer, corpus.tokens(req.split), req.max_tokens or cfg.eval.max_tokens)
+
+
 def evaluate_outside(
     results: ResultsDir,
     o,
@@ -465,7 +474,7 @@ def evaluate_outside(
 ) -> list[dict]:
     """Evaluate an outside model (hf.Outside) as it is and with each scaling (hf.Scaling), at each length, on
     ``data``'s evaluation split tokenized by its own tokenizer; the records are those of a run named hf-NAME."""
-    from .hf import apply_scaling, eval_config, tokenize_split
+    from .hf import apply_scaling, eval_config
 
     reporter = reporter or Reporter.quiet()
     req.protocol.validate()
@@ -473,8 +482,7 @@ def evaluate_outside(
     _check_outside(o, tasks, scalings, lengths)
     corpus = prepare_corpus(data, results.cache, "text")  # a local or hf: corpus is read from its text column
     cfg = eval_config(o, batch_tokens=16384)
-    check_cap(req.max_tokens, len(corpus.tokens(req.split)), f"the {req.split} split of {corpus.spec!r} in bytes")
-    ids, nbytes = tokenize_split(o.tokenizer, corpus.tokens(req.split), req.max_tokens or cfg.eval.max_tokens)
+    ids, nbytes = _outside_stream(o, corpus, req, cfg)
     for task in tasks:
         task.check(options[task.name], lengths, o.context, len(ids), req.protocol)
     dev = next(o.model.parameters()).device

@@ -99,8 +99,10 @@ def _key(commit: str, set_dir: Path) -> str:
 def has_engine(root: Path, commit: str) -> bool:
     """Whether ``commit`` of the repository at ``root`` holds pebench's claims engine (a user's own repository of
     result sets, with pebench installed from a wheel, holds none: there is no plan in git to compare with)."""
-    r = subprocess.run(["git", "cat-file", "-e", f"{commit}:pebench/findings/claims.py"], cwd=root, capture_output=True)
-    return r.returncode == 0
+    return any(  # a module until the split by job, a package after it
+        subprocess.run(["git", "cat-file", "-e", f"{commit}:{path}"], cwd=root, capture_output=True).returncode == 0
+        for path in ("pebench/findings/claims.py", "pebench/findings/claims/__init__.py")
+    )
 
 
 def engine_verdicts(root: Path, commit: str, set_dir: Path) -> dict[str, str] | str:

@@ -580,7 +580,9 @@ def test_a_claim_registered_before_its_runs_is_pending_until_their_records_come(
     from pebench.findings.html import _claims as html_claims
 
     page = html_claims(rset.root, records_frame(rset))[0]
-    assert '<span class="pending">pending</span> (paired) waits' in page and '<span class="held">held</span>' in page
+    assert (
+        '<span class="pending">pending</span> (paired) waits' in page and '<span class="held">observed</span>' in page
+    )
     write_claims(rset.root, [claim("waits", "higher", "paired", later, {"length": "1x"}, **reg)])
     assert invoke("check", rset.root).exit_code == 0  # pending alone fails nothing
     write_claims(rset.root, [claim("waits", "higher", "paired", later, {"length": "1x"}, awaits="runs")])

@@ -14,7 +14,7 @@ from pebench.findings import claims as cl
 from pebench.findings import engines
 from support import invoke
 
-PKG = Path(cl.__file__).resolve().parents[1]
+PKG = Path(cl.__file__).resolve().parents[2]  # pebench/ (claims is a package: claims/__init__.py)
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_the_same_engine_agrees_and_an_engine_change_that_flips_a_verdict_fails_
 
 
 def test_an_engine_that_cannot_read_the_plan_is_a_difference_and_a_repository_without_one_compares_nothing(repo):
-    claims_py = repo / "pebench" / "findings" / "claims.py"
+    claims_py = repo / "pebench" / "findings" / "claims" / "__init__.py"
     claims_py.write_text(claims_py.read_text() + "\nraise ImportError('an engine that does not start')\n")
     write_claims(repo, [DEGRADES])
     reg = commit(repo, "register under a broken engine")

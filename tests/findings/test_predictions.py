@@ -1,4 +1,4 @@
-"""Predictions and observations (findings/claims.py, registration.py, power.py): a prediction is decided only on
+"""Predictions and observations (findings/claims/, registration.py, power.py): a prediction is decided only on
 records measured at a commit that descends from the one that registered it, is refused when edited since or when
 decided on older records, is pending until its fresh draws are in, and is confirmed or failed by its test against
 the smallest effect that matters with Benjamini-Hochberg adjusted p-values; a claim reading an untrained run
@@ -9,6 +9,7 @@ import json
 import math
 import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -253,7 +254,7 @@ def test_a_bad_prediction_is_one_clear_line(repo):
 def test_the_power_function_reproduces_the_reference_registration():
     """The reference's predictions record what `pebench power` said from seeds 0-4 (both precisions) at level
     0.005; the function still says it, word for word."""
-    reference = cl.Path(__file__).resolve().parents[2] / "results" / "reference"
+    reference = Path(__file__).resolve().parents[2] / "results" / "reference"
     claims = {c["id"]: c for c in cl.load_claims(reference / cl.CLAIMS_FILE)}
     for cid in ("pred-yarn-best-scaling-16x", "pred-t5-ahead-1x", "pred-relative-flat"):
         got = power_of(reference, cid, [0, 1, 2, 3, 4], None, 0.005, 5, 10)
