@@ -31,7 +31,7 @@ def table_html(t, draws: str = "") -> str:
     """A report Table as HTML; the best cell of each column (by the metric's direction) gets class 'best'; ``draws``
     (the seeds and precisions behind its cells) ends the caption, so an n is never unexplained."""
     from .effective import effective_text, has_effective
-    from .report import _header
+    from .report.formats import _header
 
     head = "".join(f"<th>{html.escape(h)}</th>" for h in _header(t))
     body = []

@@ -328,7 +328,16 @@ def test_a_precision_outside_the_list_is_one_line_and_auto_keeps_the_config_hash
     for k in ("needles", "needle_lengths", "needle_kinds", "induction_steps", "induction_lengths", "induction_kinds"):
         d["train"].pop(k)
     d["train"].pop("random_positions_float")  # added later, left out at its default
-    for k in ("attention_sinks", "ssmax", "output_gate", "layers", "canon", "normaliser", "entmax_alpha"):
+    for k in (
+        "attention_sinks",
+        "ssmax",
+        "output_gate",
+        "layers",
+        "canon",
+        "normaliser",
+        "entmax_alpha",
+        "asentmax_bias",
+    ):
         d["model"].pop(k)  # added later, left out at their defaults
     from pebench.config import LR_HASHED  # the rates of schemes added later: resolved into train.lr, left out
 
