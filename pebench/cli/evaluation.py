@@ -109,7 +109,7 @@ def analyze(
 
     if tokens < 2 or not window_k > 0:
         raise UsageError(f"--tokens must be >= 2 and --window-k > 0, got {tokens} and {window_k}")
-    rd = ResultsDir(results)
+    rd = ResultsDir(results).existing()
     if out is None and committed_set(rd.root / "analysis") is not None:
         out = rd.root / "scratch" / "analysis"
         console.warn(f"note: {rd.root / 'analysis'} is a committed result set; writing {out} (--out to choose)")

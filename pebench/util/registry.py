@@ -55,7 +55,7 @@ class Registry(Generic[T]):
 
 
 def unknown_name_message(kind: str, name: str, valid: list[str]) -> str:
-    msg = f"unknown {kind} {name!r}; valid: {', '.join(valid)}"
+    msg = f"unknown {kind} {name!r}; valid: {', '.join(valid) or 'none'}"
     close = difflib.get_close_matches(str(name), valid, n=1, cutoff=0.5)
     if close:
         msg += f" (did you mean {close[0]!r}?)"

@@ -189,6 +189,7 @@ def test_messages_say_what_was_wrong_and_what_is_allowed(repo, tmp_path, monkeyp
     cases = [
         (("eval", "--run", "ghost", "--results", res), "runs/ghost has no config.yaml: it is not a run"),
         (("compare", "--results", tmp_path / "none"), f"no results folder {tmp_path / 'none'}"),
+        (("analyze", "--run", "x", "--results", tmp_path / "none"), f"no results folder {tmp_path / 'none'}"),
         (("report", "--compare", tmp_path / "none", "--compare", res), f"--compare {tmp_path / 'none'}: no such"),
         (("eval", "--rope-factor", "nan", "--results", res), "--rope-factor must be a finite number >= 1, got nan"),
         (("eval", "--task-opt", "foo=1", "--results", res), "'foo' is an option of no task; not of ppl"),
