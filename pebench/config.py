@@ -76,8 +76,9 @@ class ModelConfig:
     # ASEntmax's two scale projections with a bias (the authors' reproduction commands set attn_scale_proj_bias=True);
     # off by default: the committed ASEntmax runs (results/wave2026), and the predictions registered on them, have none.
     asentmax_bias: bool = False
-    # A scheme and a span per layer (pebench.patterns.LayerSpec as a dict: pe, options, window, chunk, logit_scale,
-    # ssmax); empty: ``pe`` in every layer. With a list, ``pe`` is the runs' name for it (a pattern's name).
+    # A scheme and a span per layer (pebench.model.patterns.LayerSpec as a dict: pe, options, window, chunk,
+    # logit_scale, ssmax); empty: ``pe`` in every layer. With a list, ``pe`` is the runs' name for it (a pattern's
+    # name).
     layers: list = field(default_factory=list)
 
     def validate(self):

@@ -22,7 +22,7 @@ import torch
 from pebench.analysis.encodings import sinusoid_like
 from pebench.analysis.run import ppl_by_length
 from pebench.model.checkpoint import load_run_model
-from pebench.pe.sinusoidal import sinusoidal_table
+from pebench.model.pe.sinusoidal import sinusoidal_table
 from pebench.results import finished_by_seed
 from pebench.util.errors import UsageError
 from pebench.util.fsutil import atomic_write_text

@@ -21,7 +21,7 @@ from pebench.analysis.encodings import learned_vs_reference, table_components, t
 from pebench.config import load_config
 from pebench.jobs.suites import SCALE_POINTS
 from pebench.model.checkpoint import load_run_model
-from pebench.pe.sinusoidal import sinusoidal_table
+from pebench.model.pe.sinusoidal import sinusoidal_table
 from pebench.results import ResultsDir
 from pebench.util.stats import mean_ci
 

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from pebench.cli import app
 from pebench.config import ModelConfig
-from pebench.pe import GROUPS, scheme_names
+from pebench.model.pe import GROUPS, scheme_names
 
 runner = CliRunner()
 
@@ -99,7 +99,7 @@ def task_ctx(model, stream=None, **options):
 
     from pebench.config import EvalConfig, ModelConfig
     from pebench.eval.scoring import Protocol
-    from pebench.tasks import EvalContext
+    from pebench.eval.tasks import EvalContext
 
     cfg = type("Cfg", (), {"eval": EvalConfig(batch_tokens=4096), "model": ModelConfig(context=128)})()
     s = (

@@ -29,8 +29,8 @@ from pebench.analysis.encodings import (
 from pebench.analysis.summary import spearman
 from pebench.cli import app
 from pebench.model.decoder import DecoderLM
-from pebench.pe import PEContext, build_pe
-from pebench.pe.alibi import alibi_slopes
+from pebench.model.pe import PEContext, build_pe
+from pebench.model.pe.alibi import alibi_slopes
 from support import SCHEMES, micro, runner, tiny_model_config
 
 
@@ -125,7 +125,7 @@ def test_hooked_statistics_of_a_model_with_uniform_attention():
 def test_hooked_statistics_respect_a_layers_window():
     """A pattern's windowed layer (zero logits: uniform over the keys it sees) has mean distance (min(i, w-1))/2 and
     no weight beyond its window; its global layer stays uniform over every key."""
-    from pebench.patterns import with_layers
+    from pebench.model.patterns import with_layers
 
     torch.manual_seed(0)
     model = DecoderLM(with_layers(tiny_model_config("rope"), "rope@w8,none")).eval()

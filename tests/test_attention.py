@@ -8,7 +8,7 @@ import torch
 from pebench.model import attention
 from pebench.model.attention import attend
 from pebench.model.decoder import DecoderLM
-from pebench.pe import PEContext, build_pe
+from pebench.model.pe import PEContext, build_pe
 from support import SCHEMES, tiny_model_config
 
 BIASED = ["shaw", "t5", "alibi", "kerple", "sandwich", "fire", "fox", "cope"]

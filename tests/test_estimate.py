@@ -96,7 +96,7 @@ def test_the_scheme_probe_reads_rotations_and_terms_per_layer():
     assert es.probe_scheme(_cfg("rope")) == es.SchemeTerms(2, 0, 0)
     assert es.probe_scheme(_cfg("alibi")) == es.SchemeTerms(0, 2, 2)
     irope = replace(_cfg("rope").model, layers=[])
-    from pebench.patterns import with_layers
+    from pebench.model.patterns import with_layers
 
     pat = replace(_cfg("rope"), model=with_layers(replace(irope, n_layers=4), "nope-rope-alt"))
     assert es.probe_scheme(pat) == es.SchemeTerms(2, 0, 0)  # two RoPE layers of four

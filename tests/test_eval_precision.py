@@ -8,7 +8,7 @@ import torch
 
 from pebench.model import attention, device
 from pebench.model.attention import attend
-from pebench.pe import PEContext, build_pe
+from pebench.model.pe import PEContext, build_pe
 from pebench.util.errors import UsageError
 
 

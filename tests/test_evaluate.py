@@ -187,7 +187,7 @@ def test_variants_that_compute_the_same_function_share_one_measurement(tmp_path,
 
     from pebench.config import config_from_dict
     from pebench.eval.evaluate import EvalRequest, evaluate_run
-    from pebench.pe.rope import RoPE
+    from pebench.model.pe.rope import RoPE
     from pebench.results import ResultsDir
     from pebench.train import TrainJob, train
     from support import micro
@@ -221,8 +221,8 @@ def test_a_share_of_the_lengths_measures_what_the_whole_evaluation_measures(tmp_
 
     from pebench.config import config_from_dict
     from pebench.eval.evaluate import EvalRequest, evaluate_run
+    from pebench.eval.tasks import TASKS, task_options
     from pebench.results import ResultsDir
-    from pebench.tasks import TASKS, task_options
     from pebench.train import TrainJob, train
     from support import micro
 
@@ -289,9 +289,9 @@ def test_the_streams_cap_keys_a_record_so_no_evaluation_takes_the_place_of_anoth
 
     from pebench.config import config_from_dict
     from pebench.eval.evaluate import EvalRequest, evaluate_run, stream_cap
+    from pebench.eval.tasks import resolve_tasks, task_options
     from pebench.findings.report import records_frame
     from pebench.results import ResultsDir
-    from pebench.tasks import resolve_tasks, task_options
     from pebench.train import TrainJob, train
     from support import micro
 

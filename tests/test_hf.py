@@ -14,9 +14,9 @@ pytest.importorskip("transformers")
 from pebench.eval import hf  # noqa: E402
 from pebench.eval.evaluate import EvalRequest  # noqa: E402
 from pebench.eval.scoring import Protocol, windows  # noqa: E402
+from pebench.eval.tasks import resolve_tasks  # noqa: E402
 from pebench.jobs.plan import outside_eval  # noqa: E402
 from pebench.results import ResultsDir  # noqa: E402
-from pebench.tasks import resolve_tasks  # noqa: E402
 from support import bpe_tokenizer, invoke, tiny_gpt2, tiny_llama, tiny_llama_gguf, write_micro  # noqa: E402
 
 
@@ -128,7 +128,7 @@ def test_rope_command_prints_frequencies_matches_pebench_and_warns_of_traps(llam
 
 def test_token_mode_passkey_and_copy_prompts_decode_to_their_text(llama_bpe, tmp_path):
     from pebench.data.needles import NEEDLE, QUESTION, token_passkey
-    from pebench.tasks import copying
+    from pebench.eval.tasks import copying
 
     o = hf.open_model(str(llama_bpe))
 
@@ -418,7 +418,7 @@ def test_a_niah_prompt_in_an_outside_tokenizers_tokens_says_what_the_byte_prompt
 def test_niah_in_tokens_handed_the_answer_scores_one_and_uniform_scores_chance(llama_bpe):
     """The token path end to end: a model that copies its input's next token finds every value (single, multikey,
     multiquery); a uniform one finds none of them and ranks multivalue's values at exactly 1/(1 + distractors)."""
-    from pebench.tasks import TASKS
+    from pebench.eval.tasks import TASKS
     from support import task_ctx
 
     tok = hf.open_model(str(llama_bpe)).tokenizer

@@ -4,14 +4,14 @@ import pytest
 import torch
 
 from pebench.model.decoder import DecoderLM
-from pebench.pe import SCHEMES as REGISTRY
-from pebench.pe import scheme_names
+from pebench.model.pe import SCHEMES as REGISTRY
+from pebench.model.pe import scheme_names
 from pebench.util.errors import PositionOutOfRange, UsageError
 from support import CLASSIC, MODERN, SCHEMES, tiny_model_config
 
 
 def test_groups_are_registered_schemes_and_classic_is_the_surveys_seven():
-    from pebench.pe import GROUPS, resolve_schemes
+    from pebench.model.pe import GROUPS, resolve_schemes
 
     assert GROUPS["classic"] == ["none", "sinusoidal", "learned", "shaw", "t5", "rope", "alibi"]  # the survey's
     assert all(n in REGISTRY for g in GROUPS.values() for n in g)

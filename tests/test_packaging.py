@@ -82,7 +82,7 @@ def test_wheel_ships_the_configs(wheel_env):
         "pebench/configs/tiny.yaml",
         "pebench/configs/small.yaml",
         "pebench/configs/context.yaml",
-        "pebench/tasks/passkey.py",
+        "pebench/eval/tasks/passkey.py",
     } <= set(names)
 
 

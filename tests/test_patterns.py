@@ -10,9 +10,9 @@ import yaml
 
 from pebench.model.attention import attend, attend_from, set_flex_compile
 from pebench.model.decoder import DecoderLM
+from pebench.model.patterns import LayerSpec, expand_pattern, layers_config, parse_layers, with_layers
+from pebench.model.pe import PEContext, build_pe
 from pebench.model.spans import Span
-from pebench.patterns import LayerSpec, expand_pattern, layers_config, parse_layers, with_layers
-from pebench.pe import PEContext, build_pe
 from pebench.util.errors import UsageError
 from support import invoke, tiny_model_config, write_micro
 

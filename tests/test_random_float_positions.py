@@ -41,7 +41,7 @@ def test_evaluation_draws_one_seeded_sorted_set_per_length():
 @pytest.mark.parametrize("pe", ["rope", "alibi"])
 def test_real_valued_positions_enter_the_same_formulas(pe):
     """RoPE's logit between positions 2.5 and 0.75 is q R(1.75) k; ALiBi's penalty is m_h * 1.75: by hand."""
-    from pebench.pe import PEContext, build_pe
+    from pebench.model.pe import PEContext, build_pe
 
     scheme = build_pe(pe, PEContext(16, 2, 1, 8, 64)).double()
     scheme.consecutive = False
@@ -59,7 +59,7 @@ def test_real_valued_positions_enter_the_same_formulas(pe):
                 want += float((qa * ka + qb * kb) * math.cos(a) + (qa * kb - qb * ka) * math.sin(a))
             assert math.isclose(got, want, rel_tol=1e-6)
     else:
-        from pebench.pe.base import at_positions
+        from pebench.model.pe.base import at_positions
 
         mod = at_positions(scheme.score_mod(q, 0, k), pos)
         got = mod.bias(0, torch.arange(2).view(2, 1, 1), torch.tensor([[1]]), torch.tensor([[0]]))

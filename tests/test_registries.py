@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from pebench.tasks import TASKS, Metric, Task, register_task, task_names, task_options, unregister_task
+from pebench.eval.tasks import TASKS, Metric, Task, register_task, task_names, task_options, unregister_task
 from pebench.util.errors import UsageError
 from pebench.util.parsing import parse_list
 from support import invoke, write_micro
@@ -84,7 +84,7 @@ def test_records_of_another_task_version_are_never_reused_or_mixed(tmp_path):
 @pytest.fixture
 def tilted_variant():
     """A RoPE variant with an option of its own, registered from outside rope.py."""
-    from pebench.pe.rope import ROPE_VARIANTS, default_inv_freq
+    from pebench.model.pe.rope import ROPE_VARIANTS, default_inv_freq
 
     @ROPE_VARIANTS.register("tilted")
     def _tilted(head_dim, base, factor, original_context, tilt: float = 1.0):
@@ -95,8 +95,8 @@ def tilted_variant():
 
 
 def test_a_rope_variant_takes_its_options_from_its_signature(tilted_variant):
-    from pebench.pe import PEContext, build_pe
-    from pebench.pe.rope import default_inv_freq
+    from pebench.model.pe import PEContext, build_pe
+    from pebench.model.pe.rope import default_inv_freq
 
     pe = build_pe("rope", PEContext(32, 4, 2, 16), {"scaling": "tilted", "tilt": 4.0})
     assert torch.allclose(pe.resolved(64)[0], default_inv_freq(8, 10000.0) / 4.0)

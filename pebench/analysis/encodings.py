@@ -87,7 +87,7 @@ def rope_bound_curves(
 ) -> dict:
     """The bound against distance for each frequency scaling at ``factor`` (default: unscaled): by default every
     registered scaling with a fixed factor (dynamic ones depend on the sequence, not a factor)."""
-    from ..pe.rope import ROPE_VARIANTS, is_dynamic, rope_frequencies
+    from ..model.pe.rope import ROPE_VARIANTS, is_dynamic, rope_frequencies
 
     out = {}
     for v in variants or [v for v in ROPE_VARIANTS.names() if not is_dynamic(v)]:

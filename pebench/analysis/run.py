@@ -98,7 +98,7 @@ def analyze_run(results: ResultsDir, run: str, opts: AnalyzeOptions) -> dict:
 
 
 def _reference_tables(context: int, d_model: int) -> tuple[dict, float]:
-    from ..pe.sinusoidal import sinusoidal_table
+    from ..model.pe.sinusoidal import sinusoidal_table
 
     sinus = sinusoidal_table(torch.arange(context), d_model)
     gen = torch.Generator().manual_seed(0)

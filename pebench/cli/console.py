@@ -177,7 +177,7 @@ def scaling_notes(spec) -> None:
 def reporter():
     """The terminal's reporter: lines on stdout, warnings and errors on stderr, each record as a line, a progress
     bar on a terminal (heartbeat lines in a log)."""
-    from ..tasks import record_line
+    from ..eval.tasks import record_line
     from ..util.progress import Reporter, for_stream
 
     return Reporter(echo=echo, warn=warn, record=lambda r: echo(record_line(r)), progress=for_stream())

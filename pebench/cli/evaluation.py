@@ -72,7 +72,7 @@ def eval_cmd(
 def outside_next(task: str) -> str:
     """The report an outside model's evaluation points to: bits per byte where it measured perplexity (tokenizers
     differ), else its first task's headline metric."""
-    from ..tasks import TASKS
+    from ..eval.tasks import TASKS
     from ..util.parsing import parse_list
 
     names = parse_list(task, "--task")
@@ -154,7 +154,7 @@ def bench(
     a config's cost on paper)."""
     from ..config import load_config
     from ..model.device import resolve_device
-    from ..pe import resolve_schemes
+    from ..model.pe import resolve_schemes
     from ..perf import bench as bm
     from ..results import ResultsDir
     from ..util.parsing import parse_lengths, resolve_lengths

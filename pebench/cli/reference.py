@@ -74,7 +74,7 @@ def suite_cost(name: str) -> str:
 
     from ..config import load_config
     from ..jobs.suites import Point, get_suite
-    from ..pe import resolve_schemes
+    from ..model.pe import resolve_schemes
     from ..perf import estimate as es
 
     st, cpu = get_suite(name), es.PEAKS["cpu2"]

@@ -204,10 +204,10 @@ def _catalog(results) -> list[str]:
 
     from ..config import TrainConfig, builtin_configs, load_config
     from ..data import describe_corpora
+    from ..eval.tasks import TASKS, task_names
     from ..model.decoder import DecoderLM
-    from ..patterns import described, pattern_settings
-    from ..pe import SCHEMES, all_variants, group_of, load_entry_points, scheme_names
-    from ..tasks import TASKS, task_names
+    from ..model.patterns import described, pattern_settings
+    from ..model.pe import SCHEMES, all_variants, group_of, load_entry_points, scheme_names
     from ..util.groups import GROUPS
 
     tiny = load_config("tiny")

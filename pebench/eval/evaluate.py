@@ -1,6 +1,6 @@
 """Evaluation: run tasks on a finished run, at each length (and evaluation-time variant of its scheme, and logit
 scale), under a protocol; write one record per (task, variant, length). The scoring itself is ``scoring.py``'s,
-the measuring each task's (``tasks/``)."""
+the measuring each task's (``eval/tasks/``)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ from ..model.device import eval_precision, resolve_device, tune_cpu_allocator
 from ..model.logit_scales import check_logit_scale
 from ..model.spans import Span
 from ..results import EVAL_SPLITS, SCHEMA_VERSION, ResultsDir, environment, now, protocol_key, training_provenance
-from ..tasks import TASKS, EvalContext, Task, resolve_tasks, task_names, task_options
 from ..util.errors import PebenchError, PositionOutOfRange, UsageError
 from ..util.parsing import parse_list, parse_scaling, parse_spec, typed_value
 from ..util.progress import Reporter
 from ..util.registry import unknown_name_message
 from .scoring import Protocol
+from .tasks import TASKS, EvalContext, Task, resolve_tasks, task_names, task_options
 
 if TYPE_CHECKING:
     import numpy as np
@@ -87,7 +87,7 @@ def parse_variants(spec: Optional[str], factor: Optional[float] = None) -> list[
     takes), checked against every scheme's list and the variant's settings; ``all`` means each run's own list.
     ``factor`` (``--rope-factor``) is ``:factor=F`` on every variant. A variant with settings is named by them
     (``yarn:factor=4``), so its records never take the place of the automatic factor's."""
-    from ..pe import all_variants
+    from ..model.pe import all_variants
     from ..util.parsing import canonical_scaling
 
     if not spec:
@@ -115,7 +115,7 @@ def parse_variants(spec: Optional[str], factor: Optional[float] = None) -> list[
 def variant_settings(name: str) -> dict[str, Any]:
     """The settings ``NAME:key=value`` may give a variant, with their defaults: the factor (0: automatic) and the
     variant function's own options (RoPE's scalings read them off their signatures)."""
-    from ..pe.rope import ROPE_VARIANTS, canonical_variant, variant_options
+    from ..model.pe.rope import ROPE_VARIANTS, canonical_variant, variant_options
 
     if canonical_variant(name) == "default":
         return {}  # the rotation as trained: nothing to set

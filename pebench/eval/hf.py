@@ -547,7 +547,7 @@ def transformers_frequencies(config, length: int) -> tuple[torch.Tensor, float]:
 def _pebench_frequencies(cfg, p: dict, kind: str, factor: float, original: int, L: int):
     """pebench's own frequencies and attention factor for the variant a config names ((None, None) where pebench
     has no implementation of it)."""
-    from ..pe.rope import rope_frequencies
+    from ..model.pe.rope import rope_frequencies
 
     if not (kind in PEBENCH_NAME or kind == "default"):
         return None, None

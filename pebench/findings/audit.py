@@ -146,7 +146,7 @@ def _label(c: Cell) -> str:
 
 
 def _covers_range(c: Cell) -> bool:
-    from ..tasks import METRICS
+    from ..eval.tasks import METRICS
 
     m = METRICS.get(c.metric)
     return bool(m and m.proportion and c.lo is not None and c.lo <= 0 and c.hi >= 1)

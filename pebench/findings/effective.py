@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from ..tasks import metric as find_metric
+from ..eval.tasks import metric as find_metric
 
 RELATIVE = 0.85
 

@@ -70,7 +70,7 @@ def caption(t) -> str:
 
 def _tables(df: pd.DataFrame) -> list[tuple[str, list, str]]:
     """(heading, tables, the task's description) per split and task, in the registry's order: the page's sections."""
-    from ..tasks import TASKS
+    from ..eval.tasks import TASKS
     from .report import build_table, context_metrics
 
     out = []

@@ -27,7 +27,7 @@ def prediction_interval(values: list[float]) -> tuple[float, float] | None:
 
 def _records(df: pd.DataFrame, metric: str, split: str, protocol: str) -> pd.DataFrame:
     """The records a comparison reads: the metric's task on one split and protocol."""
-    from ..tasks import metric as find_metric
+    from ..eval.tasks import metric as find_metric
 
     if df.empty:  # a folder without records: nothing to compare (the caller says so in one line)
         return df

@@ -160,8 +160,8 @@ class JobPack:
         return done
 
     def _one(self, path: Path) -> None:
+        from ..eval.tasks import record_line
         from ..model.device import resolve_device
-        from ..tasks import record_line
         from ..train import TrainingInterrupted
         from ..util.progress import Reporter
         from .sweep import run_job_file

@@ -13,8 +13,8 @@ from ..config import MAX_SEED, Config, ConfigFlags, naming_flags, resolve_config
 from ..eval.evaluate import EvalRequest, parse_variants
 from ..eval.flags import EvalFlags
 from ..eval.scoring import Protocol
+from ..eval.tasks import parse_task_opts, resolve_tasks, task_options
 from ..results import ResultsDir
-from ..tasks import parse_task_opts, resolve_tasks, task_options
 from ..util.errors import UsageError
 from ..util.parsing import parse_context, parse_lengths, parse_list
 from .suites import Point, get_suite
@@ -23,7 +23,7 @@ from .suites import Point, get_suite
 def resolve_flags(flags: ConfigFlags) -> tuple[Config, list[str]]:
     """``config.resolve_config``, then ``--layers`` (a pattern or a list: the config's model.layers and, as its
     scheme, the runs' name for them)."""
-    from ..patterns import with_layers
+    from ..model.patterns import with_layers
 
     cfg, notes = resolve_config(flags)
     if flags.layers:
@@ -53,8 +53,8 @@ def plan_runs(base: Config, schemes: list[str], seeds: list[int]) -> list[tuple[
     ``train.lr_by_scheme`` (else ``train.lr``); scheme options are validated before anything runs (a model built
     once per scheme: the seed changes nothing a build checks)."""
     from ..model.checkpoint import build_model
-    from ..patterns import is_pattern, model_for, uniform_scheme
-    from ..pe import SCHEMES, SOURCES
+    from ..model.patterns import is_pattern, model_for, uniform_scheme
+    from ..model.pe import SCHEMES, SOURCES
 
     for name in base.train.lr_by_scheme:
         if not is_pattern(name):
@@ -79,8 +79,8 @@ def plan_runs(base: Config, schemes: list[str], seeds: list[int]) -> list[tuple[
 def resolve_pe(pe: Optional[str], base: Config) -> list[str]:
     """``--pe`` items (None: not given; schemes, groups, files, layer patterns with their settings), and the list
     ``--layers`` put in the config (``base.model.layers``): the names ``plan_runs`` takes."""
-    from ..patterns import is_pattern
-    from ..pe import resolve_schemes
+    from ..model.patterns import is_pattern
+    from ..model.pe import resolve_schemes
 
     items = parse_list(pe, "--pe") if pe is not None else []  # an empty list is an error; a name given twice too
     patterns = [i for i in items if is_pattern(i)]
@@ -167,7 +167,7 @@ def continuation_plan(rd: ResultsDir, c: Continuation) -> RunPlan:
 
 
 def _continued_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
-    from ..pe import SOURCES, resolve_schemes
+    from ..model.pe import SOURCES, resolve_schemes
 
     if c.rope_scaling or c.rope_factor:
         raise UsageError("--rope-scaling and --rope-factor with --init-from need --context (N or Kx)")
@@ -192,7 +192,7 @@ def _continued_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
 
 
 def _finetune_plan(parent_cfg: Config, c: Continuation) -> RunPlan:
-    from ..pe import SCHEMES
+    from ..model.pe import SCHEMES
     from ..util.parsing import canonical_scaling
 
     if c.overlays or c.needles is not None:
@@ -221,9 +221,9 @@ def variants_for(cfg: Config, variants: list[str], explicit: bool) -> Optional[l
     with one: measured as trained unless a scaling is asked for by name). Variants named: all of them where the
     scheme has variants; where it has none, none (None when they were named ``explicit``ly: the run is an error
     for the caller to report)."""
-    from ..patterns import model_variants
-    from ..pe import SCHEMES, resolve_scheme
-    from ..pe.rope import canonical_variant
+    from ..model.patterns import model_variants
+    from ..model.pe import SCHEMES, resolve_scheme
+    from ..model.pe.rope import canonical_variant
 
     if not variants:
         return variants
@@ -380,7 +380,7 @@ def check_evaluation(runs: list[tuple[str, Config]], req: EvalRequest) -> None:
 def check_scalings_apply(configs: list[Config], variants: list[str]) -> None:
     """Scalings named (``--rope-scaling yarn``) for runs none of which has RoPE, and without ``none`` among them,
     would measure nothing that was asked: one line before anything trains (``eval`` refuses the same)."""
-    from ..pe.rope import canonical_variant
+    from ..model.pe.rope import canonical_variant
 
     named = [v for v in variants if v != "all"]
     if not named or any(canonical_variant(v) == "default" for v in named):

@@ -3,12 +3,12 @@
 ``default`` is the README's main job (perplexity of the classic seven); ``context`` trains the same schemes with
 retrieval data (``configs/context.yaml``) and measures whether they use the context: perplexity with ppl_far,
 passkey retrieval, copying, RULER-style needles, variable tracking and associative recall; ``patterns`` trains the
-layer patterns long-context models ship (``pebench.patterns``) and the three 2025 schemes beside RoPE and ALiBi at the
-default config and budget, measured by perplexity, passkey and copying (``scripts/patterns.sh`` adds the sink
-variants and the evaluation-time temperature, and packs ``results/patterns``); ``scale`` trains the classic seven
-at the points of four axes around the default (``Point``: the training budget, the width at fixed tokens per
-parameter, the width at the default's 500 steps, the training context), each evaluated from 1x to 16x its own training
-context.
+layer patterns long-context models ship (``pebench.model.patterns``) and the three 2025 schemes beside RoPE and
+ALiBi at the default config and budget, measured by perplexity, passkey and copying (``scripts/patterns.sh`` adds
+the sink variants and the evaluation-time temperature, and packs ``results/patterns``); ``scale`` trains the
+classic seven at the points of four axes around the default (``Point``: the training budget, the width at fixed
+tokens per parameter, the width at the default's 500 steps, the training context), each evaluated from 1x to 16x
+its own training context.
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ from typing import Optional
 from ..config import Config, config_from_dict
 from ..eval.evaluate import EvalRequest, eval_lengths, evaluate_run
 from ..eval.scoring import Protocol
-from ..pe.rope import canonical_variant
+from ..eval.tasks import TASKS
+from ..model.pe.rope import canonical_variant
 from ..results import ResultsDir
-from ..tasks import TASKS
 from ..util.errors import PebenchError, UsageError
 from ..util.fsutil import atomic_write_json
 from ..util.parsing import parse_list
@@ -138,7 +138,7 @@ def job_cost(cfg: Config, req: EvalRequest) -> float:
     """Expected work of a job: its training FLOPs, times 1 + 0.1 per evaluation variant (at least one: RoPE's six cost
     more)."""
     from ..model.checkpoint import train_flops
-    from ..patterns import model_variants
+    from ..model.patterns import model_variants
 
     variants = variants_for(cfg, list(req.variants), explicit=False) or []
     n = len(model_variants(cfg.model)) if variants == ["all"] else len(variants)

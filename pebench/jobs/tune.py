@@ -60,8 +60,8 @@ def option_settings(scheme: str, grid: dict[str, list], base: Optional[dict] = N
     of the pairs that differ from the base config's values (the scheme's defaults updated by ``base``, its
     ``pe_options``), so the combination the base config already trains is ``()``. A layer pattern tunes its
     learning rate only (its settings are part of its name: ``swan:window=16``)."""
-    from ..patterns import is_pattern
-    from ..pe import SCHEMES
+    from ..model.patterns import is_pattern
+    from ..model.pe import SCHEMES
 
     if is_pattern(scheme):
         return [()]
@@ -80,8 +80,8 @@ def option_settings(scheme: str, grid: dict[str, list], base: Optional[dict] = N
 
 def check_option_grid(schemes: list[str], grid: dict[str, list]) -> None:
     """An option that no scheme of the grid has is a typo: one line naming the options they do have."""
-    from ..patterns import is_pattern
-    from ..pe import SCHEMES
+    from ..model.patterns import is_pattern
+    from ..model.pe import SCHEMES
 
     known: dict[str, list[str]] = {}
     for s in (s for s in schemes if not is_pattern(s)):

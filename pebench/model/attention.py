@@ -33,8 +33,8 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from ..pe.base import ScoreMod, band_scores, band_values
 from ..util.errors import UsageError
+from .pe.base import ScoreMod, band_scores, band_values
 from .spans import Span
 
 BACKENDS = ("auto", "sdpa", "flex", "chunked", "banded", "relative", "math")

@@ -1,6 +1,6 @@
 """A tiny decoder-only language model (pre-norm transformer), nanoGPT style.
 
-The positional encoding is a module with five hooks (see ``pebench.pe.base``): the model adds its
+The positional encoding is a module with five hooks (see ``pebench.model.pe.base``): the model adds its
 embedding term, lets it rotate q and k, and passes its logit term to the attention backend; a scheme that
 owns its attention (``owns_attention``) gives the scores or the weights itself. Nothing
 here depends on which scheme is in use, and no buffer is sized to the training context, so the model
@@ -18,15 +18,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import ModelConfig
-from ..patterns import LayerSpec, layers_of
-from ..pe import PEContext, PositionalEncoding, build_pe
-from ..pe.base import at_positions, scaled
-from ..pe.layered import LayeredPE
 from ..util.errors import UsageError
 from .attention import attend, attend_from, attend_normalised
 from .canon import KERNEL, canon_at
 from .entmax import AdaptiveScale, attend_entmax, check_normaliser
 from .logit_scales import check_logit_scale, logit_scale_factors
+from .patterns import LayerSpec, layers_of
+from .pe import PEContext, PositionalEncoding, build_pe
+from .pe.base import at_positions, scaled
+from .pe.layered import LayeredPE
 from .spans import Span, combined
 
 SSMAX_INIT = 0.43  # Scalable-Softmax's s at the start (Nakanishi 2025)

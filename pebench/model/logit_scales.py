@@ -22,10 +22,10 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..pe.base import SCHEMES
 from ..util.errors import UsageError
 from ..util.parsing import parse_spec, typed_value
 from ..util.registry import Registry
+from .pe.base import SCHEMES
 
 ScaleFn = Callable[[int, int, float, torch.device], Optional[torch.Tensor]]
 LOGIT_SCALES: Registry[ScaleFn] = Registry("logit scale")

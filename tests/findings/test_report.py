@@ -143,7 +143,7 @@ def test_record_fields_are_one_definition_the_writer_enforces_and_the_readme_lis
     readme = (Path(__file__).resolve().parents[2] / "docs" / "manual" / "commands.md").read_text()
     section = readme.split("## Records", 1)[1].split("\n## ", 1)[0]
     assert [f for f in RECORD_FIELDS if f"`{f}`" not in section] == []
-    from pebench.tasks import TASKS
+    from pebench.eval.tasks import TASKS
 
     for task in TASKS:  # every task's metrics and detail fields too
         names = [m.name for m in TASKS.get(task).metrics] + list(TASKS.get(task).fields)

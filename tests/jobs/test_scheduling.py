@@ -354,7 +354,7 @@ def test_bf16_cpu_training_attention_takes_the_fp32_path_and_matches_fp32(scheme
     import torch
 
     from pebench.model.attention import _cpu_half_training, attend, attention_math
-    from pebench.pe import PEContext, build_pe
+    from pebench.model.pe import PEContext, build_pe
 
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 4, 64, 16) for _ in range(3))

@@ -101,8 +101,8 @@ def test_an_option_grid_is_part_of_the_argmin_and_of_the_overlay():
 
 
 def test_the_sinusoidal_table_scale_multiplies_the_table_only():
-    from pebench.pe import PEContext, build_pe
-    from pebench.pe.sinusoidal import sinusoidal_table
+    from pebench.model.pe import PEContext, build_pe
+    from pebench.model.pe.sinusoidal import sinusoidal_table
 
     ctx = PEContext(8, 2, 1, 16)
     x, pos = torch.randn(1, 5, 8), torch.arange(5)

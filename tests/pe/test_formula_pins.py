@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from pebench.model.decoder import DecoderLM
-from pebench.pe import PEContext, build_pe
+from pebench.model.pe import PEContext, build_pe
 from pebench.util.errors import UsageError
 from support import tiny_model_config
 
 
 def test_kerple_parameters_below_the_bound_are_reset_to_it_and_keep_their_gradient():
-    from pebench.pe.kerple import EPS
+    from pebench.model.pe.kerple import EPS
 
     pe = build_pe("kerple", PEContext(32, 4, 2, 16))
     with torch.no_grad():
@@ -52,7 +52,7 @@ def test_fire_threshold_starts_at_the_training_context():
 
 @pytest.mark.parametrize("fraction, kept", [(0.1, 1), (0.3, 4), (0.6, 9), (0.75, 12), (1.0, 16), (0.0, 0)])
 def test_p_rope_keeps_floor_of_the_fraction_of_frequencies(fraction, kept):
-    from pebench.pe.p_rope import kept_frequencies
+    from pebench.model.pe.p_rope import kept_frequencies
 
     assert kept_frequencies(16, fraction) == kept
     pe = build_pe("p-rope", PEContext(128, 4, 2, 64), {"fraction": fraction})  # head_dim 32: 16 frequencies
@@ -75,7 +75,7 @@ def test_xpos_logits_stay_finite_with_random_positions_up_to_40000():
 
 
 def test_xpos_refuses_a_span_its_scales_cannot_hold():
-    from pebench.pe.xpos import xpos_span_limit
+    from pebench.model.pe.xpos import xpos_span_limit
 
     limit = xpos_span_limit(512.0, 0.4)
     assert 60_000 < limit < 70_000
@@ -85,12 +85,12 @@ def test_xpos_refuses_a_span_its_scales_cannot_hold():
 
 
 def test_sandwich_is_exact_at_every_position_the_model_was_built_for_and_refuses_others():
-    from pebench.pe.sandwich import sandwich_base, sandwich_ratios
+    from pebench.model.pe.sandwich import sandwich_base, sandwich_ratios
 
     model = DecoderLM(tiny_model_config("sandwich", context=16), max_position=500)
     pos = torch.tensor([0, 3, 40, 41, 100, 250, 251, 499])
     q = torch.randn(1, 4, len(pos), 8)
-    from pebench.pe.base import at_positions
+    from pebench.model.pe.base import at_positions
 
     mod = at_positions(model.pe.score_mod(q, 0), pos)
     i = torch.arange(len(pos))
@@ -129,5 +129,5 @@ def test_sandwich_dimension_is_the_model_width_unless_set():
     assert build_pe("sandwich", PEContext(64, 4, 2, 16)).dim == 64
     assert build_pe("sandwich", PEContext(64, 4, 2, 16), {"dim": 16}).dim == 16
     assert math.isclose(
-        float(__import__("pebench.pe.sandwich", fromlist=["x"]).sandwich_base(torch.tensor(0.0), 8)), 0.0
+        float(__import__("pebench.model.pe.sandwich", fromlist=["x"]).sandwich_base(torch.tensor(0.0), 8)), 0.0
     )

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from pebench.model.decoder import DecoderLM
-from pebench.pe import PEContext, build_pe
-from pebench.pe.base import ScoreMod
-from pebench.pe.fire import fire_input
-from pebench.pe.xpos import xpos_zeta
+from pebench.model.pe import PEContext, build_pe
+from pebench.model.pe.base import ScoreMod
+from pebench.model.pe.fire import fire_input
+from pebench.model.pe.xpos import xpos_zeta
 from support import tiny_model_config
 
 CTX = PEContext(32, 4, 2, 16)  # d_model 32, 4 heads of 8, 2 layers, context 16

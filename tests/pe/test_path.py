@@ -8,8 +8,8 @@ import torch.nn.functional as F
 
 from pebench.model.attention import attend_normalised
 from pebench.model.decoder import DecoderLM
-from pebench.pe import PEContext, build_pe
-from pebench.pe.path import householder_factors, path_reference, path_scores, path_scores_ut
+from pebench.model.pe import PEContext, build_pe
+from pebench.model.pe.path import householder_factors, path_reference, path_scores, path_scores_ut
 from pebench.util.errors import UsageError
 from support import invoke, tiny_model_config, write_micro
 

@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from pebench.pe import PEContext, build_pe
-from pebench.pe.pope import pope_scores
+from pebench.model.pe import PEContext, build_pe
+from pebench.model.pe.pope import pope_scores
 from support import invoke, write_micro
 
 CTX = PEContext(32, 2, 2, 16)  # d_h 16: 16 frequencies

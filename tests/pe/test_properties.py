@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from pebench.model.attention import attend
-from pebench.pe import PEContext, build_pe
-from pebench.pe.alibi import alibi_slopes
-from pebench.pe.rope import RoPE, rotate_half
-from pebench.pe.shaw import band_scores
-from pebench.pe.sinusoidal import sinusoidal_frequencies, sinusoidal_table
-from pebench.pe.t5 import t5_bucket
+from pebench.model.pe import PEContext, build_pe
+from pebench.model.pe.alibi import alibi_slopes
+from pebench.model.pe.rope import RoPE, rotate_half
+from pebench.model.pe.shaw import band_scores
+from pebench.model.pe.sinusoidal import sinusoidal_frequencies, sinusoidal_table
+from pebench.model.pe.t5 import t5_bucket
 
 
 def _attn_nomask(x, wq, wk, wv):

@@ -7,8 +7,8 @@ import torch
 
 from pebench.model.attention import attend
 from pebench.model.decoder import DecoderLM
-from pebench.pe import PEContext, build_pe
-from pebench.pe.alibi import alibi_slopes
+from pebench.model.pe import PEContext, build_pe
+from pebench.model.pe.alibi import alibi_slopes
 from support import tiny_model_config
 
 CTX = PEContext(32, 4, 2, 16)  # 4 heads, d_h 8

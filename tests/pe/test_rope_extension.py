@@ -89,7 +89,7 @@ def test_scaling_settings_in_the_form_hf_takes(rope_run):
     folder = rope_run / "records" / "rope-micro-s0"
     yarn = json.loads((folder / "rope-yarn_beta_fast16_factor2__nonoverlap__L64.json").read_text())
     assert yarn["label"] == "rope+yarn:beta_fast=16:factor=2" and yarn["pe_state"]["factor"] == 2.0
-    from pebench.pe import PEContext, build_pe
+    from pebench.model.pe import PEContext, build_pe
 
     pe = build_pe("rope", PEContext(256, 4, 2, 2048))
     ramp16 = pe.with_variant("yarn", 2.0, beta_fast=16.0).resolved(4096)[0]

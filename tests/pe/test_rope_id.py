@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from pebench.pe import PEContext, build_pe
+from pebench.model.pe import PEContext, build_pe
 
 CTX = PEContext(128, 4, 4, 128)  # d_h 32: 16 frequencies, context 128
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from pebench.pe import PEContext
-from pebench.pe.rope import ROPE_VARIANTS, RoPE, rope_frequencies
+from pebench.model.pe import PEContext
+from pebench.model.pe.rope import ROPE_VARIANTS, RoPE, rope_frequencies
 from pebench.util.errors import UsageError
 
 VARIANTS = ["default", "linear", "ntk", "dynamic-ntk", "yarn", "llama3"]
@@ -88,7 +88,7 @@ def test_reference_values():
     base_prime = 10000 * (10 * 16384 / 2048 - 9) ** (128 / 126)
     assert base_prime == pytest.approx(759702, rel=1e-5)
     yarn, att = rope_frequencies("yarn", 128, 10000, 10, 2048)
-    from pebench.pe.rope import yarn_correction_range
+    from pebench.model.pe.rope import yarn_correction_range
 
     assert yarn_correction_range(128, 10000, 2048) == (16, 41)
     assert float(yarn[17]) == pytest.approx(0.083479, rel=1e-5)

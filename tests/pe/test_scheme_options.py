@@ -13,9 +13,9 @@ import yaml
 from pebench.cli import app
 from pebench.model.decoder import DecoderLM
 from pebench.model.logit_scales import logit_scale_factors
-from pebench.pe import PEContext, build_pe
-from pebench.pe.alibi import alibi_slopes
-from pebench.pe.base import at_positions
+from pebench.model.pe import PEContext, build_pe
+from pebench.model.pe.alibi import alibi_slopes
+from pebench.model.pe.base import at_positions
 from pebench.util.errors import UsageError
 from support import micro as micro_cfg
 from support import runner, tiny_model_config
@@ -26,7 +26,7 @@ MICRO = micro_cfg()
 @pytest.fixture(autouse=True)
 def _forget_user_schemes():
     """Schemes a test registers from a file or an entry point leave the registry with the test."""
-    from pebench.pe import SCHEMES, SOURCES
+    from pebench.model.pe import SCHEMES, SOURCES
 
     before = set(SCHEMES.names())
     yield
@@ -160,7 +160,7 @@ def test_drope_continues_a_rope_run_without_positions_and_names_what_it_did_not_
 
 USER_SCHEME = """
 import torch
-from pebench.pe.base import PositionalEncoding, ScoreMod
+from pebench.model.pe.base import PositionalEncoding, ScoreMod
 
 
 class HalfAlibi(PositionalEncoding):
@@ -202,7 +202,7 @@ def test_a_users_scheme_from_a_file_runs_through_train_eval_report_and_a_new_pro
 def test_an_installed_entry_point_registers_a_scheme(monkeypatch, tmp_path):
     import importlib.metadata as md
 
-    from pebench import pe as pe_pkg
+    from pebench.model import pe as pe_pkg
 
     f = tmp_path / "ep_scheme.py"
     f.write_text(USER_SCHEME.replace("half-alibi", "ep-alibi"))

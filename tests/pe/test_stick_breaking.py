@@ -7,7 +7,7 @@ import torch
 
 from pebench.model.attention import _causal_scores, attend_normalised
 from pebench.model.decoder import DecoderLM
-from pebench.pe.stick_breaking import StickBreaking, stick_breaking_reference, stick_breaking_weights
+from pebench.model.pe.stick_breaking import StickBreaking, stick_breaking_reference, stick_breaking_weights
 from pebench.util.errors import UsageError
 from support import tiny_model_config
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from pebench.data.needles import EVAL
-from pebench.tasks import TASKS
-from pebench.tasks.index import VARIANTS, index_prompt, need
+from pebench.eval.tasks import TASKS
+from pebench.eval.tasks.index import VARIANTS, index_prompt, need
 from pebench.util.errors import UsageError
 from support import Oracle, Uniform, task_ctx
 

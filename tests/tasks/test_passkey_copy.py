@@ -25,9 +25,7 @@ from pebench.data.needles import (
     passkey_form,
     passkey_window,
 )
-from pebench.findings import report as rp
-from pebench.results import SCHEMA_VERSION, ResultsDir
-from pebench.tasks import (
+from pebench.eval.tasks import (
     METRICS,
     TASKS,
     Metric,
@@ -39,7 +37,9 @@ from pebench.tasks import (
     unregister_task,
     wilson,
 )
-from pebench.tasks.ppl import far_tokens
+from pebench.eval.tasks.ppl import far_tokens
+from pebench.findings import report as rp
+from pebench.results import SCHEMA_VERSION, ResultsDir
 from support import Oracle, Uniform, runner
 from support import task_ctx as _ctx
 
@@ -387,9 +387,9 @@ def test_sample_batch_with_and_without_needles(tmp_path):
 def test_passkey_copy_and_far_ppl_run_for_every_scheme_and_scaling(scheme):
     from pebench.eval.evaluate import _measure
     from pebench.eval.scoring import Protocol
+    from pebench.eval.tasks import EvalContext
+    from pebench.eval.tasks.ppl import PplTask
     from pebench.model.decoder import DecoderLM
-    from pebench.tasks import EvalContext
-    from pebench.tasks.ppl import PplTask
     from support import tiny_model_config
 
     model = DecoderLM(tiny_model_config(scheme, context=32)).eval()
@@ -476,7 +476,7 @@ def test_a_continued_run_leaves_the_parents_warm_up_behind():
 def test_every_stated_chance_level_is_what_a_uniform_model_scores():
     """The chance a record states (``Task.chances``) is what a model with a uniform next token scores: perplexity V
     and loss ln V, a tenth per key digit and 10^-5 for the key, 1/V per copied byte."""
-    from pebench.tasks import TASKS
+    from pebench.eval.tasks import TASKS
 
     cases = {
         "ppl": ({}, 256, ("ppl", "loss", "bpb")),

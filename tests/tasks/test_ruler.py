@@ -11,9 +11,9 @@ import torch
 from pebench.data import ruler
 from pebench.data.needles import FILLER, training_document
 from pebench.eval.scoring import Protocol
-from pebench.tasks import TASKS, task_options
-from pebench.tasks import mqar as mqar_task
-from pebench.tasks import niah as niah_task
+from pebench.eval.tasks import TASKS, task_options
+from pebench.eval.tasks import mqar as mqar_task
+from pebench.eval.tasks import niah as niah_task
 from pebench.util.errors import UsageError
 from support import Oracle, Uniform, invoke, task_ctx
 
@@ -300,9 +300,9 @@ def test_training_documents_are_answered_prompts_of_the_window(kind):
 
 
 def test_the_context_suite_sets_its_task_options_and_a_users_key_wins():
+    from pebench.eval.tasks import parse_task_opts, resolve_tasks
     from pebench.jobs.plan import suite_task_opts
     from pebench.jobs.suites import get_suite
-    from pebench.tasks import parse_task_opts, resolve_tasks
 
     st = get_suite("context")
     tasks = resolve_tasks(st.tasks)

@@ -61,7 +61,7 @@ class Evidence:
         return self._json_cell(spec) if spec["file"].endswith(".json") else self._table_cell(spec)
 
     def _record_cell(self, spec: dict) -> Cell:
-        from ...tasks import metric as find_metric
+        from ...eval.tasks import metric as find_metric
 
         metric = spec.get("metric", "ppl")
         if self.df.empty:

@@ -7,8 +7,8 @@ from typing import Optional
 
 import pandas as pd
 
-from ...tasks import TASKS, task_names
-from ...tasks import metric as find_metric
+from ...eval.tasks import TASKS, task_names
+from ...eval.tasks import metric as find_metric
 from ...util.errors import PebenchError
 from ...util.groups import row_key
 from .. import effective

@@ -8,8 +8,8 @@ from typing import Optional
 
 import pandas as pd
 
+from ...eval.tasks import TASKS
 from ...results import ResultsDir, committed_set
-from ...tasks import TASKS
 from ...util.fsutil import atomic_path, atomic_write_text
 from ...util.style import CONTEXT_LINE, legend_labels, save_figure, style_for
 from .. import curves, effective

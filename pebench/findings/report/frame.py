@@ -8,8 +8,8 @@ from typing import Optional
 
 import pandas as pd
 
+from ...eval.tasks import TASKS
 from ...results import ResultsDir, protocol_key, record_precision
-from ...tasks import TASKS
 from ...util.parsing import canonical_label
 
 

@@ -8,8 +8,8 @@ from typing import Optional
 
 import pandas as pd
 
-from ...tasks import TASKS
-from ...tasks import metric as find_metric
+from ...eval.tasks import TASKS
+from ...eval.tasks import metric as find_metric
 from ...util.errors import PebenchError
 from ...util.groups import row_key
 from ...util.stats import mean_ci

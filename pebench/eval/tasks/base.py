@@ -17,19 +17,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..util.errors import UsageError
-from ..util.parsing import typed_value
-from ..util.registry import Registry, unknown_name_message
-from ..util.stats import mean_interval, wilson  # noqa: F401  (tasks import them from here)
+from ...util.errors import UsageError
+from ...util.parsing import typed_value
+from ...util.registry import Registry, unknown_name_message
+from ...util.stats import mean_interval, wilson  # noqa: F401  (tasks import them from here)
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
     from transformers import PreTrainedTokenizerBase
 
-    from ..config import Config
-    from ..eval.scoring import Protocol
-    from ..util.progress import Progress
+    from ...config import Config
+    from ...util.progress import Progress
+    from ..scoring import Protocol
 
 
 @dataclass(frozen=True)
@@ -217,7 +217,7 @@ def unregister_task(name: str) -> None:
 
 def resolve_tasks(spec: Optional[str]) -> list[Task]:
     """``--task``: a comma list of task names (None: ``ppl``; an empty one is an error naming the tasks)."""
-    from ..util.parsing import parse_list
+    from ...util.parsing import parse_list
 
     if spec is not None and not str(spec).strip():
         raise UsageError(f"--task names no task; tasks: {', '.join(TASKS.names())}")
@@ -257,7 +257,7 @@ def task_options(tasks: list[Task], given: dict) -> dict:
 
 def parse_task_opts(specs: Optional[list[str]]) -> dict:
     """``--task-opt`` values (``NAME=V`` or ``TASK.NAME=V``, repeatable) -> {key: text value}."""
-    from ..util.parsing import parse_assignment
+    from ...util.parsing import parse_assignment
 
     out: dict = {}
     for spec in specs or []:
@@ -334,7 +334,7 @@ def answer_scores(ctx, prompts: list, choices=None) -> tuple[list[list[float]], 
     of its bytes' credits, so chance is exactly 1/|choices| per byte) and the prompt's mean loss per answer byte."""
     import numpy as np
 
-    from ..eval.scoring import score_positions
+    from ..scoring import score_positions
 
     rows = np.stack([p.tokens for p in prompts])
     spans = [np.concatenate([np.arange(s, e) for s, e in p.answers]) for p in prompts]
@@ -352,7 +352,7 @@ def ranking_scores(ctx, prompts: list) -> list[list[float]]:
     before the slot, which runs once per prompt (``scoring.slot_logprobs``)."""
     import numpy as np
 
-    from ..eval.scoring import slot_logprobs
+    from ..scoring import slot_logprobs
 
     slots = []
     for p in prompts:
@@ -368,7 +368,7 @@ def ranking_scores(ctx, prompts: list) -> list[list[float]]:
 
 def parse_floats(spec: Any, what: str, lo: float, hi: float) -> list[float]:
     """A comma list (or list) of numbers in [lo, hi], without duplicates."""
-    from ..util.parsing import parse_list
+    from ...util.parsing import parse_list
 
     return parse_list(spec, what, float, lo=lo, hi=hi)
 

@@ -30,10 +30,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config import type_matches
-from ..model.spans import Span
-from ..util.errors import UsageError
-from ..util.registry import Registry
+from ...config import type_matches
+from ...util.errors import UsageError
+from ...util.registry import Registry
+from ..spans import Span
 
 
 @dataclass
@@ -323,5 +323,5 @@ class PositionalEncoding(nn.Module):
         return None
 
 
-# Every scheme registers here under its name (``@SCHEMES.add``); ``pebench.pe`` discovers the modules.
+# Every scheme registers here under its name (``@SCHEMES.add``); ``pebench.model.pe`` discovers the modules.
 SCHEMES: Registry[type[PositionalEncoding]] = Registry("positional encoding")

@@ -1,6 +1,6 @@
 """Evaluation tasks and their metrics, in registries like the schemes' (lm-evaluation-harness's ``Task``).
 
-The interface and the registries live in :mod:`pebench.tasks.base`; every other module of this folder is a task
+The interface and the registries live in :mod:`pebench.eval.tasks.base`; every other module of this folder is a task
 that registers itself, discovered like the schemes. Adding a task is one new module here (or anywhere, calling
 :func:`register_task`). Reports read the tasks' metadata and run no model.
 """

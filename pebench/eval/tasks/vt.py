@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.needles import EVAL
-from ..data.ruler import fixed_bytes, vt_form, vt_layout, vt_prompt
-from ..util.errors import UsageError
+from ...data.needles import EVAL
+from ...data.ruler import fixed_bytes, vt_form, vt_layout, vt_prompt
+from ...util.errors import UsageError
 from .base import Metric, Task, check_choice, check_haystack, check_int, mean_interval, ranking_scores, register_task
 
 FORMS = ("auto", "standard", "compact")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..util.errors import UsageError
+from ...util.errors import UsageError
 from .base import SCHEMES, PositionalEncoding, ScoreMod
 
 

@@ -7,10 +7,10 @@ import inspect
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
-from ..model.spans import Span
-from ..util.errors import UsageError
-from ..util.parsing import parse_list, parse_spec, typed_value
-from ..util.registry import Registry
+from ...util.errors import UsageError
+from ...util.parsing import parse_list, parse_spec, typed_value
+from ...util.registry import Registry
+from ..spans import Span
 
 __all__ = [
     "EXPLICIT",
@@ -122,7 +122,7 @@ def parse_layers(spec: str, n_layers: int, context: int) -> tuple[str, list[Laye
         label = name + "".join(f"_{k}{v}" for k, v in sorted(texts.items()))  # 'swan_window16': its own runs
         return label, expand_pattern(items[0], n_layers, context)
     if len(items) == 1 and items[0].split(":")[0] not in PATTERNS:  # one word: a pattern's name, misspelt
-        from ..util.registry import unknown_name_message
+        from ...util.registry import unknown_name_message
 
         raise UsageError(
             unknown_name_message("layer pattern", items[0].split(":")[0], PATTERNS.names())

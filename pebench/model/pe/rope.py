@@ -18,9 +18,9 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..config import type_matches
-from ..util.errors import UsageError
-from ..util.registry import Registry
+from ...config import type_matches
+from ...util.errors import UsageError
+from ...util.registry import Registry
 from .base import SCHEMES, PositionalEncoding
 
 RopeFn = Callable[..., tuple[torch.Tensor, float]]

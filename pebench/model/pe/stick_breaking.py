@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..util.errors import UsageError
+from ...util.errors import UsageError
 from .base import SCHEMES, PositionalEncoding
 
 FORMS = ("paper", "fla", "inclusive")

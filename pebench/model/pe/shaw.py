@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..util.errors import UsageError
+from ...util.errors import UsageError
 from .base import SCHEMES, PositionalEncoding, RelativeVectors, ScoreMod, band_scores
 
 

@@ -14,8 +14,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..util.stats import mean_ci
-from ..util.style import CONTEXT_LINE, legend_labels, save_figure, style_for
+from ...util.stats import mean_ci
+from ...util.style import CONTEXT_LINE, legend_labels, save_figure, style_for
 from .base import Metric, Task, register_task
 
 
@@ -101,8 +101,8 @@ class PplTask(Task):
     summary = ("ppl", "ppl_far", "bpb")  # bpb: the column a subword model and a byte model share
 
     def check(self, options, lengths, context, n_tokens, protocol):
-        from ..eval.scoring import windows
-        from ..util.errors import UsageError
+        from ...util.errors import UsageError
+        from ..scoring import windows
 
         if not isinstance(options["far_n"], int) or options["far_n"] < 1:
             raise UsageError(f"ppl.far_n must be an integer >= 1, got {options['far_n']!r}")
@@ -117,7 +117,7 @@ class PplTask(Task):
         return protocol.name, params if options["far_n"] == 16 else {**params, "far_n": options["far_n"]}
 
     def measure(self, ctx, length: int) -> dict:
-        from ..eval.scoring import score_stream
+        from ..scoring import score_stream
 
         out = score_stream(
             ctx.model,

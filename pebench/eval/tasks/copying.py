@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
-from ..data.needles import EVAL, copy_window, random_string
-from ..util.errors import UsageError
+from ...data.needles import EVAL, copy_window, random_string
+from ...util.errors import UsageError
 from .base import Metric, Task, encoder, mean_interval, register_task
 
 SKIP = 2  # bytes of the second copy not scored
@@ -95,7 +95,7 @@ class CopyTask(Task):
         return "text", {"trials": options["trials"], "string_length": options["string_length"]}
 
     def measure(self, ctx, length: int) -> dict:
-        from ..eval.scoring import score_positions, score_spans
+        from ..scoring import score_positions, score_spans
 
         k, t = ctx.options["string_length"], ctx.options["trials"]
         if len(ctx.stream) < length:
@@ -145,7 +145,7 @@ class CopyTask(Task):
 
     def outputs(self, df, root, suffix: str = "") -> list:
         """copy_by_distance.md: accuracy by distance (columns) for each row label and length."""
-        from ..util.fsutil import atomic_write_text
+        from ...util.fsutil import atomic_write_text
 
         sel = df[(df["task"] == "copy") & (df["status"] == "ok")]
         if sel.empty:

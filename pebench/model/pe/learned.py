@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..util.errors import PositionOutOfRange
+from ...util.errors import PositionOutOfRange
 from .base import SCHEMES, PositionalEncoding
 
 

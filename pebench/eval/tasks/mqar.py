@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.needles import EVAL
-from ..data.ruler import MQAR_VALUE, mqar_need, mqar_prompt
-from ..util.errors import UsageError
+from ...data.needles import EVAL
+from ...data.ruler import MQAR_VALUE, mqar_need, mqar_prompt
+from ...util.errors import UsageError
 from .base import Metric, Task, answer_scores, check_haystack, check_int, mean_interval, register_task
 
 DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)

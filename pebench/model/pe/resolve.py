@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from ..util.errors import UsageError
-from ..util.groups import GROUPS, SCHEME_ORDER
+from ...util.errors import UsageError
+from ...util.groups import GROUPS, SCHEME_ORDER
 from .base import SCHEMES, PEContext, PositionalEncoding, ScoreMod
 
 SOURCES: dict[str, str] = {}  # scheme name -> "file.py:Class" or "entry-point:NAME", for schemes from outside
@@ -85,7 +85,7 @@ def resolve_scheme(spec: str) -> str:
 
 def resolve_schemes(spec: str) -> list[str]:
     """``--pe``: ``all``, a group (``classic``, ``modern``), or a comma list of names, groups and file specs."""
-    from ..util.parsing import parse_list
+    from ...util.parsing import parse_list
 
     out: list[str] = []
     for part in parse_list(spec, "--pe", unique=False):

@@ -15,7 +15,7 @@ from typing import Optional
 
 import torch
 
-from ..util.errors import UsageError
+from ...util.errors import UsageError
 from .base import SCHEMES
 from .rope import RoPE, RopeOptions
 

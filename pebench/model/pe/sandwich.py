@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..util.errors import UsageError
+from ...util.errors import UsageError
 from .base import SCHEMES, PositionalEncoding, ScoreMod
 
 

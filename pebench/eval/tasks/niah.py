@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.needles import EVAL
-from ..data.ruler import NIAH_VARIANTS, niah_form, niah_need, niah_prompt
-from ..util.errors import UsageError
-from ..util.parsing import parse_list
+from ...data.needles import EVAL
+from ...data.ruler import NIAH_VARIANTS, niah_form, niah_need, niah_prompt
+from ...util.errors import UsageError
+from ...util.parsing import parse_list
 from .base import (
     Metric,
     Task,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.needles import EVAL, fixed_bytes, passkey_form, passkey_window, random_key, token_passkey
-from ..util.errors import UsageError
+from ...data.needles import EVAL, fixed_bytes, passkey_form, passkey_window, random_key, token_passkey
+from ...util.errors import UsageError
 from .base import HAYSTACKS, Metric, Task, check_choice, encoder, mean_interval, parse_floats, register_task, wilson
 
 DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
@@ -107,7 +107,7 @@ class PasskeyTask(Task):
         return options["haystack"], {"trials": options["trials"]}
 
     def measure(self, ctx, length: int) -> dict:
-        from ..eval.scoring import score_positions
+        from ..scoring import score_positions
 
         depths = parse_floats(ctx.options["depths"], "passkey.depths", 0.0, 1.0)
         hay = ctx.split_tokens if ctx.options["haystack"] == "corpus" else None
@@ -168,7 +168,7 @@ def heatmaps(df, root, suffix: str = "") -> list:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..util.fsutil import save_plot
+    from ...util.fsutil import save_plot
 
     sel = df[(df["task"] == "passkey") & (df["status"] == "ok")]
     paths = []

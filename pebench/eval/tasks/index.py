@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.needles import EVAL
-from ..data.ruler import MAX_WORD, Prompt, assemble, distinct, fill_source, fixed_bytes, random_word
-from ..util.errors import UsageError
+from ...data.needles import EVAL
+from ...data.ruler import MAX_WORD, Prompt, assemble, distinct, fill_source, fixed_bytes, random_word
+from ...util.errors import UsageError
 from .base import (
     Metric,
     Task,

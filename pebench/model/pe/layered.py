@@ -1,4 +1,4 @@
-"""A model whose layers hold different schemes (``model.layers``, ``pebench.patterns``): one scheme module per
+"""A model whose layers hold different schemes (``model.layers``, ``pebench.model.patterns``): one scheme module per
 distinct (scheme, options), each built for the layers that use it, which it numbers 0, 1, ... among themselves (a
 scheme with per-layer parameters gets one set per layer it serves).
 
@@ -18,7 +18,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ..model.spans import Span
+from ..spans import Span
 from .base import PEContext, PositionalEncoding
 
 

@@ -35,8 +35,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from ..model.canon import causal_depthwise_conv
-from ..util.errors import UsageError
+from ...util.errors import UsageError
+from ..canon import causal_depthwise_conv
 from .base import SCHEMES, PositionalEncoding
 
 

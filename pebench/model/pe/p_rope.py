@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..util.errors import UsageError
+from ...util.errors import UsageError
 from .base import SCHEMES
 from .rope import RoPE, RopeOptions
 
