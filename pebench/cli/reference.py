@@ -69,33 +69,11 @@ def _estimate(root: Path, args: dict) -> str:
 
 
 def suite_cost(name: str) -> str:
-    """A suite's training on paper, point by point (its schemes and three seeds), at the 2-core CPU preset."""
-    from dataclasses import replace
-
+    """A suite's training on paper (``perf.estimate.suite_cost``): its config, points and schemes."""
     from ..config import load_config
     from ..jobs.suites import Point, get_suite
     from ..model.pe import resolve_schemes
-    from ..perf import estimate as es
+    from ..perf.estimate import suite_cost as cost
 
-    st, cpu = get_suite(name), es.PEAKS["cpu2"]
-    base, schemes = load_config(st.config), resolve_schemes(st.pe)
-    lines = [
-        "| point | axis | params | tokens per run | tokens per parameter | training FLOPs (every scheme, 3 seeds) "
-        "| at the cpu2 preset |",
-        "|---" * 7 + "|",
-    ]
-    total = 0.0
-    for p in st.points or (Point("", ""),):
-        cfg = p.apply(base)
-        flops = 3 * sum(
-            es.estimate(replace(cfg, model=replace(cfg.model, pe=s)), "bf16", [cfg.model.context]).train_flops
-            for s in schemes
-        )
-        e = es.estimate(cfg, "bf16", [cfg.model.context])
-        total += flops
-        lines.append(
-            f"| {cfg.name} | {p.axis or 'all'} | {e.params:,} | {e.train_tokens:,} | "
-            f"{e.train_tokens / e.params:.2f} | {flops:.3g} | {es.predicted_seconds(flops, cpu) / 3600:.1f} h |"
-        )
-    lines.append(f"| **all** | | | | | {total:.3g} | {es.predicted_seconds(total, cpu) / 3600:.1f} h |")
-    return "\n".join(lines) + "\n"
+    st = get_suite(name)
+    return cost(load_config(st.config), st.points or (Point("", ""),), resolve_schemes(st.pe))

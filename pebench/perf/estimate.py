@@ -291,3 +291,29 @@ def estimate_markdown(e: Estimate, presets: list[PeakPreset]) -> str:
             f"{_time(predicted_seconds(e.eval_flops, p))} | {p.source} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def suite_cost(base: Config, points, schemes: list[str], seeds: int = 3) -> str:
+    """A suite's training on paper, point by point (each point's ``apply`` of ``base``; every scheme, ``seeds``
+    seeds), at the 2-core CPU preset: a markdown table with the total."""
+    cpu = PEAKS["cpu2"]
+    lines = [
+        "| point | axis | params | tokens per run | tokens per parameter "
+        f"| training FLOPs (every scheme, {seeds} seeds) | at the cpu2 preset |",
+        "|---" * 7 + "|",
+    ]
+    total = 0.0
+    for p in points:
+        cfg = p.apply(base)
+        flops = seeds * sum(
+            estimate(replace(cfg, model=replace(cfg.model, pe=s)), "bf16", [cfg.model.context]).train_flops
+            for s in schemes
+        )
+        e = estimate(cfg, "bf16", [cfg.model.context])
+        total += flops
+        lines.append(
+            f"| {cfg.name} | {p.axis or 'all'} | {e.params:,} | {e.train_tokens:,} | "
+            f"{e.train_tokens / e.params:.2f} | {flops:.3g} | {predicted_seconds(flops, cpu) / 3600:.1f} h |"
+        )
+    lines.append(f"| **all** | | | | | {total:.3g} | {predicted_seconds(total, cpu) / 3600:.1f} h |")
+    return "\n".join(lines) + "\n"

@@ -149,10 +149,6 @@ class Task:
         """The frame of this task's records with the derived metric ``name`` added as a column."""
         raise NotImplementedError(f"task {self.name!r} derives no metric {name!r}")
 
-    def plots(self, table, df, root, suffix: str = "") -> list:
-        """Plots beside a report table of one of this task's metrics (``report.Table``); none by default."""
-        return []
-
     def check_record(self, rec: dict) -> None:
         """The writer's guard: a record holds exactly this task's metrics (and, measured, its details)."""
         if rec["status"] == "ok" and set(rec["details"]) != set(self.fields):

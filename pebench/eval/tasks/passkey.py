@@ -156,51 +156,5 @@ class PasskeyTask(Task):
         rec["metrics"].pop("passkey_token")  # an undefined byte-model record holds the byte metrics
         return rec
 
-    def outputs(self, df, root, suffix: str = "") -> list:
-        """A heatmap per row label: exact match by depth (rows) and length (columns), the needle-in-a-haystack
-        picture; seeds pooled (counts summed)."""
-        return heatmaps(df, root, suffix)
-
-
-def heatmaps(df, root, suffix: str = "") -> list:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ...util.fsutil import save_plot
-
-    sel = df[(df["task"] == "passkey") & (df["status"] == "ok")]
-    paths = []
-    for (label, prot), g in sel.groupby(["label", "protocol"]):
-        hits: dict = {}
-        for L, det in zip(g["length"], g["details"]):
-            for c in det["cells"]:
-                h = hits.setdefault((c["depth"], int(L)), [0.0, 0])
-                h[0] += c["exact"] * c["trials"]
-                h[1] += c["trials"]
-        depths = sorted({d for d, _ in hits})
-        lengths = sorted({L for _, L in hits})
-        grid = np.full((len(depths), len(lengths)), np.nan)
-        for (d, L), (k, n) in hits.items():
-            grid[depths.index(d), lengths.index(L)] = k / n
-        fig, ax = plt.subplots(figsize=(1.3 * len(lengths) + 2.6, 0.7 * len(depths) + 1.9))
-        # viridis: perceptually uniform and colour-blind safe (red-green maps are not); dark cells get white text
-        im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
-        for i in range(len(depths)):
-            for j in range(len(lengths)):
-                if not np.isnan(grid[i, j]):
-                    ink = "white" if grid[i, j] < 0.6 else "black"
-                    ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=10, color=ink)
-        ax.set_xticks(range(len(lengths)), [str(L) for L in lengths], fontsize=10)
-        ax.set_yticks(range(len(depths)), [f"{d:.0%}" for d in depths], fontsize=10)
-        ax.set_xlabel("length (tokens)", fontsize=10)
-        ax.set_ylabel("needle depth", fontsize=10)
-        ax.set_title(f"passkey exact match: {label} ({prot})", fontsize=11)
-        fig.colorbar(im, ax=ax, fraction=0.05).set_label("fraction of prompts exact", fontsize=10)
-        name = f"passkey_{label}_{prot}{suffix}".replace(" ", "_").replace("+", "-")
-        paths.append(save_plot(fig, root / f"heatmap_{name}.png"))
-    return paths
-
 
 register_task(PasskeyTask())

@@ -9,13 +9,9 @@ only the last T tokens cannot copy its continuation, one that reads far enough b
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
-from ...util.stats import mean_ci
-from ...util.style import CONTEXT_LINE, legend_labels, save_figure, style_for
 from .base import Metric, Task, register_task
 
 
@@ -165,54 +161,6 @@ class PplTask(Task):
                 for r, p in zip(df["run"], df["ppl"])
             ]
         )
-
-    def plots(self, table, df, root, suffix: str = "") -> list:
-        """Loss by token position at the longest length (the learning curves are the report's: findings.curves)."""
-        pos = plot_position(table, df, root / f"plot_position{suffix}.png")
-        return [pos] if pos else []
-
-
-def plot_position(t, df, path: Path) -> Optional[Path]:
-    """Per-position loss at the longest length, averaged over seeds with a 95% band."""
-    import matplotlib.pyplot as plt
-
-    L = t.lengths[-1]
-    if t.task != "ppl":
-        return None
-    sel = df[
-        (df["task"] == "ppl")
-        & (df["protocol"] == t.protocol)
-        & (df["status"] == "ok")
-        & (df["length"] == L)
-        & df["label"].isin(t.rows)
-        & (df["split"] == t.split)
-    ]
-    if sel.empty or not any(sel["position_buckets"]):
-        return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    rows, curves = [r for r in t.rows if r in set(sel["label"])], {}
-    for lab in rows:
-        by_hi: dict = {}
-        for buckets in sel[sel["label"] == lab]["position_buckets"]:
-            for b in buckets or []:  # records without per-position losses add nothing
-                if b["tokens"] and b["loss"] is not None:
-                    by_hi.setdefault(b["hi"], []).append(b["loss"])
-        curves[lab] = [(x, *mean_ci(by_hi[x])) for x in sorted(by_hi)]
-    names = legend_labels(rows, curves)  # a curve drawn under an identical one is named in the legend
-    for lab in rows:
-        xs, stats = [x for x, _, _ in curves[lab]], [(m, c) for _, m, c in curves[lab]]
-        st = style_for(lab)
-        ax.plot(xs, [m for m, _ in stats], label=names[lab], **{**st.kwargs(), "marker": "."})
-        if any(c > 0 for _, c in stats):
-            ax.fill_between(
-                xs, [m - c for m, c in stats], [m + c for m, c in stats], color=st.color, alpha=0.15, linewidth=0
-            )
-    ax.axvline(int(sel["train_context"].iloc[0]), label="training context", **CONTEXT_LINE)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("context length of the scored token (bucket end)")
-    ax.set_ylabel("mean loss (nats)")
-    ax.set_title(f"per-position loss at length {L} ({t.protocol}, {t.split} split)")
-    return save_figure(fig, ax, path)
 
 
 register_task(PplTask())

@@ -14,6 +14,7 @@ from ...util.fsutil import atomic_path, atomic_write_text
 from ...util.style import CONTEXT_LINE, legend_labels, save_figure, style_for
 from .. import curves, effective
 from .context import context_markdown, effective_tables
+from .figures import RECORD_FIGURES, TABLE_FIGURES
 from .formats import to_frame, to_json, to_latex, to_markdown
 from .table import Table, build_table
 
@@ -70,6 +71,8 @@ def task_outputs(results: ResultsDir, df: pd.DataFrame) -> list[Path]:
     for name in sorted(df["task"].unique()) if not df.empty else []:
         if name in TASKS:
             paths += TASKS.get(name).outputs(df[df["task"] == name], results.root)
+        if name in RECORD_FIGURES:
+            paths += RECORD_FIGURES.get(name)(df[df["task"] == name], results.root)
     return paths
 
 
@@ -117,7 +120,7 @@ def write_plots(results: ResultsDir, t: Table, df: pd.DataFrame, sfx: str = "") 
 
     matplotlib.use("Agg")
     paths = [_plot_length(t, results.root / f"plot_length{sfx}.png")]
-    return paths + TASKS.get(t.task).plots(t, df, results.root, sfx)
+    return paths + (TABLE_FIGURES.get(t.task)(t, df, results.root, sfx) if t.task in TABLE_FIGURES else [])
 
 
 def suite_report(results: ResultsDir, df: pd.DataFrame, names: list[str], req) -> tuple[Table, str, list[Path]]:
