@@ -42,7 +42,7 @@ class EvalRequest:
     (default ``ppl``) with their options, whether records already written are reused, and ``only_lengths``: a
     worker's share of the lengths (None: all), measured exactly as the whole list would measure them."""
 
-    lengths: Optional[list[int]] = None
+    lengths: Optional[list[int | str]] = None  # token counts, or multiples ("2x") resolved against each run's context
     protocol: Protocol = Protocol()
     variants: list[str] = field(default_factory=list)
     rope_factor: Optional[float] = None
