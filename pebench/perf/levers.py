@@ -313,8 +313,8 @@ def lever_list(suite: bool, cores: int, bf16: bool) -> tuple[tuple, int]:
 def spawn(
     args, threads: int, autocast: bool = False, compile_: bool = False, malloc: str = "tuned", seeds: int = 1
 ) -> subprocess.Popen:
-    """One measuring child process of the calling script (``args.entry``; its step's options; ``threads`` OpenMP
-    threads)."""
+    """One measuring child process of the calling script (the ``entry`` given to ``main``; its step's options;
+    ``threads`` OpenMP threads)."""
     cmd = [
         sys.executable,
         args.entry,
