@@ -4,6 +4,7 @@ ratio to 1x, the chance level, a note for runs far short of their config's steps
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Optional
 
 import pandas as pd
@@ -67,18 +68,25 @@ class Table:
         return b is not None and self.cells.get((label, length), (None,))[0] == self.cells[(b, length)][0]
 
 
+@lru_cache(maxsize=None)
+def _builtin_steps(name: str) -> Optional[int]:
+    """The steps of the built-in config ``name`` (None for any other name), read once per process: a page of many
+    tables asks for the same few."""
+    from ...config import builtin_configs, load_config
+
+    return load_config(name).train.steps if name in builtin_configs() else None
+
+
 def under_trained(df: pd.DataFrame) -> str:
     """A note for runs trained under half their built-in config's steps (the quick look's 40): their table reads
     about the same for every scheme, which says nothing about the encodings, so the table says so; '' otherwise."""
-    from ...config import builtin_configs, load_config
-
     if not {"config", "steps"} <= set(df.columns):  # a frame built without provenance: nothing to say
         return ""
     if "parent" in df.columns:  # a fine-tune's steps are its own, on top of its parent's full training
         df = df[df["parent"].isna()]
     short = []
     for (name, steps), _ in df.groupby([df["config"].fillna(""), df["steps"].fillna(-1)]):
-        if name in builtin_configs() and 0 <= steps < (full := load_config(name).train.steps) / 2:
+        if (full := _builtin_steps(name) if name else None) is not None and 0 <= steps < full / 2:
             short.append(f"{int(steps)} steps, {steps / full:.0%} of the {name} config's {full}")
     return (
         f"note: trained {'; '.join(short)}: under-trained, so these numbers say little about the encodings"
