@@ -17,6 +17,7 @@ import yaml
 from .data.corpora import check_corpus_spec
 from .data.needles import DOC_KINDS
 from .util.errors import UsageError
+from .util.parsing import parse_list
 from .util.yamlio import load_yaml
 
 
@@ -452,6 +453,11 @@ def with_overlays(cfg: Config, overlays: tuple) -> tuple[Config, list[str]]:
     return config_from_dict(data, name=cfg.name), [Path(o).stem for o in overlays]
 
 
+def parse_pe(spec: str) -> list[str]:
+    """``--pe``'s text as the list every command reads (a name given twice is an error)."""
+    return parse_list(spec, "--pe")
+
+
 def _flag(key: str, flag: str, help: str = "", switch: bool = False):
     """A field that a flag sets: its config key, its flag and, for a flag the commands make from this field
     (``cli.flags.takes``), its help; ``switch``: a boolean with its --no- form."""
@@ -466,14 +472,23 @@ class ConfigFlags:
     """The command-line settings that change a config, each None when not given. A field with a key sets that
     config key (``resolve_config`` applies them all the same way); a field with a help is also the option itself:
     ``train``, ``run`` and ``tune`` make their options from these fields (``cli.flags.takes``), so a new flag is a
-    field here and a line in the docs. The others (the config, overlays, seed, rate, layers) each command declares
-    with its own default and help."""
+    field here and a line in the docs. The fields without a key (the schemes, the config, overlays, layers) the
+    commands resolve themselves; ``--pe`` is a list from the parser on."""
 
+    pe: Optional[list[str]] = field(  # None: the command's default
+        default=None,
+        metadata={
+            "decl": "--pe",
+            "help": "comma list of schemes, groups (classic, modern, all) and layer patterns (report: row labels too; "
+            "default: train rope, run the suite's, tune and bench classic, report every row)",
+            "parse": parse_pe,
+        },
+    )
     config: Optional[str] = field(  # None: the command's default (tiny, or the suite's)
         default=None,
         metadata={
             "decl": "--config",
-            "help": "tiny | small | context | gpt2-small | PATH.yaml (default: tiny, or the suite's)",
+            "help": "tiny | small | context | gpt2-small | PATH.yaml (default: tiny; run: the suite's)",
         },
     )
     overlays: tuple[str, ...] = field(

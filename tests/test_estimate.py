@@ -186,7 +186,7 @@ def test_the_command_prints_every_table_and_refuses_bad_input(tmp_path):
         (["--mfu", "1.5"], "--mfu must be in (0, 1]"),
         (["--peak-tflops", "-1"], "--peak-tflops must be a positive number"),
         (["--pe", "rope,alibi"], "one scheme"),
-        (["--precision", "fp16"], "--precision must be fp32 or bf16"),
+        (["--precision", "fp16"], "--precision must be one of auto, fp32, bf16"),
     ]:
         r = runner.invoke(app, ["bench", "--estimate", "tiny", *args])
         assert r.exit_code == 2 and words in r.output and "Traceback" not in r.output, r.output

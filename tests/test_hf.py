@@ -4,6 +4,7 @@ and copy prompts, one-line errors, and the export round trip (the exported check
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,7 @@ def records(root):
 def test_bits_per_byte_equals_a_direct_computation_on_the_same_windows(llama_bpe, tmp_path):
     rd = ResultsDir(tmp_path / "res")
     req = EvalRequest(tasks=resolve_tasks("ppl"), max_tokens=3000)
-    outside_eval(rd, str(llama_bpe), "1x,2x", None, req)
+    outside_eval(rd, str(llama_bpe), None, replace(req, lengths=["1x", "2x"]))
     recs = {r["length"]: r for r in records(rd.root)}
     assert sorted(recs) == [64, 128] and recs[64]["provenance"]["model_type"] == "llama"
     assert recs[64]["label"] == "tiny-llama (hf)" and recs[64]["provenance"]["revision"].startswith("sha256:")
@@ -155,7 +156,7 @@ def test_token_mode_passkey_and_copy_prompts_decode_to_their_text(llama_bpe, tmp
         },
         max_tokens=3000,
     )
-    outside_eval(rd, str(llama_bpe), "128", None, req)
+    outside_eval(rd, str(llama_bpe), None, replace(req, lengths=[128]))
     got = {r["task"]: r for r in records(rd.root)}
     assert (
         got["passkey"]["details"]["tokens"] == type(o.tokenizer).__name__ != "bytes"
@@ -264,9 +265,16 @@ def test_a_gguf_file_loads_as_the_model_it_was_written_from(llama_bpe, tmp_path)
     assert o.provenance["gguf_sha256"] == sha and o.provenance["dequantized"] is True
     assert o.provenance["gguf_types"] == {"F32": 2 + 9 * 2 + 1} and o.provenance["revision"] == "sha256:" + sha[:16]
     rd = ResultsDir(tmp_path / "res")
-    outside_eval(rd, str(path), "1x", None, EvalRequest(tasks=resolve_tasks("ppl"), max_tokens=2000))
+    outside_eval(rd, str(path), None, EvalRequest(lengths=["1x"], tasks=resolve_tasks("ppl"), max_tokens=2000))
     (rec,) = records(rd.root)
     assert rec["label"] == "tiny.gguf (hf)" and rec["provenance"]["gguf_sha256"] == sha
+    import accelerate
+    import gguf as gguf_pkg
+    import transformers
+
+    libraries = rec["provenance"]["libraries"]  # the loader's, the GGUF reader's and accelerate's versions
+    assert libraries["transformers"] == transformers.__version__ and libraries["accelerate"] == accelerate.__version__
+    assert libraries["gguf"] is not None and gguf_pkg is not None
 
 
 def test_a_gguf_file_transformers_cannot_read_is_one_line(tmp_path):

@@ -8,24 +8,25 @@ from typing import List, Optional
 
 import typer
 
+from ..config import ConfigFlags
 from ..util.errors import PebenchError, UsageError
 from . import console
 from .app import app
 from .console import handle_errors
-from .options import FigureFormatOpt, ResultsOpt, SplitOpt
+from .flags import takes
+from .options import FigureFormatOpt, MetricOpt, OutOpt, ProtocolKeyOpt, ResultsOpt, SplitOpt
+
+NO_FLAGS = ConfigFlags()  # the placeholder where cli.flags.takes puts report's --pe
 
 
 @app.command()
 @handle_errors
+@takes(ConfigFlags, "cf", only=("pe",))
 def report(
     format: str = typer.Option("table", "--format", help="table | md | csv | latex | json"),
-    metric: Optional[str] = typer.Option(
-        None,
-        "--metric",
-        help="a metric of a task, or ratio (pebench list shows them; default: ppl, else the first task's)",
-    ),
-    protocol: Optional[str] = typer.Option(None, "--protocol", help="e.g. nonoverlap, sliding-s64, fixed-k256"),
-    pe: Optional[str] = typer.Option(None, "--pe", help="comma list of schemes or row labels"),
+    metric: Optional[str] = MetricOpt,
+    protocol: Optional[str] = ProtocolKeyOpt,
+    cf: ConfigFlags = NO_FLAGS,  # --pe: the rows (made by cli.flags.takes)
     compare: Optional[List[Path]] = typer.Option(None, "--compare", help="two result folders: A then B"),
     html: bool = typer.Option(False, "--html", help="also write report.html: one self-contained page"),
     figure_format: str = FigureFormatOpt,
@@ -34,20 +35,15 @@ def report(
         None, "--config", help="the runs of one config (a scale suite's point: tiny-d64); needed where configs mix"
     ),
     results: Path = ResultsOpt,
-    out: Optional[Path] = typer.Option(
-        None,
-        "--out",
-        help="the folder to write the report files into (default: the results folder, never a committed set)",
-    ),
+    out: Optional[Path] = OutOpt,
 ):
     """Tables and plots from every record; writes report.md/.csv/.tex/.json and plots (PNG, PDF or SVG)."""
     from ..findings import report as rp
     from ..findings.html import write_html
     from ..results import ResultsDir
     from ..util.fsutil import figure_format as figures
-    from ..util.parsing import parse_list
 
-    fmt, schemes = rp.REPORT_FORMATS.get(format), parse_list(pe, "--pe")
+    fmt, schemes = rp.REPORT_FORMATS.get(format), cf.pe
     _check_figures(figure_format, html)
     if compare:
         return _compare_sets(compare, metric or "ppl", protocol, schemes, split)
@@ -224,9 +220,9 @@ def pack(
 @handle_errors
 def compare(
     reference: Path = typer.Option(Path("results/reference"), "--reference", help="the committed set"),
-    metric: str = typer.Option("ppl", "--metric", help="a metric of a task (pebench list shows them)"),
+    metric: Optional[str] = MetricOpt,
     split: str = SplitOpt,
-    protocol: str = typer.Option("nonoverlap", "--protocol", help="e.g. nonoverlap, sliding-s64, fixed-k256"),
+    protocol: Optional[str] = ProtocolKeyOpt,
     results: Path = ResultsOpt,
 ):
     """Your run against the committed reference: per cell, yours, the same seed there, and the range a new seed
@@ -241,7 +237,11 @@ def compare(
             "clone of the repository)"
         )
     df = ref.compare_runs(
-        console.load_records(ResultsDir(results)), console.load_records(ResultsDir(reference)), metric, split, protocol
+        console.load_records(ResultsDir(results)),
+        console.load_records(ResultsDir(reference)),
+        metric or "ppl",
+        split,
+        protocol or "nonoverlap",
     )
     console.echo(df.to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="-"))
     console.echo(ref.summary(df))

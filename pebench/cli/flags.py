@@ -1,7 +1,10 @@
 """Options made from a flags dataclass, declared once (torchtitan's way): a field whose metadata has a ``help`` (and
 its ``decl``, the flag as click spells it) becomes an option of every command decorated with ``takes``; the command
-receives the dataclass, filled from those options, as one parameter. The groups: ``config.ConfigFlags`` (``train``,
-``run``, ``tune``), ``eval.flags.EvalFlags`` (``eval``, ``run``) and ``jobs.launch.LaunchFlags`` (``run``)."""
+receives the dataclass, filled from those options, as one parameter. A field whose metadata has a ``parse`` is text on
+the command line and ``parse(text)`` in the dataclass (``--pe`` a list from the parser on). The groups:
+``config.ConfigFlags`` (``train``, ``run``, ``tune``; ``--pe`` and ``--config`` of ``bench`` too),
+``eval.flags.EvalFlags`` (``eval``, ``run``; ``--lengths`` of ``analyze``, ``bench`` and ``rope`` too) and
+``jobs.launch.LaunchFlags`` (``run``). tests/cli/test_declared_once.py fails on a flag declared twice."""
 
 from __future__ import annotations
 
@@ -20,14 +23,16 @@ def option_fields(cls, skip: tuple[str, ...] = ()) -> list[tuple[dataclasses.Fie
     return [(f, hints[f.name]) for f in dataclasses.fields(cls) if "help" in f.metadata and f.name not in skip]
 
 
-def _repeated(hint) -> bool:
-    """Whether a field's type is a tuple of values (a repeatable option)."""
-    return typing.get_origin(hint) is tuple
+def _repeated(f: dataclasses.Field, hint) -> bool:
+    """Whether a field is a tuple of values given one per flag (a repeatable option), not parsed from one text."""
+    return typing.get_origin(hint) is tuple and "parse" not in f.metadata
 
 
 def _parameter(f: dataclasses.Field, hint, default: Any) -> inspect.Parameter:
-    if _repeated(hint):  # a repeatable option: click gives a list, the dataclass keeps a tuple
+    if _repeated(f, hint):  # a repeatable option: click gives a list, the dataclass keeps a tuple
         hint, default = Optional[List[typing.get_args(hint)[0]]], None
+    elif "parse" in f.metadata:  # text on the command line, parsed on the way into the dataclass
+        hint = Optional[str]
     return inspect.Parameter(
         f.name,
         inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -36,24 +41,18 @@ def _parameter(f: dataclasses.Field, hint, default: Any) -> inspect.Parameter:
     )
 
 
-def takes(
-    cls,
-    param: str,
-    skip: tuple[str, ...] = (),
-    only: Optional[tuple[str, ...]] = None,
-    defaults: Optional[dict[str, Any]] = None,
-) -> Callable:
+def takes(cls, param: str, skip: tuple[str, ...] = (), only: Optional[tuple[str, ...]] = None) -> Callable:
     """Decorate a command whose parameter ``param`` is a ``cls``: its options come from ``cls``'s option fields
-    (``only`` these, or all but ``skip``; each defaulting to the field's default, or to ``defaults[name]`` for this
-    command), in its signature where ``param`` stood, and the command is called with ``param`` a ``cls`` of what was
-    given (the fields it has no option for at their defaults)."""
-    defaults = defaults or {}
+    (``only`` these, or all but ``skip``; each with the field's default), in its signature where ``param`` stood, and
+    the command is called with ``param`` a ``cls`` of what was given, parsed where the field says how (the fields it
+    has no option for at their defaults)."""
 
     def decorate(fn: Callable) -> Callable:
         sig = inspect.signature(fn, eval_str=True)
         fields = [(f, h) for f, h in option_fields(cls, skip) if only is None or f.name in only]
-        made = [_parameter(f, hint, defaults.get(f.name, f.default)) for f, hint in fields]
-        repeated = {f.name for f, hint in fields if _repeated(hint)}
+        made = [_parameter(f, hint, f.default) for f, hint in fields]
+        repeated = {f.name for f, hint in fields if _repeated(f, hint)}
+        parsers = {f.name: f.metadata["parse"] for f, _ in fields if "parse" in f.metadata}
         params = []
         for p in sig.parameters.values():
             params.extend(made if p.name == param else [p])
@@ -62,6 +61,7 @@ def takes(
         def command(**kw):
             given = {m.name: kw.pop(m.name) for m in made}
             given.update({n: tuple(given[n] or ()) for n in repeated})
+            given.update({n: parse(given[n]) for n, parse in parsers.items() if given[n] is not None})
             return fn(**kw, **{param: cls(**given)})
 
         command.__signature__ = sig.replace(parameters=params)

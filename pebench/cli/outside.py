@@ -8,22 +8,22 @@ from typing import Optional
 
 import typer
 
+from ..eval.flags import EvalFlags
 from . import console
 from .app import app
 from .console import handle_errors
-from .options import ResultsOpt
+from .flags import takes
+from .options import HfOpt, ResultsOpt
+
+NO_EVAL_FLAGS = EvalFlags()  # the placeholder where cli.flags.takes puts rope's options
 
 
 @app.command()
 @handle_errors
+@takes(EvalFlags, "ev", only=("lengths", "rope_scaling"))
 def rope(
-    hf: str = typer.Option(..., "--hf", help="a Hugging Face model folder, Hub id or config.json"),
-    rope_scaling: Optional[str] = typer.Option(
-        None, "--rope-scaling", help="NAME[:key=value...] (default: the config's own)"
-    ),
-    lengths: Optional[str] = typer.Option(
-        None, "--lengths", help="the sequence length, tokens or Kx the context (default: factor x context)"
-    ),
+    hf: Optional[str] = HfOpt,
+    ev: EvalFlags = NO_EVAL_FLAGS,  # --lengths (one length), --rope-scaling (default: the model's own)
     length: Optional[str] = typer.Option(None, "--length", hidden=True, help="the old name of --lengths"),
 ):
     """What a RoPE scaling does to a model: frequencies per dimension, attention factor, the longest length it is
@@ -33,8 +33,12 @@ def rope(
 
     if length is not None:
         raise UsageError(f"--length is now --lengths (tokens or Kx, as every command takes it): --lengths {length}")
-    console.scaling_notes(rope_scaling)
-    r = rope_report(hf, rope_scaling, lengths)
+    if hf is None:
+        raise UsageError("rope needs --hf: a Hugging Face model folder, Hub id, PATH.gguf or config.json")
+    if ev.lengths is not None and len(ev.lengths) > 1:
+        raise UsageError(f"rope shows one length; --lengths gives {len(ev.lengths)}")
+    console.scaling_notes(ev.rope_scaling)
+    r = rope_report(hf, ev.rope_scaling, ev.lengths[0] if ev.lengths else None)
     console.echo(
         "  ".join(f"{k}: {v:.6g}" if isinstance(v, float) else f"{k}: {v}" for k, v in r.facts.items() if v is not None)
     )

@@ -21,7 +21,6 @@ from .console import handle_errors
 from .flags import option_fields, takes
 from .options import (
     DeviceOpt,
-    GroupPeOpt,
     ResultsOpt,
     SeedsOpt,
 )
@@ -36,8 +35,7 @@ TUNE_SKIPS = ("compile", "needles", "precision", "sinks", "ssmax", "gate", "cano
 @handle_errors
 @takes(ConfigFlags, "flags")
 def train(
-    pe: Optional[str] = typer.Option(None, "--pe", help="positional encoding, or a comma list (default: rope)"),
-    flags: ConfigFlags = NO_FLAGS,  # --config, --steps, --precision, --sinks, ... (made by cli.flags.takes)
+    flags: ConfigFlags = NO_FLAGS,  # --pe, --config, --steps, --precision, --sinks, ... (made by cli.flags.takes)
     seeds: Optional[str] = SeedsOpt,
     device: str = DeviceOpt,
     name: Optional[str] = typer.Option(None, "--name", help="run name (default: PE-CONFIG-sSEED)"),
@@ -63,11 +61,10 @@ def train(
         raise UsageError("--context, --rope-scaling and --rope-factor need --init-from RUN")
     if resume and overwrite:
         raise UsageError("--resume continues a run and --overwrite starts it over: give one of them")
-    given = {k: getattr(flags, k) for k in ("steps", "needles", "compile", "overlays")}  # a continuation's own
+    given = {k: getattr(flags, k) for k in ("pe", "steps", "needles", "compile", "overlays")}  # a continuation's own
     continued = None if init_from is None else fields_from(Continuation, {**options, **given}, parent=init_from)
     train_runs(
         ResultsDir(results),
-        pe,
         flags,
         seeds,
         console.reporter(),
@@ -83,22 +80,16 @@ def train(
 @app.command()
 @handle_errors
 @takes(ConfigFlags, "flags", skip=("seed",))
-@takes(
-    EvalFlags,
-    "ev",
-    only=("lengths", "max_tokens", "task", "trials", "task_opts", "rope_scaling", "eval_precision"),
-    defaults={"rope_scaling": "all"},
-)
+@takes(EvalFlags, "ev", only=("lengths", "max_tokens", "task", "trials", "task_opts", "rope_scaling", "eval_precision"))
 @takes(LaunchFlags, "launch")
 def run(
-    pe: Optional[str] = typer.Option(None, "--pe", help="default: the suite's (classic), or modern, all, a list"),
     suite: Optional[str] = typer.Option(
         None, "--suite", help="default (the README's main job) | context | patterns | scale"
     ),
     points: Optional[str] = typer.Option(
         None, "--points", help="a suite with scale points (scale): the points to run, e.g. d64,ctx64 (default: all)"
     ),
-    flags: ConfigFlags = NO_FLAGS,  # --config, --steps, --precision, --sinks, ... (made by cli.flags.takes)
+    flags: ConfigFlags = NO_FLAGS,  # --pe, --config, --steps, --precision, --sinks, ... (made by cli.flags.takes)
     seeds: Optional[str] = SeedsOpt,
     ev: EvalFlags = NO_EVAL_FLAGS,  # --lengths, --task, --rope-scaling, ...
     device: str = DeviceOpt,
@@ -119,7 +110,7 @@ def run(
     clock = profile.Clock()
     console.scaling_notes(ev.rope_scaling)
     ev = replace(ev, device=device)
-    sp = suite_plan(suite, pe, flags, seeds, results, ev, overwrite, final, launch.workers, points)
+    sp = suite_plan(suite, flags, seeds, results, ev, overwrite, final, launch.workers, points)
     lp = launch_plan(launch.launcher, list(launch.launcher_opt), launch.emit_sbatch, sp.config, launch.workers)
     notes_of(sp.notes)  # before the work, not after it
     done = run_suite(sp, lp, clock, console.reporter(), show=sys.stdout.isatty())
@@ -138,7 +129,6 @@ def run(
 @handle_errors
 @takes(ConfigFlags, "flags", skip=TUNE_SKIPS)
 def tune(
-    pe: str = GroupPeOpt,
     lr: str = typer.Option("1e-3,3e-3,1e-2", "--lr", help="comma list of learning rates"),
     option: Optional[List[str]] = typer.Option(None, "--option", help="a scheme option to tune, NAME=V1,V2"),
     point: Optional[str] = typer.Option(
@@ -147,7 +137,7 @@ def tune(
         help="one point of the scale suite (steps1000, d64, d256s500, ctx512, ...: a name it lacks is refused with "
         "the list): the grid at its shape and schedule (--steps replaces its steps)",
     ),
-    flags: ConfigFlags = NO_FLAGS,  # --config, --overlay, --steps, --data, --seed, --layers (made by cli.flags.takes)
+    flags: ConfigFlags = NO_FLAGS,  # --pe, --config, --overlay, --steps, --data, --seed, --layers (cli.flags.takes)
     device: str = DeviceOpt,
     results: Path = ResultsOpt,
 ):
@@ -172,7 +162,8 @@ def tune(
             f"{scheme:<11} lr {x:<8g}{label} " + ("diverged" if loss is None else f"ppl 1x {math.exp(loss):.3f}")
         )
 
-    schemes = resolve_pe("" if flags.layers and pe == "classic" else pe, base)  # --layers alone: its list only
+    pe = flags.pe if flags.pe is not None else ([] if flags.layers else ["classic"])  # --layers alone: its list only
+    schemes = resolve_pe(pe, base)
     res = run_tune(base, schemes, lrs, ResultsDir(results), device, on_result=line, options=grid, point=point)
     console.echo(res.table.read_text())
     console.echo(f"wrote {res.overlay} (use: {use_overlay(res.overlay, point)}) and {res.table}")

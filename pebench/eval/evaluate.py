@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
-from ..config import check_precision
 from ..data import prepare_corpus
 from ..model.checkpoint import load_run_model
 from ..model.device import eval_precision, resolve_device, tune_cpu_allocator
@@ -24,6 +23,7 @@ from ..util.errors import PebenchError, PositionOutOfRange, UsageError
 from ..util.parsing import parse_list, parse_scaling, parse_spec, typed_value
 from ..util.progress import Reporter
 from ..util.registry import unknown_name_message
+from .flags import EvalSettings
 from .scoring import Protocol
 from .tasks import TASKS, EvalContext, Task, resolve_tasks, task_names, task_options
 
@@ -35,42 +35,22 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class EvalRequest:
-    """What to measure on a run: lengths (None: the config's multiples of its context), the protocol, the
-    scheme's evaluation-time variants (``["all"]``: each run's own list), a fixed RoPE factor (None: automatic),
-    the stream (max tokens, split), the device and attention backend, an evaluation-time logit scale, the tasks
-    (default ``ppl``) with their options, whether records already written are reused, and ``only_lengths``: a
-    worker's share of the lengths (None: all), measured exactly as the whole list would measure them."""
+class EvalRequest(EvalSettings):
+    """What to measure on a run: the settings as given (``EvalSettings``: lengths, None for the config's multiples of
+    its context; the stream's max tokens and split; device, backend, precision; a fixed RoPE factor, None for
+    automatic; an evaluation-time logit scale and window; whether records already written are reused) and what the
+    command's text parses into: the protocol, the scheme's evaluation-time variants (``["all"]``: each run's own
+    list), the tasks (default ``ppl``) with their options, and ``only_lengths``: a worker's share of the lengths
+    (None: all), measured exactly as the whole list would measure them."""
 
-    lengths: Optional[list[int | str]] = None  # token counts, or multiples ("2x") resolved against each run's context
     protocol: Protocol = Protocol()
     variants: list[str] = field(default_factory=list)
-    rope_factor: Optional[float] = None
-    max_tokens: Optional[int] = None
-    device: str = "auto"
-    backend: str = "auto"
-    split: str = "validation"
-    logit_scale: Optional[str] = None
-    window: Optional[int] = None  # StreamingLLM: a sliding window on every layer without its own ...
-    keep: Optional[int] = None  # ... that keeps the first tokens (default 4, as StreamingLLM's sinks)
     tasks: list[Task] = field(default_factory=list)
     options: Optional[dict[str, dict[str, Any]]] = None
-    skip_existing: bool = False
     only_lengths: Optional[list[int]] = None
-    eval_precision: str = "auto"  # the model's: model.device.eval_precision (auto, fp32, bf16)
 
     def validate(self) -> "EvalRequest":
-        check_precision(self.eval_precision, "--eval-precision")
-        if self.rope_factor is not None and not (math.isfinite(self.rope_factor) and self.rope_factor >= 1):
-            raise UsageError(f"--rope-factor must be a finite number >= 1, got {self.rope_factor}")
-        if self.max_tokens is not None and self.max_tokens < 2:
-            raise UsageError(f"--max-tokens must be >= 2, got {self.max_tokens}")
-        if self.keep is not None and not self.window:
-            raise UsageError("--keep keeps the first tokens of a window; give --window N too")
-        if self.window is not None and self.window < 1:
-            raise UsageError(f"--window must be a number of tokens >= 1, got {self.window}")
-        if (self.keep or 0) < 0:
-            raise UsageError(f"--keep must be a number of tokens >= 0, got {self.keep}")
+        self.check()
         return self
 
     def span(self) -> Optional[Span]:
@@ -454,10 +434,18 @@ def _outside_precision(dev, requested: str) -> str:
     return eval_precision(dev, "fp32" if requested == "auto" and dev.type == "cpu" else requested)
 
 
+OUTSIDE_SPLITS = EVAL_SPLITS + ("train",)  # an outside model never trained on any of them
+
+
 def _outside_stream(o, corpus, req: EvalRequest, cfg):
     """The evaluation split in the outside model's tokens, cut to ``--max-tokens`` (refused beyond the split's bytes:
-    a tokenizer's tokens are never more than its bytes) or the config's cap; and the bytes it covers."""
+    a tokenizer's tokens are never more than its bytes) or the config's cap; and the bytes it covers. The train
+    split too: text pebench's own models trained on and an outside model did not, long enough for several windows at
+    4x a real model's context where the validation split holds less than one."""
     from .hf import tokenize_split
+
+    if req.split not in OUTSIDE_SPLITS:
+        raise UsageError(unknown_name_message("split", req.split, list(OUTSIDE_SPLITS)))
 
     check_cap(req.max_tokens, len(corpus.tokens(req.split)), f"the {req.split} split of {corpus.spec!r} in bytes")
     return tokenize_split(o.tokenizer, corpus.tokens(req.split), req.max_tokens or cfg.eval.max_tokens)
@@ -486,6 +474,8 @@ def evaluate_outside(
     for task in tasks:
         task.check(options[task.name], lengths, o.context, len(ids), req.protocol)
     dev = next(o.model.parameters()).device
+    if req.stream is not None:
+        o.model.stream = req.stream or None  # 0: each window in one pass
     prov = {
         **environment(str(dev)),
         **o.provenance,
@@ -495,6 +485,7 @@ def evaluate_outside(
         "corpus_fingerprint": corpus.fingerprint,
         "tokens_evaluated": int(len(ids)),
         "bytes_evaluated": int(nbytes.sum()),
+        "stream": o.model.stream,  # tokens per pass through the KV cache (None: one pass)
     }
     run, records = "hf-" + "".join(c if c.isalnum() or c in "-_." else "-" for c in o.name), []
     for s in [None] + list(scalings):

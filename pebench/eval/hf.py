@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -51,18 +51,31 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 @dataclass(frozen=True)
 class Scaling:
+    """A scaling under transformers' name, its settings, and the layers it applies to where a model gives its RoPE
+    per layer type: ``global`` (the global layers only, the default) or ``all``."""
+
     name: str
     params: dict[str, Any] = field(default_factory=dict)
+    layers: str = "global"
 
     @property
     def label(self) -> str:
         """pebench's name of the scaling (``dynamic-ntk`` for transformers' ``dynamic``) and its settings."""
-        return PEBENCH_NAME.get(self.name, self.name) + "".join(
-            f":{k}={v:g}" if isinstance(v, float) else f":{k}={v}" for k, v in sorted(self.params.items())
+        return (
+            PEBENCH_NAME.get(self.name, self.name)
+            + "".join(f":{k}={v:g}" if isinstance(v, float) else f":{k}={v}" for k, v in sorted(self.params.items()))
+            + (":layers=all" if self.layers == "all" else "")
         )
 
 
+LAYERS = ("global", "all")  # a scaling's layers= on a model with RoPE per layer type
+
+
 def _value(key: str, text: str):
+    if key == "layers":
+        if text not in LAYERS:
+            raise UsageError(f"--rope-scaling ...:layers={text}: one of {', '.join(LAYERS)} (global: the default)")
+        return text
     if key in ("short_factor", "long_factor"):
         return [float(x) for x in text.split("/")]
     if key == "truncate":
@@ -86,15 +99,9 @@ def parse_hf_scalings(spec: Optional[str]) -> list[Scaling]:
         if name not in HF_SCALINGS:
             known = ", ".join(PEBENCH_NAME.get(n, n) for n in HF_SCALINGS)
             raise UsageError(f"--rope-scaling {given}: unknown scaling {name!r}; with --hf: {known}")
-        out.append(Scaling(name, parse_scaling(item, HF_SCALINGS[name], _value)))
+        params = parse_scaling(item, HF_SCALINGS[name] + ("layers",), _value)
+        out.append(Scaling(name, params, params.pop("layers", "global")))
     return out
-
-
-def parse_hf_lengths(spec: Optional[str], context: int) -> Optional[list[int]]:
-    """Lengths as token counts or multiples of the model's context ('1x,2x,4x', '0.5x', '4096'): the one parser."""
-    from ..util.parsing import parse_lengths, resolve_lengths
-
-    return resolve_lengths(parse_lengths(spec or None), context)
 
 
 def require_transformers():
@@ -123,17 +130,22 @@ class OutsidePE:
 
 
 LOSS_CHUNK = 1024  # positions whose logits exist at once when an outside model's losses are scored in chunks
+STREAM_CHUNK = 4096  # tokens per forward pass when an outside model reads a window through its KV cache
 
 
 class HFLM(torch.nn.Module):
     """A causal LM as pebench's tasks call a model: token ids [B, T] -> logits [B, T, V] (float32). Where the head
     is a plain projection of the decoder's last hidden state (``chunkable``), ``token_losses`` and ``logits_tail``
-    run the decoder once and the head over ``LOSS_CHUNK`` positions at a time, so a window's memory does not grow
-    with T x vocabulary (a 49,152-token vocabulary at 32,768 positions is 6.4 GB of float32 logits)."""
+    run the head over ``LOSS_CHUNK`` positions at a time, so a window's memory does not grow with T x vocabulary (a
+    49,152-token vocabulary at 32,768 positions is 6.4 GB of float32 logits); and a window longer than ``stream``
+    tokens is streamed: read ``stream`` tokens per forward pass through the model's KV cache (a sliding-window
+    layer's cache keeps its window only), so attention's memory grows with the window, not its square. Streaming
+    gives the one-pass numbers (tests/test_streaming.py) except under dynamic scaling, whose frequencies follow the
+    longest position seen: there a key keeps the rotation of the pass it was cached in, as in ``generate``."""
 
-    def __init__(self, model, pe: OutsidePE):
+    def __init__(self, model, pe: OutsidePE, stream: Optional[int] = STREAM_CHUNK):
         super().__init__()
-        self.inner, self.pe = model, pe
+        self.inner, self.pe, self.stream = model, pe, stream
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.inner(input_ids=idx, use_cache=False).logits.float()
@@ -150,8 +162,23 @@ class HFLM(torch.nn.Module):
             and self.inner.get_output_embeddings() is not None
         )
 
-    def _hidden(self, idx: torch.Tensor) -> torch.Tensor:
-        return self.inner.get_decoder()(input_ids=idx, use_cache=False).last_hidden_state
+    def _hidden(self, idx: torch.Tensor, on_tokens: Optional[Callable[[int], None]] = None) -> torch.Tensor:
+        """The decoder's last hidden state [B, T, H]: in one pass, or streamed ``stream`` tokens at a time through
+        a KV cache (``on_tokens(t)`` after each pass: t positions of every row done)."""
+        decoder, T = self.inner.get_decoder(), idx.shape[1]
+        if self.stream is None or T <= self.stream:
+            return decoder(input_ids=idx, use_cache=False).last_hidden_state
+        from transformers import DynamicCache
+
+        cache, out = DynamicCache(config=self.inner.config), []
+        for a in range(0, T, self.stream):
+            b = min(a + self.stream, T)
+            pos = torch.arange(a, b, device=idx.device)
+            h = decoder(input_ids=idx[:, a:b], **{_cache_name(decoder): cache}, use_cache=True, cache_position=pos)
+            out.append(h.last_hidden_state)
+            if on_tokens is not None:
+                on_tokens(b)
+        return torch.cat(out, 1)
 
     def logits_tail(self, idx: torch.Tensor, start: int) -> torch.Tensor:
         """The logits at positions ``start`` .. T-1 only (float32)."""
@@ -159,12 +186,14 @@ class HFLM(torch.nn.Module):
             return self.forward(idx)[:, start:]
         return self.inner.get_output_embeddings()(self._hidden(idx)[:, start:]).float()
 
-    def token_losses(self, idx: torch.Tensor, start: int) -> Optional[torch.Tensor]:
+    def token_losses(
+        self, idx: torch.Tensor, start: int, on_tokens: Optional[Callable[[int], None]] = None
+    ) -> Optional[torch.Tensor]:
         """Cross-entropy of the targets ``start + 1`` .. T-1 [B, T - 1 - start] (float32), the head applied to
         ``LOSS_CHUNK`` positions at a time; None where the head is not a plain projection (score whole logits)."""
         if not self.chunkable:
             return None
-        h, head = self._hidden(idx), self.inner.get_output_embeddings()
+        h, head = self._hidden(idx, on_tokens), self.inner.get_output_embeddings()
         out, T = [], idx.shape[1]
         for i in range(start, T - 1, LOSS_CHUNK):
             j = min(i + LOSS_CHUNK, T - 1)
@@ -175,6 +204,13 @@ class HFLM(torch.nn.Module):
             out.append(nll.view(idx.shape[0], -1))
             del logits
         return torch.cat(out, 1)
+
+
+def _cache_name(decoder) -> str:
+    """The keyword a decoder takes its KV cache by: ``cache`` (transformers 5.25 on) or ``past_key_values``."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
 
 
 @dataclass
@@ -283,9 +319,24 @@ def open_model(
         "tokenizer": type(tok).__name__,
         "vocab_size": len(tok),
         "config": summary(config),
+        "libraries": library_versions(),
         **(gguf_provenance(Path(spec)) if gguf_kw else {}),
     }
     return Outside(name, HFLM(model, OutsidePE(absolute_limit(config))), tok, config, ctx, rope, prov)
+
+
+def library_versions() -> dict[str, Optional[str]]:
+    """The versions of the libraries an outside model's numbers depend on (the loader, the RoPE code, the GGUF
+    reader, the tokenizer); None for one not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, Optional[str]] = {}
+    for name in ("transformers", "tokenizers", "gguf", "accelerate"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
 
 
 def original_context(config) -> Optional[int]:
@@ -312,9 +363,43 @@ def has_rope(config) -> bool:
     )
 
 
+GLOBAL_TYPES = ("full_attention",)  # the layer types that attend to every earlier token (Gemma 3, Qwen 3, ...)
+
+
+def per_layer_type(config) -> bool:
+    """Whether the config gives its RoPE settings per layer type (transformers 5.x: Gemma 3's ``rope_parameters`` is
+    ``{"sliding_attention": {...}, "full_attention": {...}}``, keyed by the layer types the config lists)."""
+    params = getattr(config, "rope_parameters", None)
+    types = set(getattr(config, "layer_types", None) or ())
+    return (
+        isinstance(params, dict)
+        and bool(types)
+        and set(params) <= types
+        and all(isinstance(v, dict) or v is None for v in params.values())
+    )
+
+
+def rope_types(config) -> dict[str, dict]:
+    """The RoPE settings of each layer type, ``{type: params}``; a config with one set for every layer is
+    ``{"all": params}``. Types whose layers apply no RoPE are left out."""
+    if per_layer_type(config):
+        return {t: dict(p) for t, p in config.rope_parameters.items() if p}
+    one = rope_params(config)
+    return {"all": one} if one is not None else {}
+
+
+def global_type(config) -> str:
+    """The layer type a scaling applies to by default and whose settings state the model's context: the one that
+    attends globally (``full_attention``), or ``all``."""
+    types = rope_types(config)
+    return next((t for t in GLOBAL_TYPES if t in types), next(iter(types), "all"))
+
+
 def rope_params(config) -> Optional[dict]:
     """The config's RoPE settings, whichever attribute the installed transformers uses (rope_parameters in 5.x,
-    rope_scaling + rope_theta before)."""
+    rope_scaling + rope_theta before); for a config with settings per layer type, the global layers' ones."""
+    if per_layer_type(config):
+        return rope_types(config).get(global_type(config))
     if hasattr(config, "rope_parameters") and config.rope_parameters:
         return dict(config.rope_parameters)
     if getattr(config, "rope_theta", None) is not None:
@@ -377,13 +462,21 @@ def scaling_params(s: Scaling, length: int, context: int) -> dict:
     return out
 
 
+def scaled_types(config, s: Scaling) -> list[str]:
+    """The layer types ``s`` applies to: the global layers' (``layers=global``, the default: how Gemma 3 ships its
+    long context), or every type (``layers=all``); a config with one set of settings has the one type ``all``."""
+    types = list(rope_types(config))
+    if not per_layer_type(config) or s.layers == "all":
+        return types
+    return [global_type(config)]
+
+
 def scaled_config(config, s: Optional[Scaling], length: int, context: int):
-    """A copy of the config with the scaling set where the installed transformers reads it."""
+    """A copy of the config with the scaling set where the installed transformers reads it (on the layer types
+    ``scaled_types`` names, each keeping its own base)."""
     import copy
 
     cfg = copy.deepcopy(config)
-    base = rope_params(config) or {}
-    theta = base.get("rope_theta", getattr(config, "rope_theta", 10000.0))
     if s is None:
         return cfg
     params = scaling_params(s, length, context)
@@ -395,15 +488,23 @@ def scaled_config(config, s: Optional[Scaling], length: int, context: int):
         cfg.max_position_embeddings = params["original_max_position_embeddings"]  # dynamic reads it from here
     elif s.name in ("yarn", "llama3", "longrope"):
         cfg.max_position_embeddings = max(getattr(cfg, "max_position_embeddings", 0) or 0, length)
-    if hasattr(cfg, "rope_parameters"):
+    if per_layer_type(config):
         cfg.rope_parameters = {
-            **{k: v for k, v in base.items() if k in ("rope_theta", "partial_rotary_factor")},
-            "rope_theta": theta,
-            **params,
+            t: (_with_scaling(p, params, p.get("rope_theta", 10000.0)) if t in scaled_types(config, s) else p)
+            for t, p in config.rope_parameters.items()
         }
+    elif hasattr(cfg, "rope_parameters"):
+        base = rope_params(config) or {}
+        cfg.rope_parameters = _with_scaling(base, params, base.get("rope_theta", getattr(config, "rope_theta", 1e4)))
     else:
         cfg.rope_scaling = {"type": s.name, **params}  # transformers 4.x reads type or rope_type
     return cfg
+
+
+def _with_scaling(own: dict, params: dict, theta: float) -> dict:
+    """One layer type's settings with a scaling: its base (and partial rotary fraction) kept, the scaling's over."""
+    kept = {k: v for k, v in own.items() if k in ("rope_theta", "partial_rotary_factor")}
+    return {**kept, "rope_theta": theta, **params}
 
 
 def rope_dim(config) -> int:
@@ -455,9 +556,19 @@ def apply_scaling(o: Outside, s: Optional[Scaling], length: int) -> dict:
     state = {"variant": s.name if s else "default", "context": o.context}
     if s is not None:
         state["rope_parameters"] = scaling_params(s, length, o.context)
-        state["attention_factor"] = float(getattr(built[0], "attention_scaling", 1.0))
+        state["attention_factor"] = _attention_factor(built[0], scaled_types(o.config, s))
+        if per_layer_type(o.config):
+            state["layers"] = scaled_types(o.config, s)  # the layer types scaled; the others as trained
     o.model.pe.state = state
     return state
+
+
+def _attention_factor(module, types: list[str]) -> float:
+    """The attention factor a scaling set on the rotary module (per layer type where it has them: the scaled
+    types')."""
+    per_type = [getattr(module, f"{t}_attention_scaling", None) for t in types]
+    found = [float(v) for v in per_type if v is not None]
+    return found[0] if found else float(getattr(module, "attention_scaling", 1.0))
 
 
 # ----- tokenized evaluation text --------------------------------------------------------------------------------------
@@ -531,16 +642,20 @@ def load_hf_config(spec: str):
         ) from None
 
 
-def transformers_frequencies(config, length: int) -> tuple[torch.Tensor, float]:
-    """(inv_freq, attention factor) by transformers' own function for the config's rope type, at ``length``."""
+def transformers_frequencies(config, length: int, layer_type: Optional[str] = None) -> tuple[torch.Tensor, float]:
+    """(inv_freq, attention factor) by transformers' own function for the config's rope type (of ``layer_type``'s
+    layers where the config gives RoPE per layer type; default the global ones), at ``length``."""
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    params = rope_params(config) or {}
+    per_type = per_layer_type(config)
+    layer_type = layer_type or global_type(config)
+    params = rope_types(config).get(layer_type) if per_type else rope_params(config) or {}
     kind = params.get("rope_type", params.get("type", "default"))
     if kind == "default":
         base, dim = params.get("rope_theta", 10000.0), rope_dim(config)
         return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)), 1.0
-    inv, att = ROPE_INIT_FUNCTIONS[kind](config, torch.device("cpu"), seq_len=length)
+    kw = {"layer_type": layer_type} if per_type else {}
+    inv, att = ROPE_INIT_FUNCTIONS[kind](config, torch.device("cpu"), seq_len=length, **kw)
     return inv.double(), float(att)
 
 
@@ -563,7 +678,8 @@ def _pebench_frequencies(cfg, p: dict, kind: str, factor: float, original: int, 
 def rope_report(spec: str, scaling: Optional[str], length=None) -> RopeReport:
     """What the model's (or the given) scaling does at ``length``: per-dimension frequencies against the unscaled
     ones, the attention factor, the longest length it is meant for, pebench's own implementation of the same
-    variant, and the known traps."""
+    variant, and the known traps; for a model with RoPE per layer type (Gemma 3), one block of rows per type (the
+    column ``layer_type``) and the facts of the global type, the others' prefixed by their type."""
     config = load_hf_config(spec)
     if not has_rope(config):
         raise UsageError(f"{spec}: {config.model_type} applies no rotary embedding")
@@ -575,10 +691,20 @@ def rope_report(spec: str, scaling: Optional[str], length=None) -> RopeReport:
     L = parse_context(length, ctx) if length is not None else None  # N tokens or Kx the context, as --lengths
     L = L or (int(round(scalings[0].params.get("factor", 4.0) * ctx)) if scalings else ctx)
     cfg = scaled_config(config, scalings[0], L, ctx) if scalings else config
-    warnings = traps(config, cfg, scalings[0] if scalings else None)
-    base_inv, _ = transformers_frequencies(_unscaled(config), L)  # against plain RoPE, the config's own scaling too
-    inv, att = transformers_frequencies(cfg, L)
-    p = rope_params(cfg) or {}
+    rows, facts = [], {}
+    for lt in rope_types(cfg):
+        type_rows, type_facts = _type_report(config, cfg, lt, L, ctx)
+        head = lt == global_type(cfg)
+        rows += [({"layer_type": lt} if per_layer_type(cfg) else {}) | r for r in type_rows]
+        facts |= {(k if head else f"{lt}.{k}"): v for k, v in type_facts.items()}
+    return RopeReport(rows, facts, traps(config, cfg, scalings[0] if scalings else None))
+
+
+def _type_report(config, cfg, lt: str, L: int, ctx: int) -> tuple[list[dict], dict]:
+    """The rows and facts of one layer type (``all`` for a model with one set of RoPE settings)."""
+    base_inv, _ = transformers_frequencies(_unscaled(config), L, lt)  # against plain RoPE, the own scaling too
+    inv, att = transformers_frequencies(cfg, L, lt)
+    p = rope_types(cfg).get(lt) or {}
     kind = p.get("rope_type", p.get("type", "default"))
     factor = float(p.get("factor", 1.0) or 1.0)
     original = int(p.get("original_max_position_embeddings") or ctx)
@@ -599,6 +725,7 @@ def rope_report(spec: str, scaling: Optional[str], length=None) -> RopeReport:
     mx = None if kind == "dynamic" else int(round(factor * original)) if kind != "default" else original
     facts = {
         "rope_type": kind,
+        "rope_theta": p.get("rope_theta"),
         "factor": factor,
         "original_context": original,
         "length": L,
@@ -610,7 +737,7 @@ def rope_report(spec: str, scaling: Optional[str], length=None) -> RopeReport:
     }
     if ours is None:
         facts["pebench"] = "no pebench implementation of this variant"
-    return RopeReport(rows, facts, warnings)
+    return rows, facts
 
 
 def _unscaled(config):
@@ -618,7 +745,12 @@ def _unscaled(config):
 
     cfg = copy.deepcopy(config)
     base = rope_params(config) or {}
-    if hasattr(cfg, "rope_parameters"):
+    if per_layer_type(config):
+        cfg.rope_parameters = {
+            t: {"rope_type": "default", "rope_theta": p.get("rope_theta", 10000.0)} if p else p
+            for t, p in config.rope_parameters.items()
+        }
+    elif hasattr(cfg, "rope_parameters"):
         cfg.rope_parameters = {"rope_type": "default", "rope_theta": base.get("rope_theta", 10000.0)}
     else:
         cfg.rope_scaling = None

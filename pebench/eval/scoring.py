@@ -133,16 +133,18 @@ def tail_logits(model: torch.nn.Module, x: torch.Tensor, start: int) -> torch.Te
     return model(x)
 
 
-def _window_losses(model: torch.nn.Module, chunk: torch.Tensor, first: np.ndarray, pos: np.ndarray, device, precision):
+def _window_losses(
+    model: torch.nn.Module, chunk: torch.Tensor, first: np.ndarray, pos: np.ndarray, device, precision, on_tokens=None
+):
     """One batch of windows: per-token losses (float64, zero where not scored) from the first index any window
     scores (``lo``: logits at lo .. L-1 predict targets lo + 1 .. L-1), which targets are scored, as an array and as
-    a mask, and ``lo``."""
+    a mask, and ``lo``. ``on_tokens(t)``: a model that streams a window hears each pass end (t positions done)."""
     length = chunk.shape[1]
     start = int(first.min()) - 1
     tok_loss = None
     if hasattr(model, "token_losses"):  # a model that scores its targets in chunks (an outside model: bounded memory)
         with autocast_for(device, precision):
-            tok_loss = model.token_losses(chunk, start)
+            tok_loss = model.token_losses(chunk, start, on_tokens)
     if tok_loss is not None:
         lo = start
     else:
@@ -155,6 +157,12 @@ def _window_losses(model: torch.nn.Module, chunk: torch.Tensor, first: np.ndarra
     scored = pos[None, lo:] >= first[:, None]
     mask = torch.from_numpy(scored).to(device)
     return (tok_loss * mask).double(), scored, mask, lo
+
+
+def _advance(progress: Optional[Progress], done: int, rows: int):
+    """What a streamed batch of ``rows`` windows reports after each pass: ``done`` positions before it, plus t
+    positions of every row (None without progress)."""
+    return None if progress is None else (lambda t: progress.update(done + rows * t))
 
 
 def _bucket_sums(n_buckets: int, bucket: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -204,7 +212,8 @@ def score_stream(
         for i in range(0, len(starts), per_batch):
             s, f = starts[i : i + per_batch], first[i : i + per_batch]
             chunk = torch.from_numpy(np.asarray(stream[s[:, None] + offsets[None, :]]).astype(np.int64)).to(device)
-            tok_loss, scored, mask, lo = _window_losses(model, chunk, f, pos, device, precision)
+            on_tokens = _advance(progress, i * length, len(s))
+            tok_loss, scored, mask, lo = _window_losses(model, chunk, f, pos, device, precision, on_tokens)
             if nbytes is not None:
                 n_bytes += int((nbytes[s[:, None] + offsets[None, lo + 1 :]] * scored).sum())
             if far is not None:

@@ -9,14 +9,23 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Optional
 
-from ..config import MAX_SEED, Config, ConfigFlags, naming_flags, resolve_config, short_warmup, with_overlays
+from ..config import (
+    MAX_SEED,
+    Config,
+    ConfigFlags,
+    naming_flags,
+    parse_pe,
+    resolve_config,
+    short_warmup,
+    with_overlays,
+)
 from ..eval.evaluate import EvalRequest, parse_variants
-from ..eval.flags import EvalFlags
+from ..eval.flags import EvalFlags, EvalSettings
 from ..eval.scoring import Protocol
 from ..eval.tasks import parse_task_opts, resolve_tasks, task_options
 from ..results import ResultsDir
 from ..util.errors import UsageError
-from ..util.parsing import parse_context, parse_lengths, parse_list
+from ..util.parsing import parse_context, parse_list, resolve_lengths
 from .suites import Point, get_suite
 
 
@@ -76,16 +85,15 @@ def plan_runs(base: Config, schemes: list[str], seeds: list[int]) -> list[tuple[
     return out
 
 
-def resolve_pe(pe: Optional[str], base: Config) -> list[str]:
-    """``--pe`` items (None: not given; schemes, groups, files, layer patterns with their settings), and the list
-    ``--layers`` put in the config (``base.model.layers``): the names ``plan_runs`` takes."""
+def resolve_pe(items: list[str], base: Config) -> list[str]:
+    """``--pe``'s items (schemes, groups, files, layer patterns with their settings), and the list ``--layers`` put
+    in the config (``base.model.layers``): the names ``plan_runs`` takes."""
     from ..model.patterns import is_pattern
     from ..model.pe import resolve_schemes
 
-    items = parse_list(pe, "--pe") if pe is not None else []  # an empty list is an error; a name given twice too
     patterns = [i for i in items if is_pattern(i)]
     rest = [i for i in items if not is_pattern(i)]
-    names = resolve_schemes(",".join(rest)) if rest else []
+    names = resolve_schemes(rest) if rest else []
     names += patterns
     if base.model.layers:
         names.append(base.model.pe)
@@ -141,7 +149,7 @@ class Continuation:
     """``train --init-from RUN``: what the new run changes."""
 
     parent: str
-    pe: str = "rope"
+    pe: tuple[str, ...] = ("rope",)
     steps: Optional[int] = None
     context: Optional[str] = None
     rope_scaling: Optional[str] = None
@@ -239,26 +247,21 @@ def variants_for(cfg: Config, variants: list[str], explicit: bool) -> Optional[l
 
 
 def eval_request(flags: Optional[EvalFlags] = None, **settings) -> EvalRequest:
-    """The evaluation request of a command's flags: lengths, variants, protocol, tasks and their options parsed;
-    every field that ``EvalRequest`` has by the same name copied as it is, then ``settings`` (a suite's, the
-    command's own) over them. Validated once, here."""
+    """The evaluation request of a command's flags: the settings (``EvalSettings``) as given, the protocol, the
+    scalings (None: ``all``, each run's own) and the tasks with their options parsed, then ``settings`` (a suite's,
+    the command's own) over them; what ``settings`` gives is not parsed. Validated once, here."""
     flags = flags or EvalFlags()
-    tasks = resolve_tasks(flags.task)
-    given = {**parse_task_opts(list(flags.task_opts)), **({"trials": flags.trials} if flags.trials is not None else {})}
-    same = {f.name for f in fields(EvalRequest)} & {f.name for f in fields(EvalFlags)}
-    copied = {n: getattr(flags, n) for n in same if getattr(flags, n) is not None}
-    req = EvalRequest(
-        **{
-            **copied,
-            "lengths": parse_lengths(flags.lengths),
-            "protocol": Protocol(flags.protocol, flags.stride, flags.targets).validate(),
-            "variants": parse_variants(flags.rope_scaling, flags.rope_factor),
-            "tasks": tasks,
-            "options": task_options(tasks, given),
-            **settings,
-        }
-    )
-    return req.validate()
+    given = {f.name: getattr(flags, f.name) for f in fields(EvalSettings)}
+    if "variants" not in settings:
+        spec = "all" if flags.rope_scaling is None else flags.rope_scaling
+        given["variants"] = parse_variants(spec, flags.rope_factor)
+    if "tasks" not in settings:
+        tasks = resolve_tasks(flags.task)
+        trials = {"trials": flags.trials} if flags.trials is not None else {}
+        opts = {**parse_task_opts(list(flags.task_opts)), **trials}
+        given.update(tasks=tasks, options=task_options(tasks, opts))
+    protocol = Protocol(flags.protocol, flags.stride, flags.targets).validate()
+    return EvalRequest(**{**given, "protocol": protocol, **settings}).validate()
 
 
 @dataclass
@@ -285,7 +288,6 @@ def suite_task_opts(st, tasks: list, given: Optional[list[str]]) -> list[str]:
 
 def suite_plan(
     suite: Optional[str],
-    pe: Optional[str],
     flags: ConfigFlags,
     seeds: Optional[str],
     results: Optional[Path],
@@ -315,7 +317,7 @@ def suite_plan(
     )
     req = eval_request(ev, skip_existing=not overwrite)
     schemes, seeds_ = (
-        resolve_pe(pe if pe is not None else (None if flags.layers else st.pe), base),
+        resolve_pe(flags.pe if flags.pe is not None else ([] if flags.layers else parse_pe(st.pe)), base),
         parse_seeds(None, seeds, base.train.seed),
     )
     points = select_points(st, only)
@@ -396,7 +398,6 @@ def check_scalings_apply(configs: list[Config], variants: list[str]) -> None:
 def outside_eval(
     results: ResultsDir,
     spec: str,
-    lengths: Optional[str],
     rope_scaling: Optional[str],
     req: EvalRequest,
     context: Optional[str] = None,
@@ -405,10 +406,10 @@ def outside_eval(
     data: Optional[str] = None,
     reporter=None,
 ) -> list:
-    """``pebench eval --hf``: parse the scalings, load the model, resolve lengths (default 1x,2x,4x of its context),
-    evaluate; every setting is checked before the model runs."""
+    """``pebench eval --hf``: parse the scalings, load the model, resolve the request's lengths (default 1x,2x,4x of
+    its context), evaluate; every setting is checked before the model runs."""
     from ..eval.evaluate import evaluate_outside
-    from ..eval.hf import open_model, parse_hf_lengths, parse_hf_scalings
+    from ..eval.hf import open_model, parse_hf_scalings
     from ..model.device import resolve_device
 
     if req.logit_scale or req.rope_factor:
@@ -419,5 +420,5 @@ def outside_eval(
     scalings = parse_hf_scalings(rope_scaling)
     parse_context(context)  # checked before the model loads; a multiple is of the context its config states
     o = open_model(spec, dtype, context, revision, str(resolve_device(req.device)))
-    Ls = parse_hf_lengths(lengths or "1x,2x,4x", o.context)
+    Ls = resolve_lengths(req.lengths or ["1x", "2x", "4x"], o.context)
     return evaluate_outside(results, o, scalings, Ls, req, data or "sotu", reporter)

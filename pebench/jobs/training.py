@@ -45,7 +45,6 @@ def train_run(cfg: Config, results: ResultsDir, name: str, reporter: Reporter, d
 
 def train_runs(
     rd: ResultsDir,
-    pe: str,
     flags: ConfigFlags,
     seeds: Optional[str],
     reporter: Reporter,
@@ -54,10 +53,10 @@ def train_runs(
     device: str = "auto",
     **kw,
 ) -> None:
-    """``pebench train``: one run per scheme and seed (``seeds``, a comma list, else the flags' or config's seed;
-    ``name`` for a single run), or, with ``continued`` (a
-    ``plan.Continuation``), one run initialised from a finished one. ``kw``: resume, overwrite. Notes on what a
-    flag changed beyond itself go to ``reporter.warn`` before anything trains."""
+    """``pebench train``: one run per scheme (``--pe``, default rope) and seed (``seeds``, a comma list, else
+    the flags' or config's seed; ``name`` for a single run), or, with ``continued`` (a ``plan.Continuation``), one
+    run initialised from a finished one. ``kw``: resume, overwrite. Notes on what a flag changed beyond itself go
+    to ``reporter.warn`` before anything trains."""
     from . import plan
 
     if name is not None:
@@ -74,7 +73,7 @@ def train_runs(
         while pending:
             reporter.warn(pending.pop(0))
 
-    pe = pe if pe is not None else (None if flags.layers else "rope")
+    pe = flags.pe if flags.pe is not None else ([] if flags.layers else ["rope"])
     runs = plan.plan_runs(base, plan.resolve_pe(pe, base), plan.parse_seeds(None, seeds, base.train.seed))
     if name and len(runs) > 1:
         raise UsageError("--name names one run; omit it when training several schemes or seeds")

@@ -192,7 +192,9 @@ def test_sweep_jobs_hand_workers_the_resolved_config_and_request(tmp_path):
     base.train.lr_by_scheme = {"alibi": 0.0123}
     runs = plan_runs(base, ["rope", "alibi"], [3])
     req = eval_request(
-        EvalFlags("128,256", rope_scaling="none,yarn", task="ppl,copy", task_opts=("copy.trials=3",), split="test")
+        EvalFlags(
+            lengths=[128, 256], rope_scaling="none,yarn", task="ppl,copy", task_opts=("copy.trials=3",), split="test"
+        )
     )
     rd = ResultsDir(tmp_path)
     rope, alibi = jobs_for(rd, runs, req, overwrite=False)

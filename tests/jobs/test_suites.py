@@ -20,7 +20,7 @@ from pebench.util.errors import UsageError
 
 @functools.cache  # a plan is read, never changed, by the tests that share it
 def _plan(suite, **flags):
-    return suite_plan(suite, None, ConfigFlags(**flags), "0,1,2", None, EvalFlags(), final=True)
+    return suite_plan(suite, ConfigFlags(**flags), "0,1,2", None, EvalFlags(), final=True)
 
 
 def _point(name: str):
@@ -125,12 +125,12 @@ def test_a_point_can_carry_its_own_rates_and_its_runs_train_at_them():
 
 
 def test_points_select_part_of_the_scale_suite_and_a_wrong_name_is_one_line():
-    sp = suite_plan("scale", "rope", ConfigFlags(), "0", None, EvalFlags(), only="d64,ctx64,tiny")
+    sp = suite_plan("scale", ConfigFlags(pe=["rope"]), "0", None, EvalFlags(), only="d64,ctx64,tiny")
     assert [n for n, _ in sp.runs] == ["rope-tiny-d64-s0", "rope-tiny-ctx64-s0", "rope-tiny-s0"]
     with pytest.raises(UsageError, match="no point 'd65' in suite scale; valid: tiny, steps1000, steps2000"):
-        suite_plan("scale", "rope", ConfigFlags(), "0", None, EvalFlags(), only="d65")
+        suite_plan("scale", ConfigFlags(pe=["rope"]), "0", None, EvalFlags(), only="d65")
     with pytest.raises(UsageError, match="suite patterns has no scale points"):
-        suite_plan("patterns", "rope", ConfigFlags(), "0", None, EvalFlags(), only="d64")
+        suite_plan("patterns", ConfigFlags(pe=["rope"]), "0", None, EvalFlags(), only="d64")
 
 
 def test_the_width_256_overlay_is_the_suite_point_at_its_own_grid_rates():

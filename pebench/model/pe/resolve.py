@@ -83,8 +83,9 @@ def resolve_scheme(spec: str) -> str:
     return name
 
 
-def resolve_schemes(spec: str) -> list[str]:
-    """``--pe``: ``all``, a group (``classic``, ``modern``), or a comma list of names, groups and file specs."""
+def resolve_schemes(spec: str | list[str]) -> list[str]:
+    """``--pe``'s list (or its text): ``all``, groups (``classic``, ``modern``), names and file specs, each scheme
+    once in the order named."""
     from ...util.parsing import parse_list
 
     out: list[str] = []

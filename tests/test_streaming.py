@@ -1,0 +1,126 @@
+"""Outside models read a long window through their KV cache (``hf.HFLM.stream`` tokens per pass) and, where the model
+gives its RoPE per layer type (Gemma 3), scalings apply to the global layers unless ``:layers=all``.
+
+The tolerance, fixed before the comparison was run: in fp32, a streamed window's per-token losses equal the one-pass
+ones within 1e-4 nats each and its mean loss within 1e-6 relative (perplexity within 0.0001%), the scalings that do
+not follow the sequence length included. Dynamic NTK does follow it: streamed, a key keeps the rotation of the pass
+that cached it (what ``generate`` computes), so its first pass, shorter than the original context, is the unscaled
+model's. Tiny random Llama and Gemma 3 models built here; nothing is downloaded."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+from transformers import Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM  # noqa: E402
+
+from pebench.eval import hf  # noqa: E402
+
+CONTEXT, VOCAB = 64, 300
+
+
+def gemma_config(**kw) -> Gemma3TextConfig:
+    """Gemma 3's pattern in small: five sliding-window layers (window 16, base 10,000), then one global (base 1e6)."""
+    return Gemma3TextConfig(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=6,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        sliding_window=16,
+        max_position_embeddings=CONTEXT,
+        attn_implementation="sdpa",
+        **kw,
+    )
+
+
+def llama_config(**kw) -> LlamaConfig:
+    return LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=CONTEXT,
+        attn_implementation="sdpa",
+        **kw,
+    )
+
+
+MODELS = {"gemma3": (gemma_config, Gemma3ForCausalLM), "llama": (llama_config, LlamaForCausalLM)}
+
+
+def built(kind: str, scaling: str | None = None, length: int = 4 * CONTEXT):
+    """The tiny model of ``kind`` (seeded weights), its config scaled as ``eval --hf`` scales it at ``length``."""
+    make, cls = MODELS[kind]
+    cfg = make()
+    if scaling:
+        (s,) = hf.parse_hf_scalings(scaling)
+        cfg = hf.scaled_config(cfg, s, length, CONTEXT)
+    torch.manual_seed(0)
+    return cls(cfg).eval()
+
+
+def losses(model, idx: torch.Tensor, stream: int | None, on_tokens=None) -> torch.Tensor:
+    with torch.inference_mode():
+        return hf.HFLM(model, hf.OutsidePE(None), stream=stream).token_losses(idx, 0, on_tokens)
+
+
+def tokens(T: int = 4 * CONTEXT, rows: int = 2) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (rows, T), generator=torch.Generator().manual_seed(1))
+
+
+@pytest.mark.parametrize("kind", MODELS)
+@pytest.mark.parametrize("scaling", [None, "linear", "yarn", "llama3", "yarn:layers=all"])
+@pytest.mark.parametrize("stream", [5, 48])  # shorter than Gemma's window (16), and longer
+def test_a_streamed_window_scores_as_one_pass(kind, scaling, stream):
+    model, idx = built(kind, scaling), tokens()
+    one, streamed = losses(model, idx, None), losses(model, idx, stream)
+    assert (one - streamed).abs().max() < 1e-4
+    assert math.isclose(float(one.mean()), float(streamed.mean()), rel_tol=1e-6)
+
+
+def test_streaming_reports_each_pass_and_a_cacheless_chunking_is_caught():
+    model, idx = built("gemma3"), tokens()
+    seen: list[int] = []
+    streamed = losses(model, idx, 48, seen.append)
+    assert seen == [48, 96, 144, 192, 240, 256]
+    # the planted bug: chunks scored without the cache each see only themselves
+    with torch.inference_mode():
+        decoder = model.get_decoder()
+        h = torch.cat([decoder(input_ids=idx[:, a : a + 48]).last_hidden_state for a in range(0, idx.shape[1], 48)], 1)
+        logits = model.get_output_embeddings()(h[:, :-1]).float()
+        wrong = torch.nn.functional.cross_entropy(logits.transpose(1, 2), idx[:, 1:], reduction="none")
+    assert (wrong - streamed).abs().max() > 1e-2
+
+
+def test_dynamic_ntk_streamed_keeps_each_keys_rotation_and_one_pass_does_not():
+    """Streamed, the first pass (48 positions, under the original 64) is the unscaled model's; in one pass over 256
+    positions every key is rotated at the grown base, so the same tokens score differently."""
+    dyn, plain, idx = built("llama", "dynamic-ntk"), built("llama"), tokens()
+    streamed, one, unscaled = losses(dyn, idx, 48), losses(dyn, idx, None), losses(plain, idx[:, :49], None)
+    assert (streamed[:, :48] - unscaled).abs().max() < 1e-4
+    assert (one[:, :48] - unscaled).abs().max() > 1e-3
+
+
+def test_gemma_scalings_apply_to_the_global_layers_unless_all_are_asked():
+    base = gemma_config()
+    both = {"full_attention", "sliding_attention"}
+    for spec, scaled in [("linear", {"full_attention"}), ("linear:layers=all", both)]:
+        (s,) = hf.parse_hf_scalings(spec)
+        cfg = hf.scaled_config(base, s, 4 * CONTEXT, CONTEXT)
+        rope = Gemma3ForCausalLM(cfg).model.rotary_emb
+        for kind, theta in (("sliding_attention", 1e4), ("full_attention", 1e6)):
+            plain = 1.0 / theta ** (torch.arange(0, 32, 2, dtype=torch.float) / 32)  # RoPE's own frequencies
+            want = plain / 4 if kind in scaled else plain  # linear: positions divided by the factor, 4x here
+            assert torch.allclose(getattr(rope, f"{kind}_inv_freq"), want, rtol=1e-6), (spec, kind)
+        assert s.label == spec
+    assert hf.parse_hf_scalings("yarn")[0].layers == "global" and hf.global_type(base) == "full_attention"
+    with pytest.raises(hf.UsageError, match="global, all"):
+        hf.parse_hf_scalings("yarn:layers=some")
