@@ -230,3 +230,23 @@ def tiny_llama_gguf(hf_folder: Path, out: Path) -> Path:
     w.write_tensors_to_file()
     w.close()
     return Path(out)
+
+
+class TokenOracle(torch.nn.Module):
+    """Logits one-hot on the next token of its own input, over a tokenizer's vocabulary."""
+
+    def __init__(self, vocab: int):
+        super().__init__()
+        self.vocab = vocab
+
+    def forward(self, x):
+        out = torch.full((*x.shape, self.vocab), -10.0)
+        out[:, :-1].scatter_(-1, x[:, 1:, None], 10.0)
+        return out
+
+
+class TokenUniform(TokenOracle):
+    """The same logits for every token: exact match at chance, ties split."""
+
+    def forward(self, x):
+        return torch.zeros(*x.shape, self.vocab)

@@ -18,7 +18,16 @@ from pebench.eval.scoring import Protocol, windows  # noqa: E402
 from pebench.eval.tasks import resolve_tasks  # noqa: E402
 from pebench.jobs.plan import outside_eval  # noqa: E402
 from pebench.results import ResultsDir  # noqa: E402
-from support import bpe_tokenizer, invoke, tiny_gpt2, tiny_llama, tiny_llama_gguf, write_micro  # noqa: E402
+from support import (  # noqa: E402
+    TokenOracle,
+    TokenUniform,
+    bpe_tokenizer,
+    invoke,
+    tiny_gpt2,
+    tiny_llama,
+    tiny_llama_gguf,
+    write_micro,
+)
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +190,6 @@ def test_token_mode_passkey_and_copy_prompts_decode_to_their_text(llama_bpe, tmp
             "learned absolute positions 0..63; it cannot position lengths [128]",
         ),
         (["--hf", "{gpt2}", "--rope-scaling", "yarn", "--lengths", "1x"], "applies no rotary embedding"),
-        (["--hf", "{llama}", "--task", "vt"], "with --hf the tasks are ppl, passkey, copy, niah"),
         (["--hf", "no-such-model"], "no such folder, and with HF_HUB_OFFLINE=1"),
         (["--hf", "/no/such/folder"], "--hf /no/such/folder: no such file or folder"),
         (["--hf", "./missing.gguf"], "--hf ./missing.gguf: no such GGUF file"),
@@ -194,6 +202,24 @@ def test_bad_outside_input_gets_one_line(llama_bpe, tmp_path, args, msg):
     r = invoke("eval", *args, "--results", tmp_path / "res", "--max-tokens", "2000")
     assert r.exit_code != 0 and msg in r.output and "Traceback" not in r.output, r.output
     assert not list((tmp_path / "res").glob("records/**/*.json"))  # nothing half-written
+
+
+def test_a_task_of_byte_prompts_only_is_refused_for_an_outside_model_in_one_line(llama_bpe, tmp_path):
+    """Every built-in task takes any tokenizer; one that does not (a user's, any_tokenizer False) is refused."""
+    from pebench.eval.tasks import TASKS, register_task, unregister_task
+    from pebench.eval.tasks.vt import VariableTrackingTask
+
+    class BytesOnly(VariableTrackingTask):
+        name, any_tokenizer = "bytes-only", False
+        metrics = ()
+
+    register_task(BytesOnly())
+    try:
+        r = invoke("eval", "--hf", llama_bpe, "--task", "bytes-only", "--results", tmp_path)
+        assert r.exit_code == 2 and "bytes-only builds byte prompts" in r.output and "Traceback" not in r.output
+        assert all(TASKS.get(n).any_tokenizer for n in TASKS if n != "bytes-only")
+    finally:
+        unregister_task("bytes-only")
 
 
 def test_export_round_trip_gives_the_runs_own_loss_and_one_table(tmp_path):
@@ -370,24 +396,6 @@ def test_one_name_per_scaling_for_runs_and_outside_models(llama_bpe, tmp_path):
     )
     c = invoke("check", res)
     assert c.exit_code == 0 and "[observed] old-name" in c.output and "+dynamic ppl @2x" in c.output, c.output
-
-
-class TokenOracle(torch.nn.Module):
-    """Logits one-hot on the next token of its own input, over a tokenizer's vocabulary."""
-
-    def __init__(self, vocab: int):
-        super().__init__()
-        self.vocab = vocab
-
-    def forward(self, x):
-        out = torch.full((*x.shape, self.vocab), -10.0)
-        out[:, :-1].scatter_(-1, x[:, 1:, None], 10.0)
-        return out
-
-
-class TokenUniform(TokenOracle):
-    def forward(self, x):
-        return torch.zeros(*x.shape, self.vocab)
 
 
 NIAH = {"trials": 3, "depths": "0,0.5,1", "haystack": "filler", "form": "auto", "keys": 4, "values": 4, "queries": 2}

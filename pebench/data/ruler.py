@@ -389,6 +389,24 @@ def vt_form(form: str, length: int, chains: int, hops: int) -> Optional[str]:
     )
 
 
+def vt_statements(rng: np.random.Generator, fm: str, names: list[str], values: list[str], hops: int):
+    """The assignments of every chain (one per value, ``hops`` + 1 names each) at sorted random depths: (depth, text)
+    per statement, and (chain, hop) of each."""
+    inserts, where = [], []
+    for c in range(len(values)):
+        depths = np.sort(rng.random(hops + 1))
+        chain = names[c * (hops + 1) : (c + 1) * (hops + 1)]
+        for h in range(hops + 1):
+            text = (
+                VT_VALUE[fm].format(name=chain[0], value=values[c])
+                if h == 0
+                else VT_COPY[fm].format(name=chain[h], source=chain[h - 1])
+            )
+            inserts.append((float(depths[h]), text))
+            where.append((c, h))
+    return inserts, where
+
+
 def vt_prompt(
     rng: np.random.Generator, length: int, form: str = "auto", chains: int = 2, hops: int = 2, haystack=None
 ) -> Prompt:
@@ -401,18 +419,7 @@ def vt_prompt(
         raise ValueError(f"vt with {chains} chains of {hops} hops ({form} form) does not fit {length} bytes")
     names = distinct(rng, random_name, chains * (hops + 1))
     values = distinct(rng, lambda r: random_number(r, 5), chains)
-    inserts, where = [], []
-    for c in range(chains):
-        depths = np.sort(rng.random(hops + 1))
-        chain = names[c * (hops + 1) : (c + 1) * (hops + 1)]
-        for h in range(hops + 1):
-            text = (
-                VT_VALUE[fm].format(name=chain[0], value=values[c])
-                if h == 0
-                else VT_COPY[fm].format(name=chain[h], source=chain[h - 1])
-            )
-            inserts.append((float(depths[h]), text))
-            where.append((c, h))
+    inserts, where = vt_statements(rng, fm, names, values, hops)
     tail = VT_ASK[fm].format(value=values[0], n=hops + 1) + " " + names[0]
     tokens, starts = assemble(
         length, inserts, tail, fill_source(haystack, length, rng), VT_HEAD if fm == "standard" else ""
@@ -441,16 +448,22 @@ def mqar_need(pairs: int, queries: int) -> int:
     return fixed_bytes([" ".join(["x" * one] * pairs)] + ["x" * one] * (queries - 1), "x" * one)
 
 
+def mqar_draw(rng: np.random.Generator, pairs: int, queries: int) -> tuple[list[str], list[str], list[int]]:
+    """An MQAR prompt's content: ``pairs`` distinct keys, a value each, and the ``queries`` keys asked (their indices,
+    in the order asked)."""
+    keys = distinct(rng, lambda r: "".join(chr(97 + i) for i in r.integers(0, 26, size=MQAR_KEY)), pairs)
+    vals = [random_number(rng, MQAR_VALUE) for _ in range(pairs)]
+    return keys, vals, [int(i) for i in rng.permutation(pairs)[:queries]]
+
+
 def mqar_prompt(rng: np.random.Generator, length: int, pairs: int = 4, queries: int = 4, haystack=None) -> Prompt:
     """The pairs block "abc=123 def=456 ..." first, then ``queries`` of its keys (distinct, random order), each with
     its value, at evenly spread depths of the rest of the window (the last ends the window). Only the queried values'
     bytes are scored (``answers``)."""
     if queries > pairs or mqar_need(pairs, queries) > length:
         raise ValueError(f"mqar with {pairs} pairs and {queries} queries does not fit {length} bytes")
-    keys = distinct(rng, lambda r: "".join(chr(97 + i) for i in r.integers(0, 26, size=MQAR_KEY)), pairs)
-    vals = [random_number(rng, MQAR_VALUE) for _ in range(pairs)]
+    keys, vals, asked = mqar_draw(rng, pairs, queries)
     block = " ".join(PAIR.format(key=k, value=v) for k, v in zip(keys, vals))
-    asked = [int(i) for i in rng.permutation(pairs)[:queries]]
     asks = [PAIR.format(key=keys[i], value=vals[i]) for i in asked]
     inserts = [(0.0, block)] + [((j + 1) / queries, q) for j, q in enumerate(asks[:-1])]
     tokens, starts = assemble(length, inserts, asks[-1], fill_source(haystack, length, rng))

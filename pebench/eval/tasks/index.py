@@ -7,8 +7,9 @@ depth of filler or evaluation text; the window ends with one question and its an
 - ``position``: "place of sepa: 7", a word's place in the list (from 1).
 
 Answers are scored teacher-forced, per byte among the choices of their kind (letters for a word, digits for a place;
-ties split, so a uniform model scores chance), each metric the fraction of prompts whose answer is exactly right. The
-prompts come from the evaluation stream (seed, length, variant, depth), never training's.
+ties split, so a uniform model scores chance), each metric the fraction of prompts whose answer is exactly right. For
+an outside model (``eval --hf``) the same prompts are in its tokens, the answer's tokens scored among its whole
+vocabulary. The prompts come from the evaluation stream (seed, length, variant, depth), never training's.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 
 from ...data.needles import EVAL
 from ...data.ruler import MAX_WORD, Prompt, assemble, distinct, fill_source, fixed_bytes, random_word
+from ...data.token_prompts import token_assemble
 from ...util.errors import UsageError
 from .base import (
     Metric,
@@ -24,6 +26,7 @@ from .base import (
     answer_scores,
     check_haystack,
     check_int,
+    encoder,
     parse_floats,
     register_task,
     summarize_by_depth,
@@ -47,17 +50,34 @@ def need(items: int, k: int) -> int:
     return fixed_bytes([listing], max(tails, key=len))
 
 
-def index_prompt(rng: np.random.Generator, variant: str, length: int, depth: float, items: int, k: int, haystack=None):
-    """One prompt: the list at ``depth`` of the haystack, the question and its answer ending the window."""
+def index_prompt(
+    rng: np.random.Generator,
+    variant: str,
+    length: int,
+    depth: float,
+    items: int,
+    k: int,
+    haystack=None,
+    encode=None,
+):
+    """One prompt: the list at ``depth`` of the haystack, the question and its answer ending the window (bytes; with
+    ``encode``, an outside tokenizer's text -> ids, in its tokens: the listing, the question and the answer encoded
+    apart, the answer after a space as a word of running text)."""
     words = distinct(rng, random_word, items)
     lo, hi = (k, items) if variant == "before" else (0, items - k) if variant == "after" else (0, items)
     a = int(rng.integers(lo, hi))
     target = str(a + 1) if variant == "position" else words[a + k] if variant == "after" else words[a - k]
-    tail = question(variant, k, words[a]) + " " + target
     listing = "items: " + " ".join(words) + "."
+    meta = {"variant": variant, "anchor": a, "words": words}
+    if encode is not None:
+        tail = [(" " + question(variant, k, words[a]), False), (" " + target, True)]
+        tokens, starts, answers = token_assemble(
+            encode, length, [(depth, [(" " + listing, False)])], tail, rng, haystack
+        )
+        return Prompt(tokens, "compact", starts, answers, [target], meta=meta)
+    tail = question(variant, k, words[a]) + " " + target
     tokens, starts = assemble(length, [(depth, listing)], tail, fill_source(haystack, length, rng))
-    answer = (length - len(target), length)
-    return Prompt(tokens, "compact", starts, [answer], [target], meta={"variant": variant, "anchor": a, "words": words})
+    return Prompt(tokens, "compact", starts, [(length - len(target), length)], [target], meta=meta)
 
 
 class IndexTask(Task):
@@ -77,9 +97,11 @@ class IndexTask(Task):
         "trials": "prompts per variant and depth",
         "options": "items, k",
         "cells": "per variant and depth: {variant, depth, trials, score, score_ci}",
+        "tokens": "bytes, or the outside tokenizer's class (eval --hf: the prompts in its tokens)",
     }
     options = {"trials": 20, "items": 12, "k": 2, "depths": "0,0.5,1", "haystack": "filler"}
     headline = "index_after"
+    any_tokenizer = True  # an outside model's prompts are its tokens (index_prompt with encode)
     order = 60
 
     def check(self, options, lengths, context, n_tokens, protocol):
@@ -105,12 +127,19 @@ class IndexTask(Task):
         depths = parse_floats(o["depths"], "index.depths", 0.0, 1.0)
         hay = ctx.split_tokens if o["haystack"] == "corpus" else None
         metrics, intervals, cells = {}, {}, []
+        encode = encoder(ctx)  # an outside model's tokenizer: the answer's tokens among its whole vocabulary
         for vi, v in enumerate(VARIANTS):
             prompts = []
             for di, d in enumerate(depths):
                 rng = np.random.default_rng([ctx.seed, EVAL, 7, length, vi, di])
-                prompts += [index_prompt(rng, v, length, d, o["items"], o["k"], hay) for _ in range(o["trials"])]
-            exact = answer_scores(ctx, prompts, DIGITS if v == "position" else LETTERS)[0]  # one answer a prompt
+                try:
+                    prompts += [
+                        index_prompt(rng, v, length, d, o["items"], o["k"], hay, encode) for _ in range(o["trials"])
+                    ]
+                except ValueError as e:
+                    raise UsageError(str(e)) from None
+            choices = None if encode is not None else DIGITS if v == "position" else LETTERS
+            exact = answer_scores(ctx, prompts, choices)[0]  # one answer a prompt
             metrics[f"index_{v}"], intervals[f"index_{v}"], by_depth = summarize_by_depth(
                 exact, True, v, depths, o["trials"]
             )
@@ -122,6 +151,7 @@ class IndexTask(Task):
             "intervals": intervals,
             "details": {
                 "haystack": o["haystack"],
+                "tokens": "bytes" if encode is None else type(ctx.tokenizer).__name__,
                 "trials": o["trials"],
                 "options": {"items": o["items"], "k": o["k"]},
                 "cells": cells,

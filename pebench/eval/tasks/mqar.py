@@ -1,9 +1,10 @@
-"""``mqar``: multi-query associative recall (Zoology, Arora et al. 2023) on byte windows. A block of ``pairs`` key-value
-pairs ("abc=123 def=456 ...") opens the window; ``queries`` of its keys, each with its value, follow at evenly spread
-depths over filler or evaluation text, the last ending the window. Only the queried values are scored, teacher-forced,
-per digit among the ten (ties split): ``mqar_acc`` the fraction of values exactly right (chance 10^-3), ``mqar_loss``
-the mean loss per value byte. Pairs, queries and length are options, so a model trained at one setting is tested at
-others (training documents: ``train.needle_kinds: {mqar: W}``).
+"""``mqar``: multi-query associative recall (Zoology, Arora et al. 2023) on byte windows, or for an outside model in
+its own tokens (``data.token_prompts``; its values' tokens scored among its whole vocabulary). A block of ``pairs``
+key-value pairs ("abc=123 def=456 ...") opens the window; ``queries`` of its keys, each with its value, follow at
+evenly spread depths over filler or evaluation text, the last ending the window. Only the queried values are scored,
+teacher-forced, per digit among the ten (ties split): ``mqar_acc`` the fraction of values exactly right (chance
+10^-3), ``mqar_loss`` the mean loss per value byte. Pairs, queries and length are options, so a model trained at one
+setting is tested at others (training documents: ``train.needle_kinds: {mqar: W}``).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import numpy as np
 
 from ...data.needles import EVAL
 from ...data.ruler import MQAR_VALUE, mqar_need, mqar_prompt
+from ...data.token_prompts import mqar_token_prompt
 from ...util.errors import UsageError
-from .base import Metric, Task, answer_scores, check_haystack, check_int, mean_interval, register_task
+from .base import Metric, Task, answer_scores, check_haystack, check_int, encoder, mean_interval, register_task
 
 DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
 
@@ -39,9 +41,11 @@ class MqarTask(Task):
         "trials": "prompts per length",
         "options": "pairs, queries",
         "by_query": "accuracy by query order (the first query is the nearest to the pairs block) with 95% intervals",
+        "tokens": "bytes, or the outside tokenizer's class (eval --hf: the prompts in its tokens)",
     }
     options = {"trials": 20, "pairs": 4, "queries": 4, "haystack": "filler"}
     headline = "mqar_acc"
+    any_tokenizer = True  # an outside model's prompts are its tokens (data.token_prompts.mqar_token_prompt)
     order = 50
 
     def check(self, options, lengths, context, n_tokens, protocol):
@@ -68,8 +72,17 @@ class MqarTask(Task):
         o = ctx.options
         rng = np.random.default_rng([ctx.seed, EVAL, 5, length])
         hay = ctx.split_tokens if o["haystack"] == "corpus" else None
-        prompts = [mqar_prompt(rng, length, o["pairs"], o["queries"], hay) for _ in range(o["trials"])]
-        exact, loss = answer_scores(ctx, prompts, DIGITS)
+        encode = encoder(ctx)  # an outside model's tokenizer: the values' tokens among its whole vocabulary
+        try:
+            prompts = [
+                mqar_prompt(rng, length, o["pairs"], o["queries"], hay)
+                if encode is None
+                else mqar_token_prompt(encode, rng, length, o["pairs"], o["queries"], hay)
+                for _ in range(o["trials"])
+            ]
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        exact, loss = answer_scores(ctx, prompts, DIGITS if encode is None else None)
         m, lo, hi = mean_interval([sum(e) / len(e) for e in exact])
         by_query = []
         for j in range(o["queries"]):
@@ -82,6 +95,7 @@ class MqarTask(Task):
             "intervals": {"mqar_acc": [lo, hi]},
             "details": {
                 "haystack": o["haystack"],
+                "tokens": "bytes" if encode is None else type(ctx.tokenizer).__name__,
                 "trials": o["trials"],
                 "options": {"pairs": o["pairs"], "queries": o["queries"]},
                 "by_query": by_query,

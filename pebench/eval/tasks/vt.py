@@ -1,4 +1,5 @@
-"""``vt``: RULER's variable tracking. ``chains`` chains of assignments ("VAR ABCDE = 12345.", "VAR FGHIJ = VAR
+"""``vt``: RULER's variable tracking (bytes, or for an outside model the same prompts in its own tokens:
+``data.token_prompts``). ``chains`` chains of assignments ("VAR ABCDE = 12345.", "VAR FGHIJ = VAR
 ABCDE.", ... ``hops`` copies each; compact form "ABCDE = 12345.") spread over the window in order, the chains
 interleaved, over filler or evaluation text; then RULER's question for the first chain's value and its answer prefix.
 Every name of that chain holds the value: each is put in the answer slot and ranked by log-likelihood against the
@@ -12,8 +13,19 @@ import numpy as np
 
 from ...data.needles import EVAL
 from ...data.ruler import fixed_bytes, vt_form, vt_layout, vt_prompt
+from ...data.token_prompts import vt_token_prompt
 from ...util.errors import UsageError
-from .base import Metric, Task, check_choice, check_haystack, check_int, mean_interval, ranking_scores, register_task
+from .base import (
+    Metric,
+    Task,
+    check_choice,
+    check_haystack,
+    check_int,
+    encoder,
+    mean_interval,
+    ranking_scores,
+    register_task,
+)
 
 FORMS = ("auto", "standard", "compact")
 
@@ -48,9 +60,11 @@ class VariableTrackingTask(Task):
         "trials": "prompts per length",
         "options": "chains, hops",
         "hops": "recall by hop (0: the name assigned the value itself) with 95% intervals",
+        "tokens": "bytes, or the outside tokenizer's class (eval --hf: the prompts in its tokens)",
     }
     options = {"trials": 20, "chains": 2, "hops": 2, "haystack": "filler", "form": "auto"}
     headline = "vt_recall"
+    any_tokenizer = True  # an outside model's prompts are its tokens (data.token_prompts.vt_token_prompt)
     order = 40
 
     def check(self, options, lengths, context, n_tokens, protocol):
@@ -78,7 +92,16 @@ class VariableTrackingTask(Task):
         o = ctx.options
         rng = np.random.default_rng([ctx.seed, EVAL, 4, length])
         hay = ctx.split_tokens if o["haystack"] == "corpus" else None
-        prompts = [vt_prompt(rng, length, o["form"], o["chains"], o["hops"], hay) for _ in range(o["trials"])]
+        encode = encoder(ctx)  # an outside model's tokenizer: its names of one width, ranked in its tokens
+        try:
+            prompts = [
+                vt_prompt(rng, length, o["form"], o["chains"], o["hops"], hay)
+                if encode is None
+                else vt_token_prompt(encode, rng, length, o["form"], o["chains"], o["hops"], hay)
+                for _ in range(o["trials"])
+            ]
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         scores = ranking_scores(ctx, prompts)
         m, lo, hi = mean_interval([sum(s) / len(s) for s in scores])
         by_hop = []
@@ -92,6 +115,7 @@ class VariableTrackingTask(Task):
             "intervals": {"vt_recall": [lo, hi], "vt_direct": by_hop[0]["recall_ci"]},
             "details": {
                 "form": prompts[0].form,
+                "tokens": "bytes" if encode is None else type(ctx.tokenizer).__name__,
                 "haystack": o["haystack"],
                 "trials": o["trials"],
                 "options": {"chains": o["chains"], "hops": o["hops"]},
