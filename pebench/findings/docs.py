@@ -10,8 +10,9 @@ Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds, precision, co
 ``claims`` (set, tag or ids, kind: every claim, those tagged, or those named, with its state and its numbers;
 ``kind=prediction`` or ``kind=observation`` keeps that kind alone), ``scoreboard`` (sets: each set's predictions
 registered, confirmed, failed and pending, and its observations), ``transfer`` (from, to, pairs: each finding of one
-set beside the prediction that carried it to another, with both verdicts), ``replication`` (from, to, tag, names: a
-set's predictions beside their restatements in other sets, each verdict and where each is confirmed), ``verdicts``
+set beside the prediction that carried it to another, with both verdicts), ``replication`` (from, to, tag, names, map,
+statable, summary: a set's predictions beside their restatements in other sets, each verdict and where each is
+confirmed), ``verdicts``
 (set, tag: its predictions grouped by state, one line each), ``engines`` (set: the predictions the engine of their
 registration decides otherwise, both verdicts and why), ``include`` (file:
 a committed table written by pebench), ``profile`` (set: the phases of the run's time, from its profile.md),
@@ -174,8 +175,11 @@ def _transfer(root: Path, args: dict) -> str:
 @GENERATORS.register("replication")
 def _replication(root: Path, args: dict) -> str:
     """The predictions of one set (``from``, ``tag``) beside those of other sets that restate them (``to``: a comma
-    list; a prediction there names the one it restates as ``restates: FROM:ID``), with each verdict and where the
-    finding holds (``names``: a column title per set, in order)."""
+    list; a prediction there names the one it restates as ``restates: FROM:ID``, or ``map`` names it: a comma list of
+    FROM_ID:SET_INDEX:TO_ID, SET_INDEX counting the ``to`` sets from 1), with each verdict and where the finding is
+    confirmed (``names``: a column title per set, in order). A set whose claims name none of a finding's restatement
+    (``statable``: the indices of the sets where an unrestated finding reads "not statable", not "not restated")
+    says so; ``summary`` adds a line counting the findings of ``from`` confirmed on each of those sets."""
     sets = [args["from"], *args["to"].split(",")]
     names = args.get("names", ",".join(sets)).split(",")
     if len(names) != len(sets):
@@ -185,18 +189,52 @@ def _replication(root: Path, args: dict) -> str:
         {str(v.claim.get("restates", "")).split(":", 1)[-1]: v for v in _verdicts(root, s) if v.kind == "prediction"}
         for s in sets[1:]
     ]
+    for entry in filter(None, args.get("map", "").split(",")):
+        fid, k, tid = entry.split(":")
+        by_id = {v.id: v for v in _verdicts(root, sets[int(k)])}
+        if tid not in by_id:
+            raise UsageError(f"replication: no claim {tid!r} in {sets[int(k)]}")
+        restated[int(k) - 1][fid] = by_id[tid]
+    missing = [
+        "not statable" if str(k) in args.get("statable", "").split(",") else "not restated" for k in range(1, len(sets))
+    ]
     rows = ["| prediction | " + " | ".join(names) + " | confirmed on |", "|---" * (len(sets) + 2) + "|"]
-    for v in first:
-        if v.kind != "prediction":
-            continue
+    for v in (v for v in first if v.kind == "prediction"):
         got = [v, *(r.get(v.id) for r in restated)]
         where = [n for n, x in zip(names, got) if x is not None and x.state == "confirmed"]
         waiting = [n for n, x in zip(names, got) if x is not None and x.state == "pending"]
         held = ("both" if len(got) == 2 else "all") if len(where) == len(got) else ", ".join(where) or "none"
         held += f" ({', '.join(waiting)} pending)" if waiting else ""
-        cells = [_verdict_cell(x) if x is not None else "not restated" for x in got]
+        cells = [_verdict_cell(x) if x is not None else missing[i - 1] for i, x in enumerate(got)]
         rows.append(f"| {v.claim['text']} <sub>`{v.id}`</sub> | " + " | ".join(cells) + f" | {held} |")
-    return "\n".join(rows) + "\n"
+    out = "\n".join(rows) + "\n"
+    if "summary" in args:
+        out += "\n" + _transfer_summary(first, restated, names, [int(k) for k in args["summary"].split(",")])
+    return out
+
+
+def _transfer_summary(first: list, restated: list, names: list, among: list[int]) -> str:
+    """One line: of the confirmed findings of the first set, how many can be stated about the sets ``among``
+    (indices into ``names``), and of those how many are confirmed on every one of them, on some, on none (named),
+    and how many wait for records there (a restatement pending, none confirmed yet)."""
+    found = [v for v in first if v.kind == "prediction" and v.state == "confirmed"]
+    states = {
+        v.id: [getattr(restated[k - 1].get(v.id), "state", None) for k in among]
+        for v in found
+        if any(restated[k - 1].get(v.id) is not None for k in among)
+    }
+    every = [i for i, st in states.items() if all(x == "confirmed" for x in st)]
+    waiting = [i for i, st in states.items() if "confirmed" not in st and "pending" in st]
+    none = [i for i, st in states.items() if "confirmed" not in st and "pending" not in st]
+    some = len(states) - len(every) - len(waiting) - len(none)
+    return (
+        f"Of the {len(found)} findings of {names[0]}, {len(states)} can be stated about "
+        f"{' and '.join(names[k] for k in among)}: {len(every)} of {len(states)} confirmed on every one of them, "
+        f"{some} on some, {len(none)} on none"
+        + (f" ({', '.join(f'`{i}`' for i in none)})" if none else "")
+        + (f", {len(waiting)} waiting for records" if waiting else "")
+        + ".\n"
+    )
 
 
 @GENERATORS.register("verdicts")

@@ -521,6 +521,29 @@ def test_the_replication_table_puts_each_prediction_beside_its_restatement(repo)
         docs._replication(repo, {"from": "set", "to": "other", "names": "sotu"})
 
 
+def test_the_transfer_columns_read_a_map_say_not_statable_and_count_where_findings_carry(repo):
+    """``map`` names a restatement the other set's claims do not (a real model's, registered without ``restates``);
+    ``statable`` marks a finding no claim there restates as not statable; ``summary`` counts the first set's
+    confirmed findings by where they are confirmed, naming those confirmed nowhere."""
+    from pebench.findings import docs
+
+    write_claims(repo, [DEGRADES, TOO_BIG, FLAT])
+    (repo / "real").mkdir()
+    carried = [{**DEGRADES, "id": "real-degrades"}, {**FLAT, "id": "real-flat", "relation": "flat"}]
+    (repo / "real" / cl.CLAIMS_FILE).write_text(yaml.safe_dump({"claims": carried}))
+    commit(repo, "register")
+    write_records(repo, commit(repo, "after"))
+    args = {"from": "set", "to": "real", "names": "tiny,real", "statable": "1", "summary": "1"}
+    text = docs._replication(repo, {**args, "map": "rope-degrades:1:real-degrades,alibi-flat:1:real-flat"})
+    rows = {r.split("<sub>`")[1].split("`")[0]: r for r in text.splitlines()[2:] if "<sub>" in r}
+    assert "| not statable |" in rows["rope-triples"] and "not restated" not in text
+    assert rows["rope-degrades"].count("**") == 4  # the tiny verdict and the real one
+    found = [v for v in by_id(repo).values() if v.kind == "prediction" and v.state == "confirmed"]
+    assert f"Of the {len(found)} findings of tiny, 2 can be stated about real:" in text.splitlines()[-1]
+    with pytest.raises(cl.UsageError, match="no claim 'nope' in real"):
+        docs._replication(repo, {**args, "map": "rope-degrades:1:nope"})
+
+
 def test_a_decided_prediction_waits_for_its_family_and_shows_its_verdict_so_far(repo):
     """The family's adjustment is final only when every prediction of the set is in: until then a decided one is
     pending, with its numbers and 'confirmed so far' shown; once the last one is in, every verdict is final."""
