@@ -9,6 +9,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator, Optional
@@ -133,6 +134,17 @@ def environment(device: str) -> dict:
         "host": platform.node(),
         "threads": torch.get_num_threads(),  # CPU floating-point results depend on it
     }
+
+
+def peak_rss_mb() -> Optional[float]:
+    """The peak resident memory of this process so far, in MiB (None where the platform does not say): a record
+    written after its cell was measured names the most the process has held, the model and that cell included."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux: KiB (macOS: bytes)
+    return round(kib / (2**20 if sys.platform == "darwin" else 1024), 1)
 
 
 NOT_RECORDED = "not recorded"

@@ -34,6 +34,9 @@ SCALINGS=linear,dynamic-ntk,yarn,llama3
 for dtype in float32 bfloat16; do
   "${E[@]}" --dtype "$dtype" --lengths 0.25x,1x --max-tokens 32765 --results "$WORK/precision-$dtype"
 done
+# streaming (the default from this version on) against one pass, as trained at 4x: the same three windows, each way
+"${E[@]}" --dtype bfloat16 --lengths 4x --max-tokens 98302 --results "$WORK/stream"
+"${E[@]}" --dtype bfloat16 --lengths 4x --max-tokens 98302 --stream 0 --results "$WORK/one-pass"
 pebench pack results/real --results results/real --results "$WORK" --update-set
 python scripts/real_tables.py "$WORK"
 pebench check results/real

@@ -301,6 +301,7 @@ def test_a_gguf_file_loads_as_the_model_it_was_written_from(llama_bpe, tmp_path)
     libraries = rec["provenance"]["libraries"]  # the loader's, the GGUF reader's and accelerate's versions
     assert libraries["transformers"] == transformers.__version__ and libraries["accelerate"] == accelerate.__version__
     assert libraries["gguf"] is not None and gguf_pkg is not None
+    assert rec["provenance"]["peak_rss_mb"] > 50  # the process's peak so far: torch and the model at least
 
 
 def test_a_gguf_file_transformers_cannot_read_is_one_line(tmp_path):

@@ -18,7 +18,16 @@ from ..model.checkpoint import load_run_model
 from ..model.device import eval_precision, resolve_device, tune_cpu_allocator
 from ..model.logit_scales import check_logit_scale
 from ..model.spans import Span
-from ..results import EVAL_SPLITS, SCHEMA_VERSION, ResultsDir, environment, now, protocol_key, training_provenance
+from ..results import (
+    EVAL_SPLITS,
+    SCHEMA_VERSION,
+    ResultsDir,
+    environment,
+    now,
+    peak_rss_mb,
+    protocol_key,
+    training_provenance,
+)
 from ..util.errors import PebenchError, PositionOutOfRange, UsageError
 from ..util.parsing import parse_list, parse_scaling, parse_spec, typed_value
 from ..util.progress import Reporter
@@ -368,7 +377,7 @@ def _evaluate_task(
             if value["status"] == "ok":
                 value["chance"] = task.chances(ctx.options, ctx.vocab, value["metrics"])
             rec.update(value)
-            rec["provenance"] = {**prov, "wall_s": round(time.time() - t0, 3)}
+            rec["provenance"] = {**prov, "wall_s": round(time.time() - t0, 3), "peak_rss_mb": peak_rss_mb()}
             if key is not None:
                 shared[key] = (copy.deepcopy(value), head["label"])
         task.check_record(rec)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import resource
 import statistics
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import torch
 from ..config import Config, ModelConfig
 from ..model.decoder import DecoderLM
 from ..model.device import autocast_for
+from ..results import peak_rss_mb
 from ..util.errors import PebenchError
 
 
@@ -134,7 +134,7 @@ def x_transformers_available() -> bool:
 def _peak_mb(dev: torch.device) -> float:
     if dev.type == "cuda":
         return torch.cuda.max_memory_allocated(dev) / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    return peak_rss_mb() or 0.0
 
 
 def measure(model_cfg: dict, phase: str, path: str, length: int, batch: int, repeats: int, device: str) -> dict:
