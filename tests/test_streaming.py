@@ -124,3 +124,20 @@ def test_gemma_scalings_apply_to_the_global_layers_unless_all_are_asked():
     assert hf.parse_hf_scalings("yarn")[0].layers == "global" and hf.global_type(base) == "full_attention"
     with pytest.raises(hf.UsageError, match="global, all"):
         hf.parse_hf_scalings("yarn:layers=some")
+
+
+def test_rope_report_shows_each_layer_type_and_scales_the_global_ones(tmp_path):
+    """`pebench rope --hf` on a Gemma 3 config: one block of rows per layer type; YaRN on the global layers changes
+    their frequencies (pebench's own YaRN agrees) and leaves the sliding layers' as trained."""
+    from support import invoke
+
+    gemma_config().save_pretrained(tmp_path)
+    r = hf.rope_report(str(tmp_path / "config.json"), "yarn", "4x")
+    by_type = {t: [row for row in r.rows if row["layer_type"] == t] for t in ("full_attention", "sliding_attention")}
+    assert len(by_type["full_attention"]) == len(by_type["sliding_attention"]) == 16  # head_dim 32: 16 pairs each
+    assert r.facts["rope_type"] == "yarn" and r.facts["rope_theta"] == 1e6 and r.facts["max_rel_diff"] < 1e-6
+    assert r.facts["sliding_attention.rope_type"] == "default" and r.facts["sliding_attention.rope_theta"] == 1e4
+    assert all(row["ratio"] == 1.0 for row in by_type["sliding_attention"])
+    assert by_type["full_attention"][-1]["ratio"] == pytest.approx(1 / 4, rel=1e-6)  # the slowest pair interpolated
+    out = invoke("rope", "--hf", tmp_path / "config.json", "--rope-scaling", "yarn:layers=all", "--lengths", "4x")
+    assert out.exit_code == 0 and "sliding_attention.rope_type: yarn" in out.output
