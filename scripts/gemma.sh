@@ -8,7 +8,7 @@
 # cheapest cells come first. The analysis plan (which split and cap each length reads, and why) is the header of
 # results/gemma/claims.yaml, committed before the first record. Windows stream 4,096 tokens per pass through the
 # KV cache (--stream); the one-pass check at 1x writes to WORK/one-pass. Cost on a 2-core CPU: minutes per 1x
-# window, about ten per 4x window (scripts/gemma.sh profile in results/gemma/profile.md once measured).
+# window, ten or more per 4x window (results/gemma/profile.md, written at the end with streaming.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${1:-results/gemma-runs}
@@ -27,4 +27,6 @@ SCALINGS=linear,dynamic-ntk,yarn,llama3,yarn:layers=all
 "${E[@]}" --lengths 2x --split train --max-tokens 393214 --rope-scaling "$SCALINGS" --results "$WORK"
 "${E[@]}" --lengths 4x --split train --max-tokens 393214 --rope-scaling "$SCALINGS" --results "$WORK"
 pebench pack results/gemma --results results/gemma --results "$WORK" --update-set
+python scripts/outside_tables.py profile "$WORK" --out results/gemma/profile.md --model "Gemma 3 270M"
+python scripts/outside_tables.py stream "$WORK" "$WORK/one-pass" --out results/gemma/streaming.md --model "Gemma 3 270M"
 pebench check results/gemma

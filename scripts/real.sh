@@ -39,4 +39,5 @@ done
 "${E[@]}" --dtype bfloat16 --lengths 4x --max-tokens 98302 --stream 0 --results "$WORK/one-pass"
 pebench pack results/real --results results/real --results "$WORK" --update-set
 python scripts/real_tables.py "$WORK"
+python scripts/outside_tables.py stream "$WORK/stream" "$WORK/one-pass" --out results/real/streaming.md --model SmolLM2-135M-Instruct
 pebench check results/real

@@ -3,14 +3,16 @@
 - ``precision.md``: fp32 against bf16 (WORK/precision-float32 and WORK/precision-bfloat16: the same windows of the
   same stream in each dtype): perplexity in each, their relative difference against the tolerance the faster path
   must keep, the largest difference of one window's loss, and the seconds per window of each;
-- ``profile.md``: the evaluation's time per length and scaling (seconds per window and tokens per second, bf16), from
-  WORK's own records.
+- ``profile.md``: the evaluation's time and memory per length and scaling (``outside_tables.profile``), from WORK's own
+  records.
 
 Usage: python scripts/real_tables.py WORK [--out results/real] [--tolerance 0.01]"""
 
 import argparse
 import datetime
 from pathlib import Path
+
+from outside_tables import profile  # scripts/, beside this one
 
 from pebench.results import ResultsDir
 from pebench.util.fsutil import atomic_write_text
@@ -63,36 +65,7 @@ def main() -> None:
     ]
     atomic_write_text(a.out / "precision.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
-    profile(a.work, a.out / "profile.md", a.note)
-
-
-def profile(work: Path, out: Path, note: str = "") -> None:
-    """Seconds per window and tokens per second of every perplexity cell WORK holds, by length and scaling."""
-    rows, any_rec = [], None
-    recs = [r for r in ResultsDir(work).iter_records() if r["task"] == "ppl" and r["status"] == "ok"]
-    for r in sorted(recs, key=lambda r: (r["length"], r["variant"])):
-        any_rec = r
-        wall, win = r["provenance"]["wall_s"], r["details"]["windows"]
-        rows.append(
-            f"| {r['length']:,} | {r['label']} | {win} | {wall / win:.1f} | {win * r['length'] / wall:,.0f} | "
-            f"{wall / 60:.1f} |"
-        )
-    if any_rec is None:
-        raise SystemExit(f"error: no perplexity records under {work}")
-    p = any_rec["provenance"]
-    lines = [
-        "# The evaluation's time: SmolLM2-135M-Instruct",
-        "",
-        f"From the records of `scripts/real.sh` ({p.get('dtype')}, {p.get('device')}, {p.get('threads')} threads, "
-        f"torch {p.get('torch_version')}; a window's tokens per second count every position it runs, scored or not)."
-        + (f" {note}" if note else ""),
-        "",
-        "| length | model | windows | s per window | tokens/s | minutes |",
-        "|---|---|---|---|---|---|",
-        *rows,
-    ]
-    atomic_write_text(out, "\n".join(lines) + "\n")
-    print("\n".join(lines))
+    profile([a.work], a.out / "profile.md", "SmolLM2-135M-Instruct", a.note)
 
 
 if __name__ == "__main__":

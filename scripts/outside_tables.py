@@ -1,0 +1,136 @@
+"""Tables of an outside model's evaluation from the records under WORK folders (scripts/real.sh, scripts/gemma.sh):
+
+- ``profile``: every perplexity cell's seconds per window, tokens per second (every position a window runs, scored
+  or not) and the peak resident memory of the process that measured it (``provenance.peak_rss_mb``: the model, the
+  cell and everything before it in that process), by length and scaling;
+- ``stream``: the same windows read streamed (through the KV cache, ``--stream``) and in one pass (``--stream 0``):
+  each cell's perplexity both ways, their relative difference, the largest difference of one window's mean loss,
+  time and peak memory each way. The tolerance, fixed before the first real-model comparison was run: streamed
+  perplexity within 0.1% of one pass (relative) in the dtype the model is evaluated in (bf16 rounds each pass's
+  matmuls in its own order); dynamic NTK is left out of the comparison, where the two forms differ by design.
+
+Usage: python scripts/outside_tables.py profile WORK [WORK...] --out FILE --model NAME [--note TEXT]
+       python scripts/outside_tables.py stream STREAMED ONE_PASS --out FILE --model NAME"""
+
+import argparse
+import datetime
+from pathlib import Path
+
+from pebench.results import ResultsDir, protocol_key
+from pebench.util.fsutil import atomic_write_text
+
+TOLERANCE = 0.001  # streamed against one pass: relative perplexity, fixed before the comparison ran
+
+
+def ppl_records(*folders: Path) -> list[dict]:
+    out = [r for f in folders for r in ResultsDir(f).iter_records() if r["task"] == "ppl" and r["status"] == "ok"]
+    if not out:
+        raise SystemExit(f"error: no perplexity records under {', '.join(map(str, folders))}")
+    return out
+
+
+def _mib(r: dict) -> str:
+    v = r["provenance"].get("peak_rss_mb")
+    return "n/a" if v is None else f"{v:,.0f}"
+
+
+def _header(r: dict, what: str) -> str:
+    p = r["provenance"]
+    return (
+        f"`python scripts/outside_tables.py {what}` ({datetime.date.today().isoformat()}; {p.get('dtype')}, "
+        f"{p.get('device')}, {p.get('threads')} threads, torch {p.get('torch_version')}, transformers "
+        f"{(p.get('libraries') or {}).get('transformers', 'unrecorded')})"
+    )
+
+
+def profile(folders: list[Path], out: Path, model: str, note: str = "") -> str:
+    """Seconds per window, tokens per second and peak memory of every perplexity cell the folders hold."""
+    recs = sorted(ppl_records(*folders), key=lambda r: (r["length"], r["split"], r["variant"]))
+    rows = []
+    for r in recs:
+        wall, win = r["provenance"]["wall_s"], r["details"]["windows"]
+        stream = r["provenance"].get("stream", "one pass")
+        rows.append(
+            f"| {r['length']:,} | {r['label']} | {r['split']} {protocol_key(r)} | {win} | {stream or 'one pass'} | "
+            f"{wall / win:.1f} | {win * r['length'] / wall:,.0f} | {_mib(r)} |"
+        )
+    lines = [
+        f"# The evaluation's time and memory: {model}",
+        "",
+        _header(recs[0], "profile")
+        + ": a window's tokens per second count every position it runs; peak memory is the measuring process's, "
+        "the model included." + (f" {note}" if note else ""),
+        "",
+        "| length | model | split, protocol | windows | streamed per pass | s per window | tokens/s | peak MiB |",
+        "|---|---|---|---|---|---|---|---|",
+        *rows,
+    ]
+    return _write(out, lines)
+
+
+def stream(streamed: Path, one_pass: Path, out: Path, model: str) -> str:
+    """Each cell measured both ways, side by side, against ``TOLERANCE``."""
+    key = lambda r: (r["label"], r["length"], r["split"], protocol_key(r))  # noqa: E731
+    a, b = {key(r): r for r in ppl_records(streamed)}, {key(r): r for r in ppl_records(one_pass)}
+    rows, worst = [], 0.0
+    for k in sorted(set(a) & set(b), key=lambda k: (k[1], k[0])):
+        s, o = a[k], b[k]
+        rel = s["metrics"]["ppl"] / o["metrics"]["ppl"] - 1
+        dynamic = (s.get("pe_state") or {}).get("variant") == "dynamic"
+        worst = worst if dynamic else max(worst, abs(rel))
+        win = max(abs(x - y) for x, y in zip(s["details"]["window_losses"], o["details"]["window_losses"]))
+        per = [r["provenance"]["wall_s"] / r["details"]["windows"] for r in (s, o)]
+        rows.append(
+            f"| {k[1]:,} | {k[0]} | {s['details']['windows']} | {o['metrics']['ppl']:.4f} | "
+            f"{s['metrics']['ppl']:.4f} | "
+            f"{100 * rel:+.4f}%{' (dynamic: differs by design)' if dynamic else ''} | {win:.5f} | {per[1]:.1f} | "
+            f"{per[0]:.1f} | {_mib(o)} | {_mib(s)} |"
+        )
+    if not rows:
+        raise SystemExit(f"error: no cell measured both ways under {streamed} and {one_pass}")
+    lines = [
+        f"# Streamed against one pass: {model}",
+        "",
+        _header(next(iter(a.values())), "stream") + ": the same windows, read through the KV cache "
+        f"{next(iter(a.values()))['provenance'].get('stream')} tokens per pass and in one pass; 'window' is the "
+        "largest difference of one window's mean loss (nats).",
+        "",
+        "| length | model | windows | ppl one pass | ppl streamed | streamed - one pass | window | s/window one pass | "
+        "s/window streamed | peak MiB one pass | peak MiB streamed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        f"Largest relative perplexity difference {100 * worst:.4f}% against the tolerance {100 * TOLERANCE:g}% fixed "
+        "before the comparison: " + ("within it." if worst <= TOLERANCE else "NOT within it."),
+    ]
+    return _write(out, lines)
+
+
+def _write(out: Path, lines: list[str]) -> str:
+    text = "\n".join(lines) + "\n"
+    atomic_write_text(out, text)
+    print(text, end="")
+    return text
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("profile")
+    p.add_argument("work", type=Path, nargs="+")
+    s = sub.add_parser("stream")
+    s.add_argument("streamed", type=Path)
+    s.add_argument("one_pass", type=Path)
+    for x in (p, s):
+        x.add_argument("--out", type=Path, required=True)
+        x.add_argument("--model", required=True)
+    p.add_argument("--note", default="", help="a sentence on how the time was measured (other work on the cores)")
+    a = ap.parse_args()
+    if a.what == "profile":
+        profile(a.work, a.out, a.model, a.note)
+    else:
+        stream(a.streamed, a.one_pass, a.out, a.model)
+
+
+if __name__ == "__main__":
+    main()
