@@ -141,3 +141,32 @@ def test_rope_report_shows_each_layer_type_and_scales_the_global_ones(tmp_path):
     assert by_type["full_attention"][-1]["ratio"] == pytest.approx(1 / 4, rel=1e-6)  # the slowest pair interpolated
     out = invoke("rope", "--hf", tmp_path / "config.json", "--rope-scaling", "yarn:layers=all", "--lengths", "4x")
     assert out.exit_code == 0 and "sliding_attention.rope_type: yarn" in out.output
+
+
+def test_eval_hf_streams_by_default_and_the_table_puts_both_ways_side_by_side(tmp_path):
+    """`eval --hf` on a saved tiny Llama (a byte tokenizer): streamed 32 tokens per pass, then in one pass
+    (`--stream 0`); each record says how it read its windows, and scripts/outside_tables.py finds the two within the
+    tolerance it states."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    from support import invoke, tiny_llama
+
+    model = tiny_llama(tmp_path / "tiny", context=64)
+    for stream, res in (("32", "streamed"), ("0", "one-pass")):
+        args = ["--lengths", "4x", "--max-tokens", "2000", "--stream", stream, "--results", tmp_path / res]
+        r = invoke("eval", "--hf", model, *args)
+        assert r.exit_code == 0, r.output
+        (rec,) = [json.loads(p.read_text()) for p in Path(tmp_path / res, "records").rglob("*.json")]
+        assert rec["provenance"]["stream"] == (32 if stream == "32" else None)
+    spec = importlib.util.spec_from_file_location(
+        "outside_tables", Path(__file__).parents[1] / "scripts/outside_tables.py"
+    )
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    text = tables.stream(tmp_path / "streamed", tmp_path / "one-pass", tmp_path / "streaming.md", "tiny")
+    assert "| 256 | tiny (hf) |" in text and text.rstrip().endswith("within it.")
+    assert "| 256 | tiny (hf) |" in tables.profile([tmp_path / "streamed"], tmp_path / "profile.md", "tiny")
+    r = invoke("eval", "--stream", "8", "--results", tmp_path / "streamed")
+    assert r.exit_code == 2 and "--stream reads an outside model's windows" in r.output
