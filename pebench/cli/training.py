@@ -218,7 +218,12 @@ def _catalog(results) -> list[str]:
     out += [f"  {flag:<12} {text or key}" for flag, key, text in _model_flags()]
     out.append("training options (config keys, on any scheme; set in a config or an --overlay YAML):")
     out += [f"  train.{f.name:<24} {f.metadata['help']}" for f in fields(TrainConfig) if "help" in f.metadata]
-    out.append("evaluation-time variants (--rope-scaling): " + ", ".join(all_variants()))
+    named_only = [v for v in all_variants() if not any(v in SCHEMES.get(n).variants() for n in SCHEMES.names())]
+    out.append(
+        "evaluation-time variants (--rope-scaling): "
+        + ", ".join(all_variants())
+        + (f" ({', '.join(named_only)}: only when named, never under all)" if named_only else "")
+    )
     out.append(
         "evaluation tasks (eval --task), their options (--task-opt TASK.NAME=V) and metrics (report "
         "--metric; + higher, - lower is better):"

@@ -43,7 +43,10 @@ HF_SCALINGS = {
     ),
     "llama3": ("factor", "original", "low_freq_factor", "high_freq_factor"),
     "longrope": ("factor", "original", "attention_factor", "short_factor", "long_factor"),
+    "clip-soft": ("n", "original"),  # pebench's own (transformers has no such type): set on the built frequencies
+    "clip-hard": ("n", "original"),
 }
+CLIPS = ("clip-soft", "clip-hard")  # the clipped frequencies of model.pe.rope, on the model's default RoPE
 HF_ALIASES = {"dynamic-ntk": "dynamic"}  # pebench's spelling of Hugging Face's scaling
 PEBENCH_NAME = {"linear": "linear", "dynamic": "dynamic-ntk", "yarn": "yarn", "llama3": "llama3"}  # same maths here
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -82,7 +85,7 @@ def _value(key: str, text: str):
         if text.lower() not in ("true", "false"):
             raise ValueError(text)
         return text.lower() == "true"
-    return int(text) if key == "original" else float(text)
+    return int(text) if key in ("original", "n") else float(text)
 
 
 def parse_hf_scalings(spec: Optional[str]) -> list[Scaling]:
@@ -451,6 +454,12 @@ def summary(config) -> dict:
 def scaling_params(s: Scaling, length: int, context: int) -> dict:
     """The rope parameters a user would put in the config for ``s`` at ``length`` (factor default L / context)."""
     p = dict(s.params)
+    if s.name in CLIPS:  # the same at every length: no factor
+        return {
+            "rope_type": s.name,
+            "n": int(p.get("n", 0)),
+            "original_max_position_embeddings": int(p.get("original", context)),
+        }
     factor = p.pop("factor", 1.0 if s.name == "dynamic" else max(1.0, length / context))
     out = {"rope_type": s.name, "factor": float(factor)}
     if s.name in ("yarn", "llama3", "longrope", "dynamic"):
@@ -477,7 +486,7 @@ def scaled_config(config, s: Optional[Scaling], length: int, context: int):
     import copy
 
     cfg = copy.deepcopy(config)
-    if s is None:
+    if s is None or s.name in CLIPS:  # a clip is set on the built module's frequencies (apply_scaling)
         return cfg
     params = scaling_params(s, length, context)
     if s.name == "longrope":
@@ -553,6 +562,8 @@ def apply_scaling(o: Outside, s: Optional[Scaling], length: int) -> dict:
             new = type(mod)(config=cfg, device=dev)
         setattr(parent, attr, new.to(dev))
         built.append(new)
+        if s is not None and s.name in CLIPS:
+            _clip_frequencies(o.config, new, s, o.context)
     state = {"variant": s.name if s else "default", "context": o.context}
     if s is not None:
         state["rope_parameters"] = scaling_params(s, length, o.context)
@@ -561,6 +572,22 @@ def apply_scaling(o: Outside, s: Optional[Scaling], length: int) -> dict:
             state["layers"] = scaled_types(o.config, s)  # the layer types scaled; the others as trained
     o.model.pe.state = state
     return state
+
+
+def _clip_frequencies(config, module, s: Scaling, context: int) -> None:
+    """A clip's frequencies (``model.pe.rope``'s clip-soft or clip-hard, by pebench's own function) set on a built
+    rotary module, on each layer type it scales, from that type's base; the rotated dimensions beyond the rotary
+    fraction are left alone."""
+    from ..model.pe.rope import rope_frequencies
+
+    for t in scaled_types(config, s):
+        prefix = f"{t}_" if per_layer_type(config) else ""
+        theta = float(rope_types(config)[t].get("rope_theta", 10000.0))
+        original = int(s.params.get("original", context))
+        inv, _ = rope_frequencies(s.name, rope_dim(config), theta, 1.0, original, n=int(s.params.get("n", 0)))
+        for name in (f"{prefix}inv_freq", f"{prefix}original_inv_freq"):
+            if isinstance(getattr(module, name, None), torch.Tensor):
+                getattr(module, name).copy_(inv.to(getattr(module, name).dtype))
 
 
 def _attention_factor(module, types: list[str]) -> float:
@@ -692,16 +719,22 @@ def rope_report(spec: str, scaling: Optional[str], length=None) -> RopeReport:
     L = L or (int(round(scalings[0].params.get("factor", 4.0) * ctx)) if scalings else ctx)
     cfg = scaled_config(config, scalings[0], L, ctx) if scalings else config
     rows, facts = [], {}
+    clip = scalings[0] if scalings and scalings[0].name in CLIPS else None
     for lt in rope_types(cfg):
-        type_rows, type_facts = _type_report(config, cfg, lt, L, ctx)
+        type_rows, type_facts = _type_report(
+            config, cfg, lt, L, ctx, clip if clip and lt in scaled_types(cfg, clip) else None
+        )
         head = lt == global_type(cfg)
         rows += [({"layer_type": lt} if per_layer_type(cfg) else {}) | r for r in type_rows]
         facts |= {(k if head else f"{lt}.{k}"): v for k, v in type_facts.items()}
     return RopeReport(rows, facts, traps(config, cfg, scalings[0] if scalings else None))
 
 
-def _type_report(config, cfg, lt: str, L: int, ctx: int) -> tuple[list[dict], dict]:
-    """The rows and facts of one layer type (``all`` for a model with one set of RoPE settings)."""
+def _type_report(config, cfg, lt: str, L: int, ctx: int, clip: Optional[Scaling] = None) -> tuple[list[dict], dict]:
+    """The rows and facts of one layer type (``all`` for a model with one set of RoPE settings); ``clip``: a clip
+    on this type, pebench's alone (transformers has none), so its frequencies are pebench's on both sides."""
+    from ..model.pe.rope import rope_frequencies
+
     base_inv, _ = transformers_frequencies(_unscaled(config), L, lt)  # against plain RoPE, the own scaling too
     inv, att = transformers_frequencies(cfg, L, lt)
     p = rope_types(cfg).get(lt) or {}
@@ -709,6 +742,10 @@ def _type_report(config, cfg, lt: str, L: int, ctx: int) -> tuple[list[dict], di
     factor = float(p.get("factor", 1.0) or 1.0)
     original = int(p.get("original_max_position_embeddings") or ctx)
     ours, our_att = _pebench_frequencies(cfg, p, kind, factor, original, L)
+    if clip is not None:
+        theta, n = float(p.get("rope_theta", 10000.0)), int(clip.params.get("n", 0))
+        inv, att = rope_frequencies(clip.name, rope_dim(cfg), theta, 1.0, original, n=n)
+        ours, our_att, kind = inv, att, clip.name
     rows = []
     for i in range(len(inv)):
         row = {
@@ -716,11 +753,11 @@ def _type_report(config, cfg, lt: str, L: int, ctx: int) -> tuple[list[dict], di
             "inv_freq": float(base_inv[i]),
             "scaled": float(inv[i]),
             "ratio": float(inv[i] / base_inv[i]),
-            "wavelength": float(2 * torch.pi / inv[i]),
+            "wavelength": float(2 * torch.pi / inv[i]) if inv[i] else float("inf"),  # a clipped pair never turns
         }
         if ours is not None:
             row["pebench"] = float(ours[i])
-            row["rel_diff"] = float(abs(ours[i] - inv[i]) / inv[i])
+            row["rel_diff"] = float(abs(ours[i] - inv[i]) / inv[i]) if inv[i] else float(abs(ours[i]))
         rows.append(row)
     mx = None if kind == "dynamic" else int(round(factor * original)) if kind != "default" else original
     facts = {

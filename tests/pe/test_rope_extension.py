@@ -144,3 +144,15 @@ def test_finetune_needs_a_rope_parent(rope_run):
         "train", "--init-from", "alibi-micro-s0", "--context", "2x", "--rope-scaling", "yarn", "--results", rope_run
     )
     assert r.exit_code == 2 and "needs a run of the RoPE family" in r.output
+
+
+def test_the_clips_are_evaluated_when_named(rope_run):
+    """`--rope-scaling none,clip-soft,clip-hard` writes their rows (the same at every length: no factor); the hard
+    clip changes a RoPE run's 1x loss, where every scaling with a factor leaves 1x as trained."""
+    args = ["--run", "rope-micro-s0", "--lengths", "16", "--results", rope_run]
+    r = invoke("eval", "--rope-scaling", "none,clip-soft,clip-hard", *args)
+    assert r.exit_code == 0, r.output
+    recs = {x["label"]: x for x in (json.loads(p.read_text()) for p in (rope_run / "records").rglob("*.json"))}
+    assert {"rope", "rope+clip-soft", "rope+clip-hard"} <= set(recs)
+    assert recs["rope+clip-hard"]["pe_state"]["variant"] == "clip-hard"
+    assert recs["rope+clip-hard"]["metrics"]["ppl"] != pytest.approx(recs["rope"]["metrics"]["ppl"], rel=1e-6)

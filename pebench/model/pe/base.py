@@ -208,8 +208,14 @@ class PositionalEncoding(nn.Module):
     # -- evaluation-time variants (RoPE's scalings, and those of its subclasses) -----------------
     @classmethod
     def variants(cls) -> list[str]:
-        """Names of the evaluation-time variants this scheme can build of itself (none by default)."""
+        """Names of the evaluation-time variants this scheme can build of itself and evaluates under ``all`` (none
+        by default)."""
         return []
+
+    @classmethod
+    def named_variants(cls) -> list[str]:
+        """The variants ``--rope-scaling`` may name for it: ``variants`` and those evaluated only when named."""
+        return cls.variants()
 
     def with_variant(self, variant: str, factor: Optional[float] = None, **settings) -> "PositionalEncoding":
         raise UsageError(f"scheme {self.name!r} has no evaluation-time variants")

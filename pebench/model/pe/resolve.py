@@ -105,10 +105,10 @@ def group_of(name: str) -> str:
 
 
 def all_variants() -> list[str]:
-    """Every evaluation-time variant name any registered scheme lists (RoPE's scalings today)."""
+    """Every evaluation-time variant name any registered scheme can be named with (RoPE's scalings today)."""
     out: list[str] = []
     for n in SCHEMES.names():
-        out += [v for v in SCHEMES.get(n).variants() if v not in out]
+        out += [v for v in SCHEMES.get(n).named_variants() if v not in out]
     return out
 
 

@@ -128,6 +128,44 @@ def _llama3(head_dim, base, factor, original_context, low_freq_factor=1.0, high_
     return torch.where(medium, smoothed, scaled), 1.0
 
 
+def long_period_count(inv_freq: torch.Tensor, original_context: int) -> int:
+    """How many components turn less than once within the training context (period 2 pi / theta above it): the
+    ones that never completed a turn in training."""
+    return int((2 * math.pi / inv_freq > original_context).sum())
+
+
+def _clipped(head_dim, base, original_context, n: int) -> tuple[torch.Tensor, int]:
+    inv = default_inv_freq(head_dim, base)
+    if n < 0:
+        raise UsageError(f"clip-soft/clip-hard: n is a number of components >= 0 (0: by period), got {n}")
+    return inv, min(n or long_period_count(inv, original_context), len(inv))
+
+
+@ROPE_VARIANTS.register("clip-soft")
+def _clip_soft(head_dim, base, factor, original_context, n: int = 0):
+    """CoPE (Li et al. 2026, arXiv 2602.05258): the ``n`` lowest frequencies (0: those whose period exceeds the
+    training context) tapered by a half Hann window, 0.5 (1 + cos t) for t from 0 to pi across them: the highest of
+    them kept, the lowest set to 0, no sharp edge (a hard cut rings). The same at every length."""
+    inv, k = _clipped(head_dim, base, original_context, n)
+    if k:
+        inv[-k:] = inv[-k:] * 0.5 * (1.0 + torch.cos(torch.linspace(0.0, math.pi, k, dtype=torch.float64)))
+    return inv, 1.0
+
+
+@ROPE_VARIANTS.register("clip-hard")
+def _clip_hard(head_dim, base, factor, original_context, n: int = 0):
+    """The hard clip CoPE compares against: the ``n`` lowest frequencies (0: by period, as clip-soft) set to 0."""
+    inv, k = _clipped(head_dim, base, original_context, n)
+    if k:
+        inv[-k:] = 0.0
+    return inv, 1.0
+
+
+# evaluated only when named (--rope-scaling clip-soft), never under a run's ``all``: the main job's cost and the
+# records of the committed sets stay as they were
+NAMED_ONLY = ("clip-soft", "clip-hard")
+
+
 def canonical_variant(variant: str) -> str:
     return "default" if variant in ("none", "default", None, "") else variant
 
@@ -271,6 +309,10 @@ class RoPE(PositionalEncoding):
 
     @classmethod
     def variants(cls) -> list[str]:
+        return ["none" if v == "default" else v for v in ROPE_VARIANTS.names() if v not in NAMED_ONLY]
+
+    @classmethod
+    def named_variants(cls) -> list[str]:
         return ["none" if v == "default" else v for v in ROPE_VARIANTS.names()]
 
     def with_variant(self, variant: str, factor: Optional[float] = None, **settings) -> "RoPE":
