@@ -48,7 +48,9 @@ class EvalSettings:
         "trained on, an outside model did not)",
     )
     logit_scale: Optional[str] = _opt(
-        None, "--logit-scale", "none | logn | drope | llama4[:alpha=A:floor=F], NAME@SCHEME for its layers only"
+        None,
+        "--logit-scale",
+        "none | logn[:gamma=G] | drope | llama4[:alpha=A:floor=F], NAME@SCHEME for its layers only",
     )
     window: Optional[int] = _opt(
         None, "--window", "StreamingLLM: a sliding window of N tokens on every layer without its own"

@@ -2,7 +2,9 @@
 multipliers [T], or None where every factor is 1. Adding one is one function registered here (or from any module).
 
 - ``none``: no scaling.
-- ``logn``: log(i+1) / log(context) beyond the training context (log-n attention, scalable softmax).
+- ``logn``: log(i+1) / log(context) beyond the training context (log-n attention, scalable softmax); with
+  ``gamma`` (Chen et al. 2026's sweep of the log-n strength, arXiv 2510.05554), 1 + gamma (log(i+1) / log(context)
+  - 1) there: 0 no scaling, 1 log-n itself, every factor 1 within the context at any gamma.
 - ``drope``: 1 + c ln(T / context) for a sequence of T tokens (DroPE's evaluation scaling).
 - ``llama4``: Llama 4's attention temperature, 1 + alpha ln(floor(i / F) + 1) at position i (0-based): ``alpha``
   its ``attn_scale`` (0.1), ``F`` its ``floor_scale`` (option ``floor``; 0, the default: the training context).
@@ -37,11 +39,13 @@ def _none(T: int, context: int, c: float, device) -> None:
 
 
 @LOGIT_SCALES.register("logn")
-def _logn(T: int, context: int, c: float, device) -> Optional[torch.Tensor]:
-    if T <= context:
+def _logn(T: int, context: int, c: float, device, gamma: float = 1.0) -> Optional[torch.Tensor]:
+    if gamma < 0:
+        raise UsageError(f"--logit-scale logn:gamma must be >= 0 (0: no scaling, 1: log-n), got {gamma:g}")
+    if T <= context or gamma == 0:
         return None
     n = torch.arange(1, T + 1, device=device, dtype=torch.float32)
-    return (torch.log(n) / math.log(context)).clamp(min=1.0)
+    return (1.0 + gamma * (torch.log(n) / math.log(context) - 1.0)).clamp(min=1.0)
 
 
 @LOGIT_SCALES.register("drope")

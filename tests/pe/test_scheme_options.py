@@ -91,6 +91,23 @@ def test_logit_scale_factors():
     assert t[32].item() == pytest.approx(1 + 0.1 * math.log(3)) and t[63].item() == pytest.approx(1 + 0.1 * math.log(4))
 
 
+def test_the_log_n_strength_gamma():
+    """logn:gamma=G, the strength swept as Chen et al. sweep gamma in gamma log n: 1 + G (log n / log C - 1) beyond
+    the context C (n = i + 1), 1 within it; G = 1 is log-n itself, G = 0 no scaling. A planted power form
+    (log n / log C)^G, which agrees at G = 1, differs at G = 2."""
+    T, C = 256, 16
+    one, plain = logit_scale_factors("logn:gamma=1", T, C, 0.0, "cpu"), logit_scale_factors("logn", T, C, 0.0, "cpu")
+    assert torch.equal(one, plain) and logit_scale_factors("logn:gamma=0", T, C, 0.0, "cpu") is None
+    two = logit_scale_factors("logn:gamma=2", T, C, 0.0, "cpu").double()
+    n = torch.arange(1, T + 1, dtype=torch.float64)
+    want = torch.where(n > C, 1 + 2 * (n.log() / math.log(C) - 1), torch.ones_like(n))
+    assert torch.allclose(two, want, rtol=1e-6) and two[T - 1].item() == pytest.approx(3.0, rel=1e-6)  # n = C^2
+    power = torch.where(n > C, (n.log() / math.log(C)) ** 2, torch.ones_like(n))
+    assert not torch.allclose(power, want, rtol=1e-3)
+    with pytest.raises(UsageError, match="gamma must be >= 0"):
+        logit_scale_factors("logn:gamma=-1", T, C, 0.0, "cpu")
+
+
 @pytest.mark.parametrize("pe", ["alibi", "rope", "none"])
 def test_a_logit_scale_multiplies_whole_logits(pe):
     """The layer's output equals softmax(f_i * (q.k / sqrt(d) + term)) v computed by hand, f = log-n factors."""
