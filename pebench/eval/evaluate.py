@@ -460,6 +460,21 @@ def _outside_stream(o, corpus, req: EvalRequest, cfg):
     return tokenize_split(o.tokenizer, corpus.tokens(req.split), req.max_tokens or cfg.eval.max_tokens)
 
 
+def _outside_provenance(o, req: EvalRequest, corpus, ids, nbytes, dev) -> dict:
+    """What every record of an outside model says of where and how it ran (the model's own provenance included)."""
+    return {
+        **environment(str(dev)),
+        **o.provenance,
+        "eval_precision": _outside_precision(dev, req.eval_precision),
+        "params": sum(p.numel() for p in o.model.parameters()),
+        "corpus": corpus.spec,
+        "corpus_fingerprint": corpus.fingerprint,
+        "tokens_evaluated": int(len(ids)),
+        "bytes_evaluated": int(nbytes.sum()),
+        "stream": o.model.stream,  # tokens per pass through the KV cache (None: one pass)
+    }
+
+
 def evaluate_outside(
     results: ResultsDir,
     o,
@@ -485,17 +500,7 @@ def evaluate_outside(
     dev = next(o.model.parameters()).device
     if req.stream is not None:
         o.model.stream = req.stream or None  # 0: each window in one pass
-    prov = {
-        **environment(str(dev)),
-        **o.provenance,
-        "eval_precision": _outside_precision(dev, req.eval_precision),
-        "params": sum(p.numel() for p in o.model.parameters()),
-        "corpus": corpus.spec,
-        "corpus_fingerprint": corpus.fingerprint,
-        "tokens_evaluated": int(len(ids)),
-        "bytes_evaluated": int(nbytes.sum()),
-        "stream": o.model.stream,  # tokens per pass through the KV cache (None: one pass)
-    }
+    prov = _outside_provenance(o, req, corpus, ids, nbytes, dev)
     run, records = "hf-" + "".join(c if c.isalnum() or c in "-_." else "-" for c in o.name), []
     for s in [None] + list(scalings):
         head = {
