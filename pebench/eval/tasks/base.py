@@ -15,7 +15,7 @@ directions) and run no model.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ...util.errors import UsageError
 from ...util.parsing import typed_value
@@ -314,6 +314,21 @@ def rank_credit(true_ll: list[float], distractor_ll: list[float]) -> list[float]
     top = max(distractor_ll)
     ties = sum(d == top for d in distractor_ll)
     return [1.0 if t > top else 1.0 / (1 + ties) if t == top else 0.0 for t in true_ll]
+
+
+def prompts_of(make: Callable[[Any], Any], items) -> list:
+    """``make(item)`` for each item; a prompt that does not fit its window (``ValueError``, its builder's line) is the
+    one-line usage error."""
+    try:
+        return [make(x) for x in items]
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def tier_order(easier: float, harder: float) -> str:
+    """``falls`` where the harder tier scores at most the easier one, else ``defect`` (of the generator: the tiers
+    do not order what they claim to)."""
+    return "falls" if harder <= easier else "defect"
 
 
 def encoder(ctx):

@@ -24,7 +24,9 @@ from .base import (
     check_int,
     encoder,
     mean_interval,
+    prompts_of,
     register_task,
+    tier_order,
 )
 
 MARK = "@{word}"  # compact, so that every count fits a tiny model's 128-token context
@@ -112,10 +114,7 @@ class CountTask(Task):
         draws = [draw(ctx.seed, length, i) for i in range(o["trials"])]
         metrics, intervals, exact = {}, {}, {}
         for tier in (1, 2):
-            try:
-                prompts = [prompt(length, tier, d, hay, encode) for d in draws]
-            except ValueError as e:
-                raise UsageError(str(e)) from None
+            prompts = prompts_of(lambda d, tier=tier: prompt(length, tier, d, hay, encode), draws)
             exact[tier] = [e[0] for e in answer_scores(ctx, prompts, DIGITS if encode is None else None)[0]]
             m, lo, hi = mean_interval(exact[tier])
             metrics[f"count_t{tier}"], intervals[f"count_t{tier}"] = m, [lo, hi]
@@ -138,7 +137,7 @@ class CountTask(Task):
                 "haystack": o["haystack"],
                 "trials": o["trials"],
                 "by_count": by_count,
-                "tier_order": "falls" if metrics["count_t2"] <= metrics["count_t1"] else "defect",
+                "tier_order": tier_order(metrics["count_t1"], metrics["count_t2"]),
                 "tokens": "bytes" if encode is None else type(ctx.tokenizer).__name__,
             },
         }

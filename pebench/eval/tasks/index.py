@@ -28,6 +28,7 @@ from .base import (
     check_int,
     encoder,
     parse_floats,
+    prompts_of,
     register_task,
     summarize_by_depth,
 )
@@ -132,12 +133,10 @@ class IndexTask(Task):
             prompts = []
             for di, d in enumerate(depths):
                 rng = np.random.default_rng([ctx.seed, EVAL, 7, length, vi, di])
-                try:
-                    prompts += [
-                        index_prompt(rng, v, length, d, o["items"], o["k"], hay, encode) for _ in range(o["trials"])
-                    ]
-                except ValueError as e:
-                    raise UsageError(str(e)) from None
+                prompts += prompts_of(
+                    lambda _, rng=rng, v=v, d=d: index_prompt(rng, v, length, d, o["items"], o["k"], hay, encode),
+                    range(o["trials"]),
+                )
             choices = None if encode is not None else DIGITS if v == "position" else LETTERS
             exact = answer_scores(ctx, prompts, choices)[0]  # one answer a prompt
             metrics[f"index_{v}"], intervals[f"index_{v}"], by_depth = summarize_by_depth(

@@ -15,7 +15,17 @@ from ...data.needles import EVAL
 from ...data.ruler import MQAR_VALUE, mqar_need, mqar_prompt
 from ...data.token_prompts import mqar_token_prompt
 from ...util.errors import UsageError
-from .base import Metric, Task, answer_scores, check_haystack, check_int, encoder, mean_interval, register_task
+from .base import (
+    Metric,
+    Task,
+    answer_scores,
+    check_haystack,
+    check_int,
+    encoder,
+    mean_interval,
+    prompts_of,
+    register_task,
+)
 
 DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
 
@@ -73,15 +83,14 @@ class MqarTask(Task):
         rng = np.random.default_rng([ctx.seed, EVAL, 5, length])
         hay = ctx.split_tokens if o["haystack"] == "corpus" else None
         encode = encoder(ctx)  # an outside model's tokenizer: the values' tokens among its whole vocabulary
-        try:
-            prompts = [
+        prompts = prompts_of(
+            lambda _: (
                 mqar_prompt(rng, length, o["pairs"], o["queries"], hay)
                 if encode is None
                 else mqar_token_prompt(encode, rng, length, o["pairs"], o["queries"], hay)
-                for _ in range(o["trials"])
-            ]
-        except ValueError as e:
-            raise UsageError(str(e)) from None
+            ),
+            range(o["trials"]),
+        )
         exact, loss = answer_scores(ctx, prompts, DIGITS if encode is None else None)
         m, lo, hi = mean_interval([sum(e) / len(e) for e in exact])
         by_query = []

@@ -31,6 +31,7 @@ from .base import (
     check_int,
     encoder,
     parse_floats,
+    prompts_of,
     ranking_scores,
     register_task,
     summarize_by_depth,
@@ -55,10 +56,7 @@ def cell_prompts(
     (an outside tokenizer) the same content in its tokens."""
     rng = np.random.default_rng([seed, EVAL, 3, length, NIAH_VARIANTS.index(variant), depth_index])
     args = (variant, length, depth, o["form"], o["keys"], o["values"], o["queries"], o["distractors"], haystack)
-    try:
-        return [niah_prompt(rng, *args, encode=encode) for _ in range(o["trials"])]
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    return prompts_of(lambda _: niah_prompt(rng, *args, encode=encode), range(o["trials"]))
 
 
 class NiahTask(Task):

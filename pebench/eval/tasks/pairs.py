@@ -26,9 +26,11 @@ from .base import (
     check_int,
     encoder,
     parse_floats,
+    prompts_of,
     ranking_scores,
     register_task,
     summarize_by_depth,
+    tier_order,
 )
 
 DECOYS = ("The code of the back door is {key}.", "The number of the old locker is {key}.")
@@ -121,16 +123,16 @@ class PairsTask(Task):
         draws = [self.draw(ctx.seed, length, i, encode) for i in range(len(depths) * o["trials"])]
         metrics, intervals, cells = {}, {}, []
         for tier in TIERS:
-            try:
-                prompts = [prompt(length, tier, depths[i // o["trials"]], d, hay, encode) for i, d in enumerate(draws)]
-            except ValueError as e:
-                raise UsageError(str(e)) from None
+            prompts = prompts_of(
+                lambda i, tier=tier: prompt(length, tier, depths[i // o["trials"]], draws[i], hay, encode),
+                range(len(draws)),
+            )
             name = f"pairs_t{tier}"
             metrics[name], intervals[name], by_depth = summarize_by_depth(
                 ranking_scores(ctx, prompts), True, f"t{tier}", depths, o["trials"]
             )
             cells += by_depth
-        order = "falls" if metrics["pairs_t2"] <= metrics["pairs_t1"] else "defect"
+        order = tier_order(metrics["pairs_t1"], metrics["pairs_t2"])
         return {
             "status": "ok",
             "reason": None,

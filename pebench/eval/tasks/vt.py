@@ -23,6 +23,7 @@ from .base import (
     check_int,
     encoder,
     mean_interval,
+    prompts_of,
     ranking_scores,
     register_task,
 )
@@ -93,15 +94,14 @@ class VariableTrackingTask(Task):
         rng = np.random.default_rng([ctx.seed, EVAL, 4, length])
         hay = ctx.split_tokens if o["haystack"] == "corpus" else None
         encode = encoder(ctx)  # an outside model's tokenizer: its names of one width, ranked in its tokens
-        try:
-            prompts = [
+        prompts = prompts_of(
+            lambda _: (
                 vt_prompt(rng, length, o["form"], o["chains"], o["hops"], hay)
                 if encode is None
                 else vt_token_prompt(encode, rng, length, o["form"], o["chains"], o["hops"], hay)
-                for _ in range(o["trials"])
-            ]
-        except ValueError as e:
-            raise UsageError(str(e)) from None
+            ),
+            range(o["trials"]),
+        )
         scores = ranking_scores(ctx, prompts)
         m, lo, hi = mean_interval([sum(s) / len(s) for s in scores])
         by_hop = []
