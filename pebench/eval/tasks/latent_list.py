@@ -1,0 +1,161 @@
+"""``list``: state tracking (Michelangelo's Latent List, Vodrahalli et al. 2024, arXiv 2409.12640) in its smallest
+form. Operations on one list stand in order at sorted random depths of filler or evaluation text, compact: "+WORD"
+appends a word, "-WORD" removes that word, "pop" removes the last; the window ends with "list length: N" and the digit
+N is scored, teacher-forced, among the ten digits (ties split; chance 1/10). Two difficulty tiers from the same draws:
+``list_t1`` appends only (1-5 of them: the length is their count), ``list_t2`` the same appends with 1-3 removals
+among them (each of a word then in the list, or a pop of a non-empty list), so the answer is the state after every
+operation, not a count of one kind of mark. A harder tier that scores higher is a defect of the generator
+(``details.tier_order``). Bytes for pebench's models; an outside model's tokens with ``eval --hf``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...data.needles import EVAL
+from ...data.ruler import MAX_WORD, Prompt, assemble, distinct, fill_source, fixed_bytes, random_word
+from ...data.token_prompts import token_assemble
+from ...util.errors import UsageError
+from .base import (
+    Metric,
+    Task,
+    answer_scores,
+    check_haystack,
+    check_int,
+    encoder,
+    mean_interval,
+    prompts_of,
+    register_task,
+    tier_order,
+)
+
+ASK = "list length:"
+MAX_APPENDS, MAX_REMOVALS = 5, 3
+DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
+
+
+def need(tier: int) -> int:
+    """Bytes of a tier's longest prompt that are not haystack."""
+    ops = ["+" + "x" * MAX_WORD] * MAX_APPENDS + (["-" + "x" * MAX_WORD] * MAX_REMOVALS if tier == 2 else [])
+    return fixed_bytes(ops, ASK + " 9")
+
+
+def draw(seed: int, length: int, i: int) -> dict:
+    """The i-th draw of a length: the appended words, the operations in order (tier 2's: removals placed among the
+    appends, each of something then in the list), their depths, and a seed for the haystack."""
+    rng = np.random.default_rng([seed, EVAL, 13, length, i])
+    words = distinct(rng, random_word, int(rng.integers(1, MAX_APPENDS + 1)))
+    ops, held = [], []
+    removals = int(rng.integers(1, min(MAX_REMOVALS, len(words)) + 1))
+    for w in words:  # after each append, maybe a removal while any are left to place
+        ops.append("+" + w)
+        held.append(w)
+        if removals and rng.random() < 0.5:
+            ops.append(_removal(rng, held))
+            removals -= 1
+    while removals and held:
+        ops.append(_removal(rng, held))
+        removals -= 1
+    return {"words": words, "ops": ops, "depths": np.sort(rng.random(len(ops))), "seed": int(rng.integers(2**31))}
+
+
+def _removal(rng: np.random.Generator, held: list[str]) -> str:
+    """A removal of a word held (``-WORD``) or of the last one (``pop``), taken off ``held``."""
+    if rng.random() < 0.5:
+        held.pop()
+        return "pop"
+    return "-" + held.pop(int(rng.integers(len(held))))
+
+
+def length_after(ops: list[str]) -> int:
+    """The list's length after the operations, by replaying them."""
+    held: list[str] = []
+    for op in ops:
+        if op == "pop":
+            held.pop()
+        elif op.startswith("-"):
+            held.remove(op[1:])
+        else:
+            held.append(op[1:])
+    return len(held)
+
+
+def prompt(length: int, tier: int, d: dict, haystack=None, encode=None) -> Prompt:
+    """One prompt of a draw at ``tier`` (tier 1: its appends alone, at their own depths)."""
+    keep = [i for i, op in enumerate(d["ops"]) if tier == 2 or op.startswith("+")]
+    ops = [d["ops"][i] for i in keep]
+    texts, answer = [(float(d["depths"][i]), d["ops"][i]) for i in keep], str(length_after(ops))
+    rng = np.random.default_rng(d["seed"])
+    if encode is None:
+        tokens, starts = assemble(length, texts, ASK + " " + answer, fill_source(haystack, length, rng))
+        answers = [(length - len(answer), length)]
+    else:
+        tail = [(" " + ASK, False), (" " + answer, True)]
+        ins = [(dep, [(" " + t, False)]) for dep, t in texts]
+        tokens, starts, answers = token_assemble(encode, length, ins, tail, rng, haystack)
+    return Prompt(tokens, "compact", starts, answers, [answer], meta={"tier": tier, "ops": ops})
+
+
+class LatentListTask(Task):
+    name = "list"
+    reads_stream = False  # its haystack: filler, or the whole split (haystack=corpus)
+    description = "state tracking: a list's length after appends (tier 1) and removals among them (tier 2)"
+    metrics = tuple(
+        Metric(
+            f"list_t{t}",
+            "list",
+            True,
+            f"list tier {t}: fraction of prompts whose length digit is exact ({what}; chance 1/10)",
+            threshold=0.5,
+            proportion=True,
+            chance=0.1,
+        )
+        for t, what in ((1, "appends only"), (2, "appends and removals"))
+    )
+    fields = {
+        "haystack": "filler or corpus",
+        "trials": "prompts per tier (the same draws in both tiers)",
+        "tier_order": "falls (tier 2 at most tier 1) or defect (the harder tier scored higher)",
+        "tokens": "bytes, or the outside tokenizer's class (eval --hf: the prompts in its tokens)",
+    }
+    options = {"trials": 30, "haystack": "filler"}
+    headline = "list_t2"
+    any_tokenizer = True
+    summary = ("list_t1", "list_t2")
+    order = 67
+
+    def check(self, options, lengths, context, n_tokens, protocol):
+        check_haystack(options, "list", lengths, n_tokens)
+        check_int(options, "list", "trials")
+        if short := [L for L in lengths if need(2) >= L]:
+            raise UsageError(f"list needs windows of more than {need(2)} tokens (its tier 2); got lengths {short}")
+
+    def protocol(self, options, protocol):
+        return options["haystack"], {"trials": options["trials"]}
+
+    def measure(self, ctx, length: int) -> dict:
+        o = ctx.options
+        hay = ctx.split_tokens if o["haystack"] == "corpus" else None
+        encode = encoder(ctx)
+        draws = [draw(ctx.seed, length, i) for i in range(o["trials"])]
+        metrics, intervals = {}, {}
+        for tier in (1, 2):
+            prompts = prompts_of(lambda d, tier=tier: prompt(length, tier, d, hay, encode), draws)
+            exact = [e[0] for e in answer_scores(ctx, prompts, DIGITS if encode is None else None)[0]]
+            m, lo, hi = mean_interval(exact)
+            metrics[f"list_t{tier}"], intervals[f"list_t{tier}"] = m, [lo, hi]
+        return {
+            "status": "ok",
+            "reason": None,
+            "metrics": metrics,
+            "intervals": intervals,
+            "details": {
+                "haystack": o["haystack"],
+                "trials": o["trials"],
+                "tier_order": tier_order(metrics["list_t1"], metrics["list_t2"]),
+                "tokens": "bytes" if encode is None else type(ctx.tokenizer).__name__,
+            },
+        }
+
+
+register_task(LatentListTask())

@@ -1,0 +1,88 @@
+"""The list task: tier 2's removals are each of something then in the list (replayed, the length is never negative),
+the window ends with the length; a model that replays every operation scores 1 in both tiers, one that counts the
+appends scores 1 alone and 0 with removals (every tier-2 draw has one, so the tiers fall), a uniform one exactly 1/10;
+an outside tokenizer's prompts end with the length's tokens; every draw fits a 128-token window."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from pebench.eval.tasks import TASKS
+from pebench.eval.tasks.latent_list import ASK, draw, length_after, need, prompt
+from support import task_ctx
+
+
+@pytest.mark.parametrize("i", range(30))
+def test_every_removal_takes_something_held_and_the_prompt_ends_with_the_length(i):
+    d = draw(0, 128, i)
+    appends = [op for op in d["ops"] if op.startswith("+")]
+    assert 1 <= len(d["ops"]) - len(appends) <= 3 and length_after(d["ops"]) == len(appends) - (
+        len(d["ops"]) - len(appends)
+    )
+    one, two = (bytes(prompt(128, t, d).tokens).decode() for t in (1, 2))
+    assert one.endswith(f"{ASK} {len(appends)}") and two.endswith(f"{ASK} {length_after(d['ops'])}")
+    assert re.findall(r"(?:[+-][a-z]+|pop)(?= )", two[: two.rfind(ASK)]) == d["ops"]  # in order
+    assert need(2) < 128
+
+
+class Replayer(torch.nn.Module):
+    """Byte logits that put, in the last slot, the length after replaying the operations (``all_ops``), or the number
+    of appends."""
+
+    def __init__(self, all_ops: bool):
+        super().__init__()
+        self.all_ops = all_ops
+
+    def forward(self, x):
+        out = torch.zeros(*x.shape, 256)
+        for r, row in enumerate(x):
+            text = bytes(row.tolist()).decode(errors="replace")
+            ops = re.findall(r"(?:[+-][a-z]+|pop)(?= )", text[: text.rfind(ASK)])
+            n = length_after(ops) if self.all_ops else sum(op.startswith("+") for op in ops)
+            out[r, len(text) - 2, ord(str(n))] = 10.0
+        return out
+
+
+class Uniform(torch.nn.Module):
+    def forward(self, x):
+        return torch.zeros(*x.shape, 256)
+
+
+@pytest.mark.parametrize(
+    "model,t1,t2",
+    [(Replayer(all_ops=True), 1.0, 1.0), (Replayer(all_ops=False), 1.0, 0.0), (Uniform(), 0.1, 0.1)],
+    ids=["replays", "counts-appends", "uniform"],
+)
+def test_a_replayer_scores_one_and_the_tiers_fall(model, t1, t2):
+    task = TASKS.get("list")
+    out = task.measure(task_ctx(model, **{**task.options, "trials": 10}), 128)
+    assert out["metrics"]["list_t1"] == pytest.approx(t1) and out["metrics"]["list_t2"] == pytest.approx(t2)
+    assert out["details"]["tier_order"] == "falls"
+
+
+def test_list_in_an_outside_tokenizers_tokens(tmp_path):
+    pytest.importorskip("transformers")
+    from pebench.eval import hf
+    from support import bpe_tokenizer, invoke, tiny_llama
+
+    model = tiny_llama(
+        tmp_path / "tiny", bpe_tokenizer(" ".join(["The grass is green. +ab -ab pop list length: 3"] * 200), 300)
+    )
+    tok = hf.open_model(str(model)).tokenizer
+
+    def encode(t):
+        return np.asarray(tok(t, add_special_tokens=False)["input_ids"], dtype=np.int64)
+
+    d = draw(0, 256, 4)
+    p = prompt(256, 2, d, encode=encode)
+    (a, b) = p.answers[0]
+    assert (
+        len(p.tokens) == 256 and b == 256 and tok.decode(p.tokens[a:b].tolist()).strip() == str(length_after(d["ops"]))
+    )
+    args = ["--task", "list", "--lengths", "4x", "--trials", "2", "--results", tmp_path / "r"]
+    r = invoke("eval", "--hf", model, *args)
+    assert r.exit_code == 0, r.output
