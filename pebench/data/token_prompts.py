@@ -18,6 +18,7 @@ from .ruler import (
     VT_ASK,
     VT_HEAD,
     Prompt,
+    assemble,
     distinct,
     fill_source,
     mqar_draw,
@@ -82,6 +83,26 @@ def token_assemble(
     tokens = np.concatenate(parts).astype(np.int64)
     assert len(tokens) == length, (len(tokens), length)
     return tokens, starts, answers
+
+
+def lay_out(
+    length: int,
+    texts: list[tuple[float, str]],
+    question: str,
+    answer: str,
+    rng: np.random.Generator,
+    haystack=None,
+    encode: Optional[Encode] = None,
+    whole: bool = False,
+) -> tuple[np.ndarray, list[int], list[tuple[int, int]]]:
+    """A prompt of inserts at depths, then "QUESTION ANSWER" ending the window: in bytes (``ruler.assemble``) or,
+    with ``encode``, in an outside tokenizer's tokens (each insert and the question after a space, the answer a word
+    of its own). Returns the tokens, the inserts' starts and the answer's [start, stop)."""
+    if encode is None:
+        tokens, starts = assemble(length, texts, question + " " + answer, fill_source(haystack, length, rng))
+        return tokens, starts, [(length - len(answer), length)]
+    tail = [(" " + question, False), (" " + answer, True)]
+    return token_assemble(encode, length, [(d, [(" " + t, False)]) for d, t in texts], tail, rng, haystack, whole)
 
 
 def _need(encode: Encode, inserts: list[str], tail: str, head: str = "") -> int:

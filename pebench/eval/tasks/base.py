@@ -384,6 +384,93 @@ def parse_floats(spec: Any, what: str, lo: float, hi: float) -> list[float]:
     return parse_list(spec, what, float, lo=lo, hi=hi)
 
 
+class DigitTiers(Task):
+    """A task of two difficulty tiers built from the same draws, whose answer is one teacher-forced digit scored
+    among the ten (bytes) or among the vocabulary (an outside tokenizer): ``NAME_t1`` and ``NAME_t2``, chance 1/10 in
+    bytes. A subclass gives ``draw(seed, length, i)``, ``prompt(length, tier, draw, haystack, encode)``, ``need(tier)``
+    (the bytes of a tier's longest prompt besides its haystack) and may add details (``more``)."""
+
+    reads_stream = False  # its haystack: filler, or the whole split (haystack=corpus)
+    any_tokenizer = True
+    options = {"trials": 30, "haystack": "filler"}
+    tier_fields = {
+        "haystack": "filler or corpus",
+        "trials": "prompts per tier (the same draws in both tiers)",
+        "tier_order": "falls (tier 2 at most tier 1) or defect (the harder tier scored higher)",
+        "tokens": "bytes, or the outside tokenizer's class (eval --hf: the prompts in its tokens)",
+    }
+
+    @staticmethod
+    def tier_metrics(name: str, tiers: tuple[str, str], what: str) -> tuple[Metric, ...]:
+        """The two metrics: ``what`` is scored, ``tiers`` say what each tier holds."""
+        return tuple(
+            Metric(
+                f"{name}_t{t}",
+                name,
+                True,
+                f"{name} tier {t}: {what} ({held}; chance 1/10)",
+                2,
+                threshold=0.5,
+                proportion=True,
+                chance=0.1,
+            )
+            for t, held in ((1, tiers[0]), (2, tiers[1]))
+        )
+
+    def draw(self, seed: int, length: int, i: int) -> dict:
+        raise NotImplementedError
+
+    def prompt(self, length: int, tier: int, d: dict, haystack=None, encode=None):
+        raise NotImplementedError
+
+    def need(self, tier: int) -> int:
+        raise NotImplementedError
+
+    def more(self, draws: list[dict], exact: dict[int, list[float]]) -> dict:
+        """Details of the subclass's own, from the draws and each tier's exact credits (none by default)."""
+        return {}
+
+    def check(self, options, lengths, context, n_tokens, protocol):
+        check_haystack(options, self.name, lengths, n_tokens)
+        check_int(options, self.name, "trials")
+        if short := [L for L in lengths if self.need(2) >= L]:
+            raise UsageError(
+                f"{self.name} needs windows of more than {self.need(2)} tokens (its tier 2); got lengths {short}"
+            )
+
+    def protocol(self, options, protocol):
+        return options["haystack"], {"trials": options["trials"]}
+
+    def measure(self, ctx, length: int) -> dict:
+        import numpy as np
+
+        o = ctx.options
+        hay = ctx.split_tokens if o["haystack"] == "corpus" else None
+        encode = encoder(ctx)
+        draws = [self.draw(ctx.seed, length, i) for i in range(o["trials"])]
+        digits = np.frombuffer(b"0123456789", dtype=np.uint8) if encode is None else None
+        metrics, intervals, exact = {}, {}, {}
+        for tier in (1, 2):
+            prompts = prompts_of(lambda d, tier=tier: self.prompt(length, tier, d, hay, encode), draws)
+            exact[tier] = [e[0] for e in answer_scores(ctx, prompts, digits)[0]]
+            m, lo, hi = mean_interval(exact[tier])
+            metrics[f"{self.name}_t{tier}"], intervals[f"{self.name}_t{tier}"] = m, [lo, hi]
+        order = tier_order(metrics[f"{self.name}_t1"], metrics[f"{self.name}_t2"])
+        return {
+            "status": "ok",
+            "reason": None,
+            "metrics": metrics,
+            "intervals": intervals,
+            "details": {
+                "haystack": o["haystack"],
+                "trials": o["trials"],
+                "tier_order": order,
+                "tokens": "bytes" if encode is None else type(ctx.tokenizer).__name__,
+                **self.more(draws, exact),
+            },
+        }
+
+
 __all__ = [
     "METRICS",
     "TASKS",

@@ -13,25 +13,12 @@ from __future__ import annotations
 import numpy as np
 
 from ...data.needles import EVAL
-from ...data.ruler import MAX_WORD, Prompt, assemble, distinct, fill_source, fixed_bytes, random_word
-from ...data.token_prompts import token_assemble
-from ...util.errors import UsageError
-from .base import (
-    Metric,
-    Task,
-    answer_scores,
-    check_haystack,
-    check_int,
-    encoder,
-    mean_interval,
-    prompts_of,
-    register_task,
-    tier_order,
-)
+from ...data.ruler import MAX_WORD, Prompt, distinct, fixed_bytes, random_word
+from ...data.token_prompts import lay_out
+from .base import DigitTiers, register_task
 
 ASK = "list length:"
 MAX_APPENDS, MAX_REMOVALS = 5, 3
-DIGITS = np.frombuffer(b"0123456789", dtype=np.uint8)
 
 
 def need(tier: int) -> int:
@@ -85,77 +72,22 @@ def prompt(length: int, tier: int, d: dict, haystack=None, encode=None) -> Promp
     keep = [i for i, op in enumerate(d["ops"]) if tier == 2 or op.startswith("+")]
     ops = [d["ops"][i] for i in keep]
     texts, answer = [(float(d["depths"][i]), d["ops"][i]) for i in keep], str(length_after(ops))
-    rng = np.random.default_rng(d["seed"])
-    if encode is None:
-        tokens, starts = assemble(length, texts, ASK + " " + answer, fill_source(haystack, length, rng))
-        answers = [(length - len(answer), length)]
-    else:
-        tail = [(" " + ASK, False), (" " + answer, True)]
-        ins = [(dep, [(" " + t, False)]) for dep, t in texts]
-        tokens, starts, answers = token_assemble(encode, length, ins, tail, rng, haystack)
+    tokens, starts, answers = lay_out(length, texts, ASK, answer, np.random.default_rng(d["seed"]), haystack, encode)
     return Prompt(tokens, "compact", starts, answers, [answer], meta={"tier": tier, "ops": ops})
 
 
-class LatentListTask(Task):
+class LatentListTask(DigitTiers):
     name = "list"
-    reads_stream = False  # its haystack: filler, or the whole split (haystack=corpus)
     description = "state tracking: a list's length after appends (tier 1) and removals among them (tier 2)"
-    metrics = tuple(
-        Metric(
-            f"list_t{t}",
-            "list",
-            True,
-            f"list tier {t}: fraction of prompts whose length digit is exact ({what}; chance 1/10)",
-            threshold=0.5,
-            proportion=True,
-            chance=0.1,
-        )
-        for t, what in ((1, "appends only"), (2, "appends and removals"))
+    metrics = DigitTiers.tier_metrics(
+        "list", ("appends only", "appends and removals"), "fraction of lengths exactly right"
     )
-    fields = {
-        "haystack": "filler or corpus",
-        "trials": "prompts per tier (the same draws in both tiers)",
-        "tier_order": "falls (tier 2 at most tier 1) or defect (the harder tier scored higher)",
-        "tokens": "bytes, or the outside tokenizer's class (eval --hf: the prompts in its tokens)",
-    }
-    options = {"trials": 30, "haystack": "filler"}
+    fields = DigitTiers.tier_fields
     headline = "list_t2"
-    any_tokenizer = True
     summary = ("list_t1", "list_t2")
     order = 67
 
-    def check(self, options, lengths, context, n_tokens, protocol):
-        check_haystack(options, "list", lengths, n_tokens)
-        check_int(options, "list", "trials")
-        if short := [L for L in lengths if need(2) >= L]:
-            raise UsageError(f"list needs windows of more than {need(2)} tokens (its tier 2); got lengths {short}")
-
-    def protocol(self, options, protocol):
-        return options["haystack"], {"trials": options["trials"]}
-
-    def measure(self, ctx, length: int) -> dict:
-        o = ctx.options
-        hay = ctx.split_tokens if o["haystack"] == "corpus" else None
-        encode = encoder(ctx)
-        draws = [draw(ctx.seed, length, i) for i in range(o["trials"])]
-        metrics, intervals = {}, {}
-        for tier in (1, 2):
-            prompts = prompts_of(lambda d, tier=tier: prompt(length, tier, d, hay, encode), draws)
-            exact = [e[0] for e in answer_scores(ctx, prompts, DIGITS if encode is None else None)[0]]
-            m, lo, hi = mean_interval(exact)
-            metrics[f"list_t{tier}"], intervals[f"list_t{tier}"] = m, [lo, hi]
-        return {
-            "status": "ok",
-            "reason": None,
-            "metrics": metrics,
-            "intervals": intervals,
-            "details": {
-                "haystack": o["haystack"],
-                "trials": o["trials"],
-                "tier_order": tier_order(metrics["list_t1"], metrics["list_t2"]),
-                "tokens": "bytes" if encode is None else type(ctx.tokenizer).__name__,
-            },
-        }
+    draw, prompt, need = staticmethod(draw), staticmethod(prompt), staticmethod(need)
 
 
 register_task(LatentListTask())
