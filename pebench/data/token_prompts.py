@@ -102,7 +102,7 @@ def lay_out(
         tokens, starts = assemble(length, texts, question + " " + answer, fill_source(haystack, length, rng))
         return tokens, starts, [(length - len(answer), length)]
     tail = [(" " + question, False), (" " + answer, True)]
-    return token_assemble(encode, length, [(d, [(" " + t, False)]) for d, t in texts], tail, rng, haystack, whole)
+    return token_assemble(encode, length, [(d, [(" " + t, False)]) for d, t in texts], tail, rng, haystack, whole=whole)
 
 
 def _need(encode: Encode, inserts: list[str], tail: str, head: str = "") -> int:

@@ -401,18 +401,17 @@ class DigitTiers(Task):
     }
 
     @staticmethod
-    def tier_metrics(name: str, tiers: tuple[str, str], what: str) -> tuple[Metric, ...]:
-        """The two metrics: ``what`` is scored, ``tiers`` say what each tier holds."""
+    def tier_metrics(name: str, tiers: tuple[str, str], what: str, chance: int = 10) -> tuple[Metric, ...]:
+        """The two metrics: ``what`` is scored, ``tiers`` say what each tier holds; chance 1/``chance``."""
         return tuple(
             Metric(
                 f"{name}_t{t}",
                 name,
                 True,
-                f"{name} tier {t}: {what} ({held}; chance 1/10)",
-                2,
+                f"{name} tier {t}: {what} ({held}; chance 1/{chance})",
                 threshold=0.5,
                 proportion=True,
-                chance=0.1,
+                chance=1.0 / chance,
             )
             for t, held in ((1, tiers[0]), (2, tiers[1]))
         )
