@@ -1,4 +1,4 @@
-"""The common task: the common word is marked 5 times, each other word once (tier 1) or 4 times (tier 2), and the
+"""The common task: the common word is marked 4 times, each other word once (tier 1) or 3 times (tier 2), and the
 window ends with it; a model that counts each word's marks ranks it first in both tiers, one that picks the first
 word marked twice is right alone and less often when the others repeat too (the tiers fall), a uniform one scores
 exactly 1/3; in an outside tokenizer's tokens the slot holds any of the three words."""
@@ -20,12 +20,12 @@ from support import task_ctx
 @pytest.mark.parametrize("i", range(20))
 def test_the_marks_are_counted_as_the_tiers_say(i):
     d = draw(0, 200, i)
-    for tier, rare in ((1, 1), (2, 4)):
+    for tier, rare in ((1, 1), (2, 3)):
         text = bytes(prompt(200, tier, d).tokens).decode()
         counts = Counter(re.findall(r"@([a-z]+)(?= )", text[: text.rfind(ASK)]))
-        assert counts == {d["words"][0]: 5, d["words"][1]: rare, d["words"][2]: rare}
+        assert counts == {d["words"][0]: 4, d["words"][1]: rare, d["words"][2]: rare}
         assert len(text) == 200 and text.endswith(f"{ASK} @{d['words'][0]}")
-    assert need(2) < 200
+    assert need(2) < 128  # fits a tiny model's context
 
 
 class Picker(torch.nn.Module):

@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from pebench.data.needles import NEEDLE, QUESTION
 from pebench.eval.tasks import TASKS
-from pebench.eval.tasks.pairs import DECOYS, PairsTask, prompt, variants
+from pebench.eval.tasks.pairs import DECOYS, NEEDLE, QUESTION, PairsTask, need, prompt, variants
 from support import task_ctx
 
 
@@ -35,6 +34,7 @@ def test_the_prompts_say_what_the_tiers_say():
         assert NEEDLE.format(key=draw["key"]) in text and p.answers == [(395, 400)]
     assert not any(v in bytes(one.tokens).decode() for v in draw["variants"])
     assert all(d.format(key=v) in bytes(two.tokens).decode() for d, v in zip(DECOYS, draw["variants"]))
+    assert need(2) < 128  # tier 2 fits a tiny model's context
 
 
 class Reader(torch.nn.Module):
@@ -50,7 +50,7 @@ class Reader(torch.nn.Module):
         for r, row in enumerate(x):
             text = bytes(row.tolist()).decode(errors="replace")
             q = text.rfind(QUESTION)
-            found = re.findall(r"The pass key is (\d{5})", text[:q]) if self.bound else re.findall(r"(\d{5})", text[:q])
+            found = re.findall(r"pass key is (\d{5})", text[:q]) if self.bound else re.findall(r"(\d{5})", text[:q])
             digits = (found[0] if self.bound else found[-1]).encode()
             start = len(text) - 5  # the slot: positions L-5 .. L-1, predicted by the logits one before each
             for j, d in enumerate(digits):

@@ -2,7 +2,7 @@
 Three words are marked ("@WORD") at random depths of filler or evaluation text, one of them more often than the
 others; the window ends with "most marked: @WORD" and the true word is ranked, by its log-likelihood in the slot,
 against the other two (ties split; chance 1/3). Two difficulty tiers from the same draws: ``common_t1`` the common
-word marked 5 times and the others once each, ``common_t2`` the others 4 times each (the same words and the common
+word marked 4 times and the others once each, ``common_t2`` the others 3 times each (the same words and the common
 word's marks at the same depths), so a model must count, not just notice a repeated word. A harder tier that scores
 higher is a defect of the generator (``details.tier_order``). Bytes for pebench's models; an outside model's tokens
 with ``eval --hf`` (the words drawn to take as many tokens as each other, so one slot holds any of them).
@@ -18,7 +18,7 @@ from ...data.token_prompts import lay_out
 from .base import DigitTiers, encoder, mean_interval, prompts_of, ranking_scores, register_task, tier_order
 
 MARK, ASK = "@{word}", "most marked:"
-COMMON, RARE = 5, (1, 4)  # the common word's marks; each other word's, by tier
+COMMON, RARE = 4, (1, 3)  # the common word's marks; each other word's, by tier
 
 
 def need(tier: int) -> int:
@@ -60,7 +60,7 @@ class CommonTask(DigitTiers):
     name = "common"
     description = "aggregation: which of three marked words is marked most, far apart (tier 1) or close (tier 2)"
     metrics = DigitTiers.tier_metrics(
-        "common", ("5 marks against 1 each", "5 marks against 4 each"), "credit of the most marked word ranked first", 3
+        "common", ("4 marks against 1 each", "4 marks against 3 each"), "credit of the most marked word ranked first", 3
     )
     fields = DigitTiers.tier_fields
     headline = "common_t1"

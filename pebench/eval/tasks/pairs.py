@@ -1,13 +1,13 @@
 """``pairs``: minimal pairs (NoCha, Karpinska et al. 2024, arXiv 2406.16264) under teacher forcing, on the passkey.
-A passkey prompt (the needle "The pass key is V. Remember it. V is the pass key." at a depth of filler or evaluation
-text, then "What is the pass key? The pass key is" and the answer slot): the true key V is ranked, by its
-log-likelihood in the slot, against two minimal variants of it, V with one digit changed at two different places.
-Credit 1 when V is above both (ties split), so chance is 1/3, and a format or position bias that favours any
-5-digit number cancels. Two difficulty tiers from the same draws (keys, variants, depths): ``pairs_t1`` the needle
-alone, ``pairs_t2`` the two variants also stand in the context as decoys with other names ("The code of the back
-door is V1."), so a model that copies a nearby number is at chance and one that binds the key to its name is not.
-A harder tier that scores higher is a defect of the generator: ``details.tier_order`` says whether the scores fall
-(``falls``) or not (``defect``). Bytes for pebench's models; an outside model's tokens with ``eval --hf`` (the variants
+A short passkey prompt (the needle "The pass key is V." at a depth of filler or evaluation text, then "What is the
+pass key? It is" and the answer slot): the true key V is ranked, by its log-likelihood in the slot, against two
+minimal variants of it, V with one digit changed at two different places. Credit 1 when V is above both (ties
+split), so chance is 1/3, and a format or position bias that favours any 5-digit number cancels. Two difficulty
+tiers from the same draws (keys, variants, depths): ``pairs_t1`` the needle alone, ``pairs_t2`` the two variants also
+stand in the context as decoys with other names ("The door code is V1."), so a model that copies a nearby number is
+at chance and one that binds the key to its name is not. A harder tier that scores higher is a defect of the
+generator: ``details.tier_order`` says whether the scores fall (``falls``) or not (``defect``). Tier 2 fits a tiny
+model's 128-token context. Bytes for pebench's models; an outside model's tokens with ``eval --hf`` (the variants
 drawn until they take as many tokens as the key, so one slot holds any of them).
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...data.needles import EVAL, KEY_DIGITS, NEEDLE, QUESTION, random_key
+from ...data.needles import EVAL, KEY_DIGITS, random_key
 from ...data.ruler import Prompt, assemble, fill_source, fixed_bytes
 from ...data.token_prompts import token_assemble
 from ...util.errors import UsageError
@@ -33,7 +33,8 @@ from .base import (
     tier_order,
 )
 
-DECOYS = ("The code of the back door is {key}.", "The number of the old locker is {key}.")
+NEEDLE, QUESTION = "The pass key is {key}.", "What is the pass key? It is"  # short: tier 2 fits 128 bytes
+DECOYS = ("The door code is {key}.", "The lock code is {key}.")
 TIERS = (1, 2)
 
 
