@@ -250,3 +250,18 @@ class TokenUniform(TokenOracle):
 
     def forward(self, x):
         return torch.zeros(*x.shape, self.vocab)
+
+
+def token_encoder(tok):
+    """text -> an outside tokenizer's ids (no special tokens), as pebench's tasks encode with ``eval --hf``."""
+    import numpy as np
+
+    return lambda text: np.asarray(tok(text, add_special_tokens=False)["input_ids"], dtype=np.int64)
+
+
+def tiny_outside(folder: Path, text: str, vocab: int = 300, context: int = 64):
+    """A tiny random Llama saved in ``folder`` with a BPE tokenizer trained on ``text``: (its folder, its tokenizer)."""
+    from pebench.eval import hf
+
+    model = tiny_llama(folder, bpe_tokenizer(text, vocab), context=context)
+    return model, hf.open_model(str(model)).tokenizer

@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-import numpy as np
 import pytest
 import torch
 
@@ -72,16 +71,10 @@ def test_a_counter_ranks_the_common_word_first_and_the_tiers_fall():
 
 def test_common_in_an_outside_tokenizers_tokens(tmp_path):
     pytest.importorskip("transformers")
-    from pebench.eval import hf
-    from support import bpe_tokenizer, invoke, tiny_llama
+    from support import invoke, tiny_outside, token_encoder
 
-    model = tiny_llama(
-        tmp_path / "tiny", bpe_tokenizer(" ".join(["The grass is green. most marked: @bamori"] * 200), 300)
-    )
-    tok = hf.open_model(str(model)).tokenizer
-
-    def encode(t):
-        return np.asarray(tok(t, add_special_tokens=False)["input_ids"], dtype=np.int64)
+    model, tok = tiny_outside(tmp_path / "tiny", " ".join(["The grass is green. most marked: @bamori"] * 200))
+    encode = token_encoder(tok)
 
     d = draw(0, 256, 3, encode)
     p = prompt(256, 2, d, encode=encode)

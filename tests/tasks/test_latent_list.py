@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pytest
 import torch
 
@@ -66,16 +65,10 @@ def test_a_replayer_scores_one_and_the_tiers_fall(model, t1, t2):
 
 def test_list_in_an_outside_tokenizers_tokens(tmp_path):
     pytest.importorskip("transformers")
-    from pebench.eval import hf
-    from support import bpe_tokenizer, invoke, tiny_llama
+    from support import invoke, tiny_outside, token_encoder
 
-    model = tiny_llama(
-        tmp_path / "tiny", bpe_tokenizer(" ".join(["The grass is green. +ab -ab pop list length: 3"] * 200), 300)
-    )
-    tok = hf.open_model(str(model)).tokenizer
-
-    def encode(t):
-        return np.asarray(tok(t, add_special_tokens=False)["input_ids"], dtype=np.int64)
+    model, tok = tiny_outside(tmp_path / "tiny", " ".join(["The grass is green. +ab -ab pop list length: 3"] * 200))
+    encode = token_encoder(tok)
 
     d = draw(0, 256, 4)
     p = prompt(256, 2, d, encode=encode)

@@ -17,7 +17,7 @@ from pebench.data.token_prompts import mqar_token_prompt, vt_token_prompt  # noq
 from pebench.eval import hf  # noqa: E402
 from pebench.eval.tasks import TASKS  # noqa: E402
 from pebench.eval.tasks.index import index_prompt  # noqa: E402
-from support import TokenOracle, TokenUniform, bpe_tokenizer, invoke, task_ctx, tiny_llama  # noqa: E402
+from support import TokenOracle, TokenUniform, bpe_tokenizer, invoke, task_ctx, tiny_llama, token_encoder  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -34,17 +34,13 @@ def tok(llama_bpe):
     return hf.open_model(str(llama_bpe)).tokenizer
 
 
-def encoder(tok):
-    return lambda t: np.asarray(tok(t, add_special_tokens=False)["input_ids"], dtype=np.int64)
-
-
 def decode(tok, ids) -> str:
     return tok.decode(np.asarray(ids).tolist())
 
 
 @pytest.mark.parametrize("form", ["standard", "compact"])
 def test_a_vt_prompt_in_tokens_says_what_the_byte_prompt_says(tok, form):
-    encode, L = encoder(tok), 700 if form == "standard" else 200
+    encode, L = token_encoder(tok), 700 if form == "standard" else 200
     p = vt_token_prompt(encode, np.random.default_rng(3), L, form, chains=2, hops=2)
     assert len(p.tokens) == L and p.form == form
     (a, b), names = p.answers[0], p.meta["names"]
@@ -58,7 +54,7 @@ def test_a_vt_prompt_in_tokens_says_what_the_byte_prompt_says(tok, form):
 
 
 def test_an_mqar_prompt_in_tokens_scores_each_queried_value(tok):
-    encode = encoder(tok)
+    encode = token_encoder(tok)
     p = mqar_token_prompt(encode, np.random.default_rng(5), 160, pairs=4, queries=3)
     assert len(p.tokens) == 160 and len(p.answers) == 3 and p.answers[-1][1] == 160
     for (a, b), value in zip(p.answers, p.texts):
@@ -71,7 +67,7 @@ def test_an_mqar_prompt_in_tokens_scores_each_queried_value(tok):
 
 @pytest.mark.parametrize("variant", ["after", "before", "position"])
 def test_an_index_prompt_in_tokens_ends_with_its_answer(tok, variant):
-    p = index_prompt(np.random.default_rng(9), variant, 160, 0.5, 8, 2, encode=encoder(tok))
+    p = index_prompt(np.random.default_rng(9), variant, 160, 0.5, 8, 2, encode=token_encoder(tok))
     (a, b) = p.answers[0]
     assert len(p.tokens) == 160 and b == 160 and decode(tok, p.tokens[a:b]).strip() == p.texts[0]
     assert "items: " + " ".join(p.meta["words"]) in decode(tok, p.tokens)

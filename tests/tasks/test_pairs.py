@@ -83,15 +83,12 @@ def test_a_copier_of_the_nearest_number_loses_to_the_decoys_and_the_tiers_fall()
 
 def test_pairs_in_an_outside_tokenizers_tokens(tmp_path):
     pytest.importorskip("transformers")
-    from pebench.eval import hf
-    from support import bpe_tokenizer, invoke, tiny_llama
+    from support import invoke, tiny_outside, token_encoder
 
-    text = " ".join(["The grass is green. The pass key is 12345. Remember it."] * 200)
-    model = tiny_llama(tmp_path / "tiny", bpe_tokenizer(text, 300), context=128)
-    tok = hf.open_model(str(model)).tokenizer
-
-    def encode(t):
-        return np.asarray(tok(t, add_special_tokens=False)["input_ids"], dtype=np.int64)
+    model, tok = tiny_outside(
+        tmp_path / "tiny", " ".join(["The grass is green. The pass key is 12345. Remember it."] * 200), context=128
+    )
+    encode = token_encoder(tok)
 
     draw = PairsTask.draw(0, 256, 1, encode)
     p = prompt(256, 2, 0.5, draw, encode=encode)
