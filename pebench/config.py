@@ -65,6 +65,12 @@ class ModelConfig:
     # sigmoid(x W_g), x the block's normed input at the query, W_g learned per head; elementwise (a gate per output
     # channel, the paper's best) or headwise (one per head); empty: no gate.
     output_gate: str = ""
+    # Selective attention (Leviathan et al. 2025, arXiv 2410.02703; pebench.model.selective): head 0's rectified
+    # logits, summed over the queries before, lower every head's logit of the keys they select; parameter-free.
+    selective: bool = False
+    # Scale-invariant attention (Anson et al. 2025, arXiv 2505.17083; pebench.model.scale_invariant): every logit at
+    # distance t becomes a_t logit + m_t, tau the scale below which it stays as it is; 0: off.
+    scale_invariant_tau: float = 0.0
     # Canon layers (Allen-Zhu 2025, arXiv 2512.17351; pebench.model.canon): a residual causal depthwise convolution over
     # the last 4 tokens at the points named, a subset of ABCD (A: attention input, B: q/k/v, C: MLP input, D: MLP
     # hidden); empty: none.
@@ -105,6 +111,8 @@ class ModelConfig:
             raise UsageError(
                 f"model.entmax_alpha must be >= 1 (1: softmax, 1.5, 2: sparsemax), got {self.entmax_alpha}"
             )
+        if self.scale_invariant_tau < 0:
+            raise UsageError(f"model.scale_invariant_tau must be > 0 (or 0: off), got {self.scale_invariant_tau:g}")
         if self.layers and len(self.layers) != self.n_layers:
             raise UsageError(f"model.layers has {len(self.layers)} entries for model.n_layers {self.n_layers}")
 
@@ -249,6 +257,8 @@ HASH_OMITTED: dict[str, Callable[[dict], bool]] = {
     "model.attention_sinks": lambda d: not d["model"]["attention_sinks"],
     "model.ssmax": lambda d: not d["model"]["ssmax"],
     "model.output_gate": lambda d: not d["model"]["output_gate"],
+    "model.selective": lambda d: not d["model"]["selective"],
+    "model.scale_invariant_tau": lambda d: not d["model"]["scale_invariant_tau"],
     "model.canon": lambda d: not d["model"]["canon"],
     "train.random_positions_float": lambda d: not d["train"]["random_positions_float"],
     "model.normaliser": lambda d: d["model"]["normaliser"] == "softmax",
@@ -533,6 +543,17 @@ class ConfigFlags:
         "--gate",
         "gated attention's output gate: elementwise | headwise (model.output_gate; default: none)",
     )
+    selective: Optional[bool] = _flag(  # also joins the config name
+        "model.selective",
+        "--selective",
+        "selective attention: head 0's rectified logits mask what later tokens see (model.selective)",
+        switch=True,
+    )
+    scale_invariant: Optional[float] = _flag(  # also joins the config name
+        "model.scale_invariant_tau",
+        "--scale-invariant",
+        "scale-invariant attention with this tau (tokens; the paper pairs it with p-rope; model.scale_invariant_tau)",
+    )
     canon: Optional[str] = _flag(  # also joins the config name
         "model.canon", "--canon", "Canon layers at the points named: ABCD or a subset (model.canon; default: none)"
     )
@@ -604,8 +625,8 @@ def with_steps(cfg: Config, steps: int) -> tuple[Config, list[str]]:
 
 def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
     """The config a command trains with, validated once, and notes on what a flag changed beyond itself. A needles
-    fraction, attention sinks, Scalable-Softmax and an output gate join the config name, so such runs never take the
-    names of runs without."""
+    fraction, attention sinks, Scalable-Softmax, an output gate, entmax, selective and scale-invariant attention and
+    Canon layers join the config name, so such runs never take the names of runs without."""
     given = flags.given()
     with naming_flags({k: f for k, (f, _) in given.items()}):
         cfg = load_config(flags.config or "tiny", tuple(flags.overlays))
@@ -624,6 +645,10 @@ def resolve_config(flags: ConfigFlags) -> tuple[Config, list[str]]:
             cfg = replace(cfg, name=f"{cfg.name}-gate" + ("" if flags.gate == "elementwise" else f"-{flags.gate}"))
         if flags.normaliser and flags.normaliser != "softmax":
             cfg = replace(cfg, name=f"{cfg.name}-{flags.normaliser}")
+        if flags.selective:
+            cfg = replace(cfg, name=f"{cfg.name}-selective")
+        if flags.scale_invariant:
+            cfg = replace(cfg, name=f"{cfg.name}-si{flags.scale_invariant:g}")
         if flags.canon:
             cfg = replace(cfg, name=f"{cfg.name}-canon" + ("" if flags.canon == "ABCD" else f"-{flags.canon}"))
         notes: list[str] = []

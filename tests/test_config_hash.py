@@ -116,6 +116,8 @@ def test_a_key_added_later_is_left_out_at_its_default_and_counts_when_set(key):
         "model.normaliser": "asentmax",
         "model.entmax_alpha": 2.0,
         "model.asentmax_bias": True,
+        "model.selective": True,
+        "model.scale_invariant_tau": 10.0,
         "train.random_positions_float": True,
         "model.layers": [{"pe": "rope", "window": 8}, {"pe": "none"}],
     }[key]

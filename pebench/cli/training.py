@@ -28,7 +28,19 @@ from .options import (
 # the placeholders a command's signature holds where cli.flags.takes puts a group's options
 NO_FLAGS, NO_EVAL_FLAGS, NO_LAUNCH_FLAGS = ConfigFlags(), EvalFlags(), LaunchFlags()
 # tune's grid trains plain models at a rate of its grid: the model options and one rate are not its flags
-TUNE_SKIPS = ("compile", "needles", "precision", "sinks", "ssmax", "gate", "canon", "normaliser", "lr")
+TUNE_SKIPS = (
+    "compile",
+    "needles",
+    "precision",
+    "sinks",
+    "ssmax",
+    "gate",
+    "canon",
+    "normaliser",
+    "lr",
+    "selective",
+    "scale_invariant",
+)
 
 
 @app.command()

@@ -150,6 +150,10 @@ def variant_label(
         label += " gate" + ("" if cfg.model.output_gate == "elementwise" else f"-{cfg.model.output_gate}")
     if cfg.model.normaliser != "softmax":  # trained with entmax attention (its alpha where not 1.5)
         label += f" {cfg.model.normaliser}" + ("" if cfg.model.entmax_alpha == 1.5 else f"{cfg.model.entmax_alpha:g}")
+    if cfg.model.selective:  # trained with selective attention
+        label += " selective"
+    if cfg.model.scale_invariant_tau:  # trained with scale-invariant attention at this tau
+        label += f" si{cfg.model.scale_invariant_tau:g}"
     if cfg.model.canon:  # trained with Canon layers at these points
         label += " canon" + ("" if cfg.model.canon == "ABCD" else f"-{cfg.model.canon}")
     if meta.get("recalibration"):

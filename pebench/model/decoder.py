@@ -5,8 +5,8 @@ embedding term, lets it rotate q and k, and passes its logit term to the attenti
 owns its attention (``owns_attention``) gives the scores or the weights itself. Nothing
 here depends on which scheme is in use, and no buffer is sized to the training context, so the model
 runs at any length its scheme can represent. The options any scheme takes live here, each off by default: a sink
-logit, Scalable-Softmax, the output gate, Canon layers (``canon``), entmax weights (``entmax``) and Random Float
-Sampling's positions.
+logit, Scalable-Softmax, the output gate, Canon layers (``canon``), entmax weights (``entmax``), selective attention
+(``selective``), scale-invariant attention (``scale_invariant``) and Random Float Sampling's positions.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from .patterns import LayerSpec, layers_of
 from .pe import PEContext, PositionalEncoding, build_pe
 from .pe.base import at_positions, scaled
 from .pe.layered import LayeredPE
+from .scale_invariant import attend_scale_invariant
+from .selective import selected, selection
 from .spans import Span, combined
 
 SSMAX_INIT = 0.43  # Scalable-Softmax's s at the start (Nakanishi 2025)
@@ -45,6 +47,23 @@ def scheme_options(cfg: ModelConfig) -> dict:
     return dict(cfg.pe_options.get(cfg.pe, {}) or {})
 
 
+def check_attention_options(cfg: ModelConfig, owns_attention: bool) -> None:
+    """Selective and scale-invariant attention act on softmax logits that the backends compute: neither with a scheme
+    that computes its attention itself, with entmax weights, a sink or each other (one line naming the pair)."""
+    for on, name in ((cfg.selective, "model.selective"), (cfg.scale_invariant_tau, "model.scale_invariant_tau")):
+        if not on:
+            continue
+        clash = (
+            (owns_attention, f"the scheme {cfg.pe!r}, which computes its attention itself"),
+            (cfg.normaliser != "softmax", f"model.normaliser {cfg.normaliser}"),
+            (cfg.attention_sinks, "model.attention_sinks"),
+            (cfg.selective and cfg.scale_invariant_tau, "the other of model.selective and model.scale_invariant_tau"),
+        )
+        for bad, what in clash:
+            if bad:
+                raise UsageError(f"{name} transforms softmax's logits and cannot be combined with {what}")
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: ModelConfig, layer: int, spec: Optional[LayerSpec] = None):
         super().__init__()
@@ -60,6 +79,7 @@ class CausalSelfAttention(nn.Module):
         self.gate = nn.Linear(cfg.d_model, width, bias=False) if width else None  # gated attention's W_g
         self.canon_b = canon_at(cfg.canon, "B", 3 * cfg.d_model)  # Canon-B on q, k and v (identity without)
         self.normaliser, self.alpha = cfg.normaliser, cfg.entmax_alpha  # softmax, or entmax weights
+        self.selective, self.si_tau = cfg.selective, cfg.scale_invariant_tau  # selective / scale-invariant attention
         self.adaptive = (
             AdaptiveScale(cfg.d_model, cfg.n_heads, bias=cfg.asentmax_bias) if cfg.normaliser == "asentmax" else None
         )
@@ -103,6 +123,8 @@ class CausalSelfAttention(nn.Module):
         if logit_scale is not None:  # whole logits times a per-query (per-head) factor: q scaled, and the term
             q = q * (logit_scale[:, None] if logit_scale.dim() == 1 else logit_scale[..., None]).to(q.dtype)
             mod = scaled(mod, logit_scale)
+        if self.selective:  # head 0's selections lower every head's logits of the keys they select
+            mod = selected(mod, selection(q, k, mod, q.shape[-1] ** -0.5))
         return q, k, v, mod
 
     def forward(
@@ -117,6 +139,8 @@ class CausalSelfAttention(nn.Module):
         scheme, j = pe.at_layer(self.layer)
         if scheme.owns_attention:  # stick-breaking, PaTH: its scores and weights, a block of queries at a time
             y = attend_normalised(q, k, v, scheme, j, x, span=self.span(pe))
+        elif self.si_tau:  # scale-invariant attention: every logit transformed by its distance
+            y = attend_scale_invariant(q, k, v, mod, self.si_tau, self.span(pe))
         elif self.normaliser != "softmax":  # entmax weights on the materialised scores, a block at a time
             y = attend_entmax(q, k, v, mod, self.alpha, self.span(pe))
         else:
@@ -130,6 +154,8 @@ class CausalSelfAttention(nn.Module):
         scheme, j = pe.at_layer(self.layer)
         if scheme.owns_attention:
             y = attend_normalised(q, k, v, scheme, j, x, start, span=self.span(pe))
+        elif self.si_tau:
+            y = attend_scale_invariant(q, k, v, mod, self.si_tau, self.span(pe), start)
         elif self.normaliser != "softmax":
             y = attend_entmax(q, k, v, mod, self.alpha, self.span(pe), start)
         else:
@@ -193,6 +219,7 @@ class DecoderLM(nn.Module):
                 f"train.random_positions_float needs train.random_positions and a scheme that reads positions as "
                 f"numbers (none, sinusoidal, rope and its family, alibi); {cfg.pe!r} is not one"
             )
+        check_attention_options(cfg, self.pe.owns_attention)
         if cfg.attention_sinks and self.pe.owns_attention:
             raise UsageError(f"model.attention_sinks adds a term to softmax; {cfg.pe!r} computes its attention itself")
         self.logit_scale = cfg.logit_scale

@@ -156,3 +156,12 @@ def test_the_clips_are_evaluated_when_named(rope_run):
     assert {"rope", "rope+clip-soft", "rope+clip-hard"} <= set(recs)
     assert recs["rope+clip-hard"]["pe_state"]["variant"] == "clip-hard"
     assert recs["rope+clip-hard"]["metrics"]["ppl"] != pytest.approx(recs["rope"]["metrics"]["ppl"], rel=1e-6)
+
+
+def test_string_is_evaluated_when_named(rope_run):
+    """`--rope-scaling string` writes its row (STRING's shifted positions, tests/pe/test_string.py)."""
+    r = invoke("eval", "--run", "rope-micro-s0", "--lengths", "64", "--rope-scaling", "string", "--results", rope_run)
+    assert r.exit_code == 0, r.output
+    recs = [json.loads(p.read_text()) for p in (rope_run / "records").rglob("*.json")]
+    rec = next(x for x in recs if x["label"] == "rope+string" and x["length"] == 64)
+    assert rec["pe_state"]["variant"] == "string" and rec["metrics"]["ppl"] > 1

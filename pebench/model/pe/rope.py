@@ -25,6 +25,10 @@ from .base import SCHEMES, PositionalEncoding
 
 RopeFn = Callable[..., tuple[torch.Tensor, float]]
 ROPE_VARIANTS: Registry[RopeFn] = Registry("RoPE scaling")
+# A variant that changes the scores, not only the frequencies (STRING's shifted positions, ``rope_string``): its name
+# -> ``fn(pe, q, k, start, seq_len)``, the scores of the queries from ``start`` against the keys; while such a variant
+# is set the scheme computes its attention itself (``owns_attention``).
+ROPE_ATTENTION: dict[str, Callable[..., torch.Tensor]] = {}
 # Every variant takes these; its other keyword parameters (with defaults) are its options, set in
 # ``pe_options.rope`` by name. A variant with a ``seq_len`` parameter is dynamic: its frequencies follow the actual
 # sequence length rather than a fixed factor.
@@ -163,7 +167,7 @@ def _clip_hard(head_dim, base, factor, original_context, n: int = 0):
 
 # evaluated only when named (--rope-scaling clip-soft), never under a run's ``all``: the main job's cost and the
 # records of the committed sets stay as they were
-NAMED_ONLY = ("clip-soft", "clip-hard")
+NAMED_ONLY = ("clip-soft", "clip-hard", "string")
 
 
 def canonical_variant(variant: str) -> str:
@@ -323,5 +327,16 @@ class RoPE(PositionalEncoding):
         return self.with_options(scaling=variant, factor=float(factor or 0.0), **settings)
 
     def rotate(self, q, k, positions, layer):
+        self._seq_len = positions.shape[0]  # the window's length (a variant's scores may depend on it: STRING's)
         cos, sin = self._cos_sin(positions, q.dtype)
         return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+    @property
+    def owns_attention(self) -> bool:
+        """True while a variant that computes the scores is set (``ROPE_ATTENTION``: STRING)."""
+        return self.variant in ROPE_ATTENTION
+
+    def attention_scores(self, q, k, layer, x, start):
+        if type(self).rotate is not RoPE.rotate or type(self).score_mod is not RoPE.score_mod:
+            raise UsageError(f"--rope-scaling {self.variant} applies to rope and p-rope, not {self.name!r}")
+        return ROPE_ATTENTION[self.variant](self, q, k, start, getattr(self, "_seq_len", k.shape[2]))
