@@ -45,8 +45,10 @@ HF_SCALINGS = {
     "longrope": ("factor", "original", "attention_factor", "short_factor", "long_factor"),
     "clip-soft": ("n", "original"),  # pebench's own (transformers has no such type): set on the built frequencies
     "clip-hard": ("n", "original"),
+    "string": ("offset", "local"),  # pebench's own: set as the scaled layers' attention (eval.outside_string)
 }
 CLIPS = ("clip-soft", "clip-hard")  # the clipped frequencies of model.pe.rope, on the model's default RoPE
+UNSCALED = CLIPS + ("string",)  # no rope_parameters of transformers' for these: the config stays as it is
 HF_ALIASES = {"dynamic-ntk": "dynamic"}  # pebench's spelling of Hugging Face's scaling
 PEBENCH_NAME = {"linear": "linear", "dynamic": "dynamic-ntk", "yarn": "yarn", "llama3": "llama3"}  # same maths here
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -85,7 +87,7 @@ def _value(key: str, text: str):
         if text.lower() not in ("true", "false"):
             raise ValueError(text)
         return text.lower() == "true"
-    return int(text) if key in ("original", "n") else float(text)
+    return int(text) if key in ("original", "n", "local") else float(text)
 
 
 def parse_hf_scalings(spec: Optional[str]) -> list[Scaling]:
@@ -454,6 +456,8 @@ def summary(config) -> dict:
 def scaling_params(s: Scaling, length: int, context: int) -> dict:
     """The rope parameters a user would put in the config for ``s`` at ``length`` (factor default L / context)."""
     p = dict(s.params)
+    if s.name == "string":  # its shift follows the window's length (eval.outside_string)
+        return {"rope_type": "string", "offset": float(p.get("offset", 0.33)), "local": int(p.get("local", 128))}
     if s.name in CLIPS:  # the same at every length: no factor
         return {
             "rope_type": s.name,
@@ -486,7 +490,7 @@ def scaled_config(config, s: Optional[Scaling], length: int, context: int):
     import copy
 
     cfg = copy.deepcopy(config)
-    if s is None or s.name in CLIPS:  # a clip is set on the built module's frequencies (apply_scaling)
+    if s is None or s.name in UNSCALED:  # set on the built module's frequencies or attention (apply_scaling)
         return cfg
     params = scaling_params(s, length, context)
     if s.name == "longrope":
@@ -547,8 +551,11 @@ def require_rope(o: Outside) -> None:
 def apply_scaling(o: Outside, s: Optional[Scaling], length: int) -> dict:
     """Rebuild the model's rotary modules from the config with ``s`` at ``length`` (fresh state each time: dynamic
     scaling's cached frequencies never leak from one length to the next). Returns the record's pe_state."""
+    from . import outside_string
+
     if s is not None:
         require_rope(o)
+    outside_string.uninstall(o.model.inner)
     cfg = scaled_config(o.config, s, length, o.context)
     mods = rotary_modules(o.model.inner)
     if o.rope and not mods:
@@ -565,6 +572,9 @@ def apply_scaling(o: Outside, s: Optional[Scaling], length: int) -> dict:
         if s is not None and s.name in CLIPS:
             _clip_frequencies(o.config, new, s, o.context)
     state = {"variant": s.name if s else "default", "context": o.context}
+    if s is not None and s.name == "string":
+        freqs = _string_layers(o.config, built[0], s)
+        state["string"] = outside_string.install(o.model.inner, o.config, freqs, length, s.params)
     if s is not None:
         state["rope_parameters"] = scaling_params(s, length, o.context)
         state["attention_factor"] = _attention_factor(built[0], scaled_types(o.config, s))
@@ -572,6 +582,19 @@ def apply_scaling(o: Outside, s: Optional[Scaling], length: int) -> dict:
             state["layers"] = scaled_types(o.config, s)  # the layer types scaled; the others as trained
     o.model.pe.state = state
     return state
+
+
+def _string_layers(config, module, s: Scaling) -> dict[int, tuple[torch.Tensor, int]]:
+    """STRING's layers: index -> (its type's inverse frequencies on the built rotary module, the rotary dimension),
+    for every layer of a type ``s`` scales that attends over its whole context (no sliding window)."""
+    per_type, types = per_layer_type(config), scaled_types(config, s)
+    kinds = getattr(config, "layer_types", None) or ["all"] * config.num_hidden_layers
+    out = {}
+    for i, kind in enumerate(kinds):
+        t = kind if per_type else "all"
+        if t in types and "sliding" not in kind:
+            out[i] = (getattr(module, f"{t}_inv_freq" if per_type else "inv_freq").double().cpu(), rope_dim(config))
+    return out
 
 
 def _clip_frequencies(config, module, s: Scaling, context: int) -> None:
