@@ -109,7 +109,7 @@ SUITES = {
         "context",
         "context",
         "classic",
-        "ppl,passkey,copy,niah,vt,mqar",
+        "ppl,passkey,copy,niah,vt,mqar,pairs,count,list,common,decoy",
         "results/context-runs",  # its runs and records; the committed set results/context takes them by `pack`
         trials=20,
         protocol=("sliding", 64),
@@ -117,7 +117,8 @@ SUITES = {
         task_opts=("niah.form=compact", "vt.form=compact", "niah.trials=10", "vt.trials=40", "mqar.trials=40"),
         description="the classic seven trained with retrieval data: ppl and ppl_far scored with "
         "long context (sliding, S = 64), passkey, copy, RULER's needles (compact form), "
-        "variable tracking, MQAR",
+        "variable tracking, MQAR, and the tiered tasks (minimal pairs, counting, a latent list, common words, "
+        "decoys a RoPE wavelength from the needle)",
     ),
     "patterns": Suite(
         "patterns",

@@ -337,6 +337,8 @@ def test_a_precision_outside_the_list_is_one_line_and_auto_keeps_the_config_hash
         "normaliser",
         "entmax_alpha",
         "asentmax_bias",
+        "selective",
+        "scale_invariant_tau",
     ):
         d["model"].pop(k)  # added later, left out at their defaults
     from pebench.config import LR_HASHED  # the rates of schemes added later: resolved into train.lr, left out
