@@ -24,7 +24,7 @@ from ...data.ruler import Prompt, distinct, random_number, random_word
 from ...data.token_prompts import lay_out
 from ...util.errors import UsageError
 from .base import (
-    Metric,
+    DigitTiers,
     Task,
     check_haystack,
     check_int,
@@ -137,25 +137,16 @@ class DecoyTask(Task):
     name = "decoy"
     reads_stream = False  # its haystack: filler, or the whole split (haystack=corpus)
     description = "a needle between two decoys a RoPE wavelength away, their names other words or one letter off"
-    metrics = tuple(
-        Metric(
-            f"decoy_t{t}",
-            "decoy",
-            True,
-            f"decoy tier {t}: credit of the needle's value ranked above both decoys' values ({what}; chance 1/3)",
-            threshold=0.5,
-            proportion=True,
-            chance=1.0 / 3.0,
-        )
-        for t, what in ((1, "the decoys' names other words"), (2, "their names the needle's, one letter changed"))
+    metrics = DigitTiers.tier_metrics(
+        "decoy",
+        ("the decoys' names other words", "their names the needle's, one letter changed"),
+        "credit of the needle's value ranked above both decoys' values",
+        chance=3,
     )
     fields = {
-        "haystack": "filler or corpus",
-        "trials": "prompts per tier (the same draws in both tiers)",
+        **DigitTiers.tier_fields,
         "distances": "the wavelengths (rounded, in tokens): decoy before to needle, needle to the decoy after",
         "rotation": "head_dim and base the wavelengths are computed for",
-        "tier_order": "falls (tier 2 at most tier 1) or defect (the harder tier scored higher)",
-        "tokens": "bytes, or the outside tokenizer's class (eval --hf: the prompts in its tokens)",
     }
     options = {"trials": 30, "haystack": "filler", "head_dim": 32, "base": 10000.0}
     headline = "decoy_t1"
