@@ -98,3 +98,14 @@ def test_eval_hf_runs_string_and_the_soft_clip_with_the_new_tasks(tmp_path):
     assert {("string", "ppl"), ("string", "count"), ("clip-soft", "ppl"), ("clip-soft", "count")} <= got
     rec = next(x for x in recs if x["label"].endswith("+string") and x["task"] == "ppl")
     assert rec["pe_state"]["string"] == {"shift": int(0.33 * 256), "local": 84}
+
+
+def test_rope_report_says_what_string_reads(tmp_path):
+    from transformers import LlamaConfig
+
+    LlamaConfig(vocab_size=300, hidden_size=64, num_attention_heads=4, max_position_embeddings=64).save_pretrained(
+        tmp_path
+    )
+    rep = hf.rope_report(str(tmp_path), "string:local=8", "4x")
+    assert rep.facts["string_shift"] == 84 and rep.facts["string_local"] == 8
+    assert rep.facts["max_position_read"] == 256 - 1 - 84 + 8

@@ -750,7 +750,22 @@ def rope_report(spec: str, scaling: Optional[str], length=None) -> RopeReport:
         head = lt == global_type(cfg)
         rows += [({"layer_type": lt} if per_layer_type(cfg) else {}) | r for r in type_rows]
         facts |= {(k if head else f"{lt}.{k}"): v for k, v in type_facts.items()}
+    if scalings and scalings[0].name == "string":  # the frequencies as trained; the positions read change
+        facts |= _string_facts(scalings[0], L)
     return RopeReport(rows, facts, traps(config, cfg, scalings[0] if scalings else None))
+
+
+def _string_facts(s: Scaling, length: int) -> dict:
+    """What STRING reads at ``length``: its shift S and local window W, and the largest relative position."""
+    from ..model.pe.rope_string import string_shift
+
+    shift, local = string_shift(length, float(s.params.get("offset", 0.33)), int(s.params.get("local", 128)))
+    return {
+        "rope_type": "string",
+        "string_shift": shift,
+        "string_local": local,
+        "max_position_read": length - 1 - shift + local,
+    }
 
 
 def _type_report(config, cfg, lt: str, L: int, ctx: int, clip: Optional[Scaling] = None) -> tuple[list[dict], dict]:
