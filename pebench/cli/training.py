@@ -227,7 +227,9 @@ def _catalog(results) -> list[str]:
         for n, text in described().items()
     ]
     out.append("model options (train/run flags, on any scheme):")
-    out += [f"  {flag:<12} {text or key}" for flag, key, text in _model_flags()]
+    flags = _model_flags()
+    width = max(len(flag) for flag, _, _ in flags)
+    out += [f"  {flag:<{width}} {text or key}" for flag, key, text in flags]
     out.append("training options (config keys, on any scheme; set in a config or an --overlay YAML):")
     out += [f"  train.{f.name:<24} {f.metadata['help']}" for f in fields(TrainConfig) if "help" in f.metadata]
     named_only = [v for v in all_variants() if not any(v in SCHEMES.get(n).variants() for n in SCHEMES.names())]

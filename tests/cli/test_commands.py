@@ -96,12 +96,20 @@ def test_list_shows_runs(trained):
 
 
 def test_list_shows_every_model_option_with_its_help():
-    """Each flag that sets a model key (sinks, ssmax, the output gate, Canon layers, the normaliser) is listed with the
-    help its command gives."""
+    """Each flag that sets a model key (sinks, ssmax, the output gate, selective and scale-invariant attention, Canon
+    layers, the normaliser) is listed with the help its command gives."""
     out = invoke("list").output
     section = out.split("model options", 1)[1].split("training options", 1)[0]
     flags = [line.split()[0] for line in section.splitlines()[1:] if line.strip()]
-    assert flags == ["--sinks", "--ssmax", "--gate", "--canon", "--normaliser"], section
+    assert flags == [
+        "--sinks",
+        "--ssmax",
+        "--gate",
+        "--selective",
+        "--scale-invariant",
+        "--canon",
+        "--normaliser",
+    ], section
     assert "elementwise | headwise" in section
     training = out.split("training options", 1)[1].split("evaluation-time variants", 1)[0]
     keys = [line.split()[0] for line in training.splitlines()[1:] if line.strip()]
