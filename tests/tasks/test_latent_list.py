@@ -1,7 +1,8 @@
 """The list task: tier 2's removals are each of something then in the list (replayed, the length is never negative),
-the window ends with the length; a model that replays every operation scores 1 in both tiers, one that counts the
-appends scores 1 alone and 0 with removals (every tier-2 draw has one, so the tiers fall), a uniform one exactly 1/10;
-an outside tokenizer's prompts end with the length's tokens; every draw fits a 128-token window."""
+the window ends with the length, the same in both tiers; a model that replays every operation scores 1 in both tiers,
+one that counts the appends scores 1 alone and 0 with removals (every tier-2 draw has one, so the tiers fall), one that
+always says the same digit scores alike in both (the planted defect of version 1: tier 2's lengths drawn smaller), a
+uniform one exactly 1/10; an outside tokenizer's prompts end with the length's tokens; every draw fits 128 tokens."""
 
 from __future__ import annotations
 
@@ -19,12 +20,15 @@ from support import task_ctx
 def test_every_removal_takes_something_held_and_the_prompt_ends_with_the_length(i):
     d = draw(0, 128, i)
     appends = [op for op in d["ops"] if op.startswith("+")]
-    assert 1 <= len(d["ops"]) - len(appends) <= 3 and length_after(d["ops"]) == len(appends) - (
-        len(d["ops"]) - len(appends)
-    )
+    removals = len(d["ops"]) - len(appends)
+    n = length_after(d["ops"])
+    assert 1 <= removals <= 3 and n == len(appends) - removals and 1 <= n <= 5
     one, two = (bytes(prompt(128, t, d).tokens).decode() for t in (1, 2))
-    assert one.endswith(f"{ASK} {len(appends)}") and two.endswith(f"{ASK} {length_after(d['ops'])}")
+    assert one.endswith(f"{ASK} {n}") and two.endswith(f"{ASK} {n}")  # one answer for both tiers
     assert re.findall(r"(?:[+-][a-z]+|pop)(?= )", two[: two.rfind(ASK)]) == d["ops"]  # in order
+    kept = re.findall(r"(?:[+-][a-z]+|pop)(?= )", one[: one.rfind(ASK)])
+    held = [op for op in appends if op in kept]
+    assert kept == held and len(kept) == n  # tier 1: the appends of the words that remain, in order
     assert need(2) < 128
 
 
@@ -49,6 +53,21 @@ class Replayer(torch.nn.Module):
 class Uniform(torch.nn.Module):
     def forward(self, x):
         return torch.zeros(*x.shape, 256)
+
+
+class Constant(torch.nn.Module):
+    """Byte logits that always say the digit 2 in the last slot (a prior over lengths, no reading at all)."""
+
+    def forward(self, x):
+        out = torch.zeros(*x.shape, 256)
+        out[:, -2, ord("2")] = 10.0
+        return out
+
+
+def test_a_constant_guess_scores_alike_in_both_tiers():
+    task = TASKS.get("list")
+    out = task.measure(task_ctx(Constant(), **{**task.options, "trials": 30}), 128)
+    assert out["metrics"]["list_t1"] == out["metrics"]["list_t2"] > 0
 
 
 @pytest.mark.parametrize(
