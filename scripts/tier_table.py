@@ -5,8 +5,8 @@ many of those do so beyond both intervals. Usage: python scripts/tier_table.py [
 (default results/methods2026; without --out, printed)."""
 
 import argparse
-from pathlib import Path
 from collections import defaultdict
+from pathlib import Path
 
 from pebench.findings.report import records_frame
 from pebench.results import ResultsDir
@@ -62,12 +62,7 @@ def main() -> None:
     df = records_frame(ResultsDir(a.set))
     tasks = df[df["task"].isin(TASKS)]
     context = int(tasks["train_context"].min()) if "train_context" in tasks else 128
-    lines = [
-        "# The tiered tasks across schemes",
-        "",
-        f"`python scripts/tier_table.py {a.set}`: each tier's mean credit over the draws a row has, per task.",
-        "",
-    ]
+    lines = [f"`python scripts/tier_table.py {a.set}`: each tier's mean credit over the draws a row has, per task.", ""]
     for L in sorted(tasks["length"].unique()):
         lines += table(df, int(L), context) + [""]
     text = "\n".join(lines)
