@@ -5,6 +5,7 @@ configs without it unchanged (``config.HASH_OMITTED``)."""
 import functools
 import gzip
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def _committed_runs() -> dict:
 @functools.cache  # one read of its YAML files per config name, not one per committed run
 def _base(name: str):
     """A recorded config name as planned: a built-in config, ``NAME-sinks`` (``--sinks``), ``NAME-canon`` (``--canon
-    ABCD``), ``NAME-entmax`` or ``NAME-asentmax`` (``--normaliser``), ``NAME-POINT`` (a scale suite's point) or
+    ABCD``), ``NAME-selective`` (``--selective``), ``NAME-siTAU`` (``--scale-invariant TAU``), ``NAME-entmax`` or ``NAME-asentmax`` (``--normaliser``), ``NAME-POINT`` (a scale suite's point) or
     ``NAME-STEM`` (``--overlay`` of a committed ``results/**/STEM.yaml``, such as ``results/scale/d256-tuned.yaml``)."""
     from pebench.jobs.suites import SCALE_POINTS
 
@@ -52,6 +53,12 @@ def _base(name: str):
     if name.endswith("-canon"):  # --canon ABCD
         base = _base(name[: -len("-canon")])
         return replace(base, model=replace(base.model, canon="ABCD"), name=name)
+    if name.endswith("-selective"):  # --selective
+        base = _base(name[: -len("-selective")])
+        return replace(base, model=replace(base.model, selective=True), name=name)
+    if m := re.fullmatch(r"(.+)-si([0-9.]+)", name):  # --scale-invariant TAU
+        base = _base(m.group(1))
+        return replace(base, model=replace(base.model, scale_invariant_tau=float(m.group(2))), name=name)
     for normaliser in ("entmax", "asentmax"):  # --normaliser
         if name.endswith(f"-{normaliser}"):
             base = _base(name[: -len(normaliser) - 1])
