@@ -40,8 +40,9 @@ def _committed_runs() -> dict:
 @functools.cache  # one read of its YAML files per config name, not one per committed run
 def _base(name: str):
     """A recorded config name as planned: a built-in config, ``NAME-sinks`` (``--sinks``), ``NAME-canon`` (``--canon
-    ABCD``), ``NAME-selective`` (``--selective``), ``NAME-siTAU`` (``--scale-invariant TAU``), ``NAME-entmax`` or ``NAME-asentmax`` (``--normaliser``), ``NAME-POINT`` (a scale suite's point) or
-    ``NAME-STEM`` (``--overlay`` of a committed ``results/**/STEM.yaml``, such as ``results/scale/d256-tuned.yaml``)."""
+    ABCD``), ``NAME-selective`` (``--selective``), ``NAME-siTAU`` (``--scale-invariant TAU``), ``NAME-entmax`` or
+    ``NAME-asentmax`` (``--normaliser``), ``NAME-POINT`` (a scale suite's point) or ``NAME-STEM`` (``--overlay`` of a
+    committed ``results/**/STEM.yaml``, such as ``results/scale/d256-tuned.yaml``)."""
     from pebench.jobs.suites import SCALE_POINTS
 
     for overlay in OVERLAYS:
