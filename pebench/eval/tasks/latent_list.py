@@ -5,10 +5,9 @@ N is scored, teacher-forced, among the ten digits (ties split; chance 1/10). Two
 with the same answer: ``list_t2`` appends and 1-3 removals among them (each of a word then in the list, or a pop of
 a non-empty list), ``list_t1`` only the appends of the words that remain (1-5), at the depths they have in tier 2.
 So the answer is the state after every operation, not a count of one kind of mark, and a model's prior over the
-digits scores alike in both tiers (version 1 drew tier 2's lengths smaller than tier 1's, and every one of 25 trained
-tiny models scored its harder tier higher: a defect of the generator, fixed in version 2). A harder tier that scores
-higher is a defect of the generator (``details.tier_order``). Bytes for pebench's models; an outside model's tokens
-with ``eval --hf``.
+digits scores alike in both tiers (drawn otherwise, with tier 2's lengths smaller, each of 25 trained tiny models
+scores its harder tier higher: a defect of the generator, which ``details.tier_order`` reports). Bytes for pebench's
+models; an outside model's tokens with ``eval --hf``.
 """
 
 from __future__ import annotations
