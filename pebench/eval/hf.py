@@ -574,7 +574,7 @@ def apply_scaling(o: Outside, s: Optional[Scaling], length: int) -> dict:
     state = {"variant": s.name if s else "default", "context": o.context}
     if s is not None and s.name == "string":
         freqs = _string_layers(o.config, built[0], s)
-        state["string"] = outside_string.install(o.model.inner, o.config, freqs, length, s.params)
+        state["string"] = outside_string.install(o.model.inner, freqs, length, s.params)
     if s is not None:
         state["rope_parameters"] = scaling_params(s, length, o.context)
         state["attention_factor"] = _attention_factor(built[0], scaled_types(o.config, s))

@@ -72,7 +72,7 @@ def _register() -> None:
     AttentionMaskInterface.register(NAME, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])  # boolean masks, as for SDPA
 
 
-def install(model, config, layer_freqs: dict[int, tuple[torch.Tensor, int]], length: int, params: dict) -> dict:
+def install(model, layer_freqs: dict[int, tuple[torch.Tensor, int]], length: int, params: dict) -> dict:
     """STRING on ``model`` for windows of ``length`` tokens on the layers of ``layer_freqs`` (index -> the
     inverse frequencies of its type and the rotary dimension), with the scaling's ``offset`` and ``local``; returns
     S and W for the record."""
