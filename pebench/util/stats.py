@@ -1,7 +1,7 @@
 """Statistics, from scipy: intervals over draws (Student t at any degrees of freedom), over trials (normal), for
 proportions (Wilson); the tests a prediction is decided by (one-sided t against a smallest effect, Welch's t,
-equivalence by two one-sided tests), Benjamini-Hochberg adjusted p-values for a family, and the power function that
-says how many fresh draws a prediction needs. Torch-free.
+equivalence by two one-sided tests), the exact sign test of paired prompts, Benjamini-Hochberg adjusted p-values
+for a family, and the power function that says how many fresh draws a prediction needs. Torch-free.
 
 A test's unit is a draw (one trained model). Every p-value here is one-sided where the prediction has a direction:
 the probability, if the effect were only the smallest one that matters (``delta``) or less, of a mean at least as
@@ -134,6 +134,17 @@ def equivalence(diffs: list[float], bound: float) -> Test:
         p = max(p_lo, p_hi)
     h = t_quantile(n - 1, 0.90) * se
     return Test(p, m, m - h, m + h, n, f"equivalence within ±{bound:.3g}")
+
+
+def sign_test(diffs: list[float]) -> tuple[float, int]:
+    """One-sided exact sign test that paired differences lean positive: the binomial p-value (probability 1/2 a
+    side) of at least as many positive differences among the nonzero ones, and how many were nonzero (zeros, the
+    pairs that tie, say nothing about a direction and are dropped). p is 1 where every pair ties."""
+    x = np.asarray(diffs, dtype=float)
+    pos, n = int((x > 0).sum()), int((x != 0).sum())
+    if n == 0:
+        return 1.0, 0
+    return float(_st.binomtest(pos, n, 0.5, alternative="greater").pvalue), n
 
 
 def bh_adjust(pvalues: list[float]) -> list[float]:

@@ -325,10 +325,30 @@ def prompts_of(make: Callable[[Any], Any], items) -> list:
         raise UsageError(str(e)) from None
 
 
+TIER_LEVEL = 0.01  # a harder tier above the easier one at this one-sided level fails the generator (tests/tasks)
+
+
 def tier_order(easier: float, harder: float) -> str:
     """``falls`` where the harder tier scores at most the easier one, else ``defect`` (of the generator: the tiers
     do not order what they claim to)."""
     return "falls" if harder <= easier else "defect"
+
+
+def tier_details(easier: list[float], harder: list[float]) -> dict:
+    """How two tiers scored over the same draws (prompt i of each tier built from draw i): ``tier_order`` by their
+    means, and the paired evidence that the harder tier scores higher, the exact sign test over the draws whose
+    credits differ (``tier_p``, one-sided; ``tier_pairs``, how many differed). A ``tier_p`` below ``TIER_LEVEL`` is
+    a generator defect beyond the prompts' noise."""
+    from ...util.stats import sign_test
+
+    if len(easier) != len(harder):
+        raise ValueError(f"tiers are paired by draw: {len(easier)} prompts against {len(harder)}")
+    p, n = sign_test([h - e for e, h in zip(easier, harder)])
+    return {
+        "tier_order": tier_order(sum(easier) / len(easier), sum(harder) / len(harder)),
+        "tier_p": p,
+        "tier_pairs": n,
+    }
 
 
 def encoder(ctx):
@@ -397,6 +417,8 @@ class DigitTiers(Task):
         "haystack": "filler or corpus",
         "trials": "prompts per tier (the same draws in both tiers)",
         "tier_order": "falls (tier 2 at most tier 1) or defect (the harder tier scored higher)",
+        "tier_p": "one-sided exact sign test that tier 2 scores above tier 1, paired by draw (below 0.01: a defect)",
+        "tier_pairs": "draws whose two tiers' credits differ (the sign test's draws)",
         "tokens": "bytes, or the outside tokenizer's class (eval --hf: the prompts in its tokens)",
     }
 
@@ -454,7 +476,6 @@ class DigitTiers(Task):
             exact[tier] = [e[0] for e in answer_scores(ctx, prompts, digits)[0]]
             m, lo, hi = mean_interval(exact[tier])
             metrics[f"{self.name}_t{tier}"], intervals[f"{self.name}_t{tier}"] = m, [lo, hi]
-        order = tier_order(metrics[f"{self.name}_t1"], metrics[f"{self.name}_t2"])
         return {
             "status": "ok",
             "reason": None,
@@ -463,7 +484,7 @@ class DigitTiers(Task):
             "details": {
                 "haystack": o["haystack"],
                 "trials": o["trials"],
-                "tier_order": order,
+                **tier_details(exact[1], exact[2]),
                 "tokens": "bytes" if encode is None else type(ctx.tokenizer).__name__,
                 **self.more(draws, exact),
             },

@@ -4,56 +4,29 @@ others; the window ends with "most marked: @WORD" and the true word is ranked, b
 against the other two (ties split; chance 1/3). Two difficulty tiers from the same draws: ``common_t1`` the common
 word marked 4 times and the others once each, ``common_t2`` the others 3 times each (the same words and the common
 word's marks at the same depths), so a model must count, not just notice a repeated word. A harder tier that scores
-higher is a defect of the generator (``details.tier_order``). Bytes for pebench's models; an outside model's tokens
-with ``eval --hf`` (the words drawn to take as many tokens as each other, so one slot holds any of them).
+higher is a defect of the generator (``details.tier_order``, ``tier_p``). The prompts' form is data.aggregation's
+(whose training documents of the same name train it). Bytes for pebench's models; an outside model's tokens with
+``eval --hf`` (the words drawn to take as many tokens as each other, so one slot holds any of them).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ...data.aggregation import COMMON_ASK as ASK
+from ...data.aggregation import MARK, common_draw, common_prompt
+from ...data.aggregation import common_need as need
 from ...data.needles import EVAL
-from ...data.ruler import MAX_WORD, Prompt, distinct, fixed_bytes, random_word
-from ...data.token_prompts import lay_out
-from .base import DigitTiers, encoder, mean_interval, prompts_of, ranking_scores, register_task, tier_order
+from .base import DigitTiers, encoder, mean_interval, prompts_of, ranking_scores, register_task, tier_details
 
-MARK, ASK = "@{word}", "most marked:"
-COMMON, RARE = 4, (1, 3)  # the common word's marks; each other word's, by tier
+__all__ = ["ASK", "MARK", "draw", "need", "prompt"]
 
-
-def need(tier: int) -> int:
-    """Bytes of a tier's prompt that are not haystack, at the longest words."""
-    return fixed_bytes([MARK.format(word="x" * MAX_WORD)] * (COMMON + 2 * RARE[tier - 1]), ASK + " @" + "x" * MAX_WORD)
+prompt = common_prompt
 
 
 def draw(seed: int, length: int, i: int, encode=None) -> dict:
-    """The i-th draw of a length: three words (the first the common one; of one width in bytes, or with ``encode``
-    in tokens), the
-    depths of every mark tier 2 places (tier 1 keeps the first of each other word's), a seed for the haystack."""
-    rng = np.random.default_rng([seed, EVAL, 14, length, i])
-    first = random_word(rng)  # the others as long: in bytes or in tokens, one slot holds any of the three
-    width = len(first) if encode is None else len(encode(" @" + first))
-    ok = (lambda w: len(w) == width) if encode is None else (lambda w: len(encode(" @" + w)) == width)
-    words = [first] + distinct(rng, random_word, 2, [first], ok)
-    return {"words": words, "depths": rng.random(COMMON + 2 * RARE[1]), "seed": int(rng.integers(2**31))}
-
-
-def prompt(length: int, tier: int, d: dict, haystack=None, encode=None) -> Prompt:
-    words, rare, dep = d["words"], RARE[tier - 1], d["depths"]
-    texts = [(float(dep[j]), MARK.format(word=words[0])) for j in range(COMMON)]
-    texts += [
-        (float(dep[COMMON + k * RARE[1] + j]), MARK.format(word=w))
-        for k, w in enumerate(words[1:])
-        for j in range(rare)
-    ]
-    rng = np.random.default_rng(d["seed"])
-    tokens, starts, answers = lay_out(length, texts, ASK, "@" + words[0], rng, haystack, encode, whole=True)
-    meta = (
-        {"tier": tier}
-        if encode is None
-        else {"tier": tier, "slot": {"@" + w: encode(" @" + w).tolist() for w in words}}
-    )
-    return Prompt(tokens, "compact", starts, answers, ["@" + words[0]], ["@" + w for w in words[1:]], meta)
+    """The i-th draw of a length (data.aggregation.common_draw from the evaluation's seeds)."""
+    return common_draw(np.random.default_rng([seed, EVAL, 14, length, i]), encode)
 
 
 class CommonTask(DigitTiers):
@@ -74,13 +47,13 @@ class CommonTask(DigitTiers):
         hay = ctx.split_tokens if o["haystack"] == "corpus" else None
         encode = encoder(ctx)
         draws = [draw(ctx.seed, length, i, encode) for i in range(o["trials"])]
-        metrics, intervals = {}, {}
+        metrics, intervals, credit = {}, {}, {}
         for tier in (1, 2):
             prompts = prompts_of(lambda d, tier=tier: prompt(length, tier, d, hay, encode), draws)
-            m, lo, hi = mean_interval([s[0] for s in ranking_scores(ctx, prompts)])
+            credit[tier] = [s[0] for s in ranking_scores(ctx, prompts)]
+            m, lo, hi = mean_interval(credit[tier])
             metrics[f"common_t{tier}"], intervals[f"common_t{tier}"] = m, [lo, hi]
-        details = {"haystack": o["haystack"], "trials": o["trials"]}
-        details["tier_order"] = tier_order(metrics["common_t1"], metrics["common_t2"])
+        details = {"haystack": o["haystack"], "trials": o["trials"], **tier_details(credit[1], credit[2])}
         details["tokens"] = "bytes" if encode is None else type(ctx.tokenizer).__name__
         return {"status": "ok", "reason": None, "metrics": metrics, "intervals": intervals, "details": details}
 

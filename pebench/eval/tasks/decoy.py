@@ -33,7 +33,7 @@ from .base import (
     ranking_scores,
     register_task,
     summarize,
-    tier_order,
+    tier_details,
 )
 
 NEEDLE, DIGITS, LETTERS = "{name}: {value}.", 5, "abcdefghijklmnopqrstuvwxyz"
@@ -175,10 +175,11 @@ class DecoyTask(Task):
         encode = encoder(ctx)
         hd, base = int(o["head_dim"]), float(o["base"])
         draws = [draw(ctx.seed, length, i, encode) for i in range(o["trials"])]
-        metrics, intervals = {}, {}
+        metrics, intervals, credit = {}, {}, {}
         for tier in TIERS:
             prompts = prompts_of(lambda x, tier=tier: prompt(length, tier, x, hd, base, hay, encode), draws)
-            metrics[f"decoy_t{tier}"], intervals[f"decoy_t{tier}"] = summarize(ranking_scores(ctx, prompts), True)
+            credit[tier] = [s[0] for s in ranking_scores(ctx, prompts)]
+            metrics[f"decoy_t{tier}"], intervals[f"decoy_t{tier}"] = summarize([[c] for c in credit[tier]], True)
         before, after, _ = plan(length, hd, base, encode)
         return {
             "status": "ok",
@@ -190,7 +191,7 @@ class DecoyTask(Task):
                 "trials": o["trials"],
                 "distances": [before, after],
                 "rotation": {"head_dim": hd, "base": base},
-                "tier_order": tier_order(metrics["decoy_t1"], metrics["decoy_t2"]),
+                **tier_details(credit[1], credit[2]),
                 "tokens": "bytes" if encode is None else type(ctx.tokenizer).__name__,
             },
         }

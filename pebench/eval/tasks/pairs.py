@@ -20,6 +20,7 @@ from ...data.ruler import Prompt, assemble, fill_source, fixed_bytes
 from ...data.token_prompts import token_assemble
 from ...util.errors import UsageError
 from .base import (
+    DigitTiers,
     Metric,
     Task,
     check_haystack,
@@ -30,7 +31,7 @@ from .base import (
     ranking_scores,
     register_task,
     summarize_by_depth,
-    tier_order,
+    tier_details,
 )
 
 NEEDLE, QUESTION = "The pass key is {key}.", "What is the pass key? It is"  # short: tier 2 fits 128 bytes
@@ -94,11 +95,9 @@ class PairsTask(Task):
         for t, what in ((1, "the needle alone"), (2, "the variants also in the context as decoys"))
     )
     fields = {
-        "haystack": "filler or corpus",
+        **DigitTiers.tier_fields,
         "trials": "prompts per tier and depth (the same draws in both tiers)",
         "cells": "per tier and depth: {variant, depth, trials, score, score_ci}",
-        "tier_order": "falls (tier 2 at most tier 1) or defect (the harder tier scored higher)",
-        "tokens": "bytes, or the outside tokenizer's class (eval --hf: the prompts in its tokens)",
     }
     options = {"trials": 20, "depths": "0,0.5,1", "haystack": "filler"}
     headline = "pairs_t1"
@@ -122,18 +121,17 @@ class PairsTask(Task):
         hay = ctx.split_tokens if o["haystack"] == "corpus" else None
         encode = encoder(ctx)
         draws = [self.draw(ctx.seed, length, i, encode) for i in range(len(depths) * o["trials"])]
-        metrics, intervals, cells = {}, {}, []
+        metrics, intervals, cells, credit = {}, {}, [], {}
         for tier in TIERS:
             prompts = prompts_of(
                 lambda i, tier=tier: prompt(length, tier, depths[i // o["trials"]], draws[i], hay, encode),
                 range(len(draws)),
             )
             name = f"pairs_t{tier}"
-            metrics[name], intervals[name], by_depth = summarize_by_depth(
-                ranking_scores(ctx, prompts), True, f"t{tier}", depths, o["trials"]
-            )
+            scores = ranking_scores(ctx, prompts)
+            credit[tier] = [s[0] for s in scores]
+            metrics[name], intervals[name], by_depth = summarize_by_depth(scores, True, f"t{tier}", depths, o["trials"])
             cells += by_depth
-        order = tier_order(metrics["pairs_t1"], metrics["pairs_t2"])
         return {
             "status": "ok",
             "reason": None,
@@ -143,7 +141,7 @@ class PairsTask(Task):
                 "haystack": o["haystack"],
                 "trials": o["trials"],
                 "cells": cells,
-                "tier_order": order,
+                **tier_details(credit[1], credit[2]),
                 "tokens": "bytes" if encode is None else type(ctx.tokenizer).__name__,
             },
         }
