@@ -288,3 +288,29 @@ def test_finished_by_seed_finds_a_labels_finished_runs_over_folders(tmp_path):
         1: (a.root, "rope-tiny-s1"),
         2: (b.root, "rope-tiny-s2"),
     }
+
+
+def test_analyze_reads_the_attention_eval_scores_under_a_logit_scale(tmp_path):
+    """--logit-scale as eval takes it: beyond the context log-n multiplies every query's logits by at least 1, so
+    the first layer's entropy (its inputs unchanged) falls for each head, query by query (a softmax's entropy falls
+    as its logits are scaled up); within the context the factor is 1 and nothing changes. A bad name: one line."""
+    import json
+
+    cfg = tmp_path / "micro.yaml"
+    cfg.write_text(yaml.safe_dump(MICRO))
+    res = tmp_path / "res"
+    assert runner.invoke(app, ["train", "--pe", "none", "--config", str(cfg), "--results", str(res)]).exit_code == 0
+    data = {}
+    for name, extra in (("plain", []), ("logn", ["--logit-scale", "logn:gamma=2"])):
+        args = ["analyze", "--lengths", "1x,4x", "--tokens", "256", "--results", str(res)]
+        r = runner.invoke(app, [*args, "--out", str(tmp_path / name), *extra])
+        assert r.exit_code == 0, r.output
+        data[name] = json.loads((tmp_path / name / "analysis.json").read_text())["runs"][0]
+    plain, logn = data["plain"], data["logn"]
+    assert plain["label"] == "none" and logn["label"] == "none+logn:gamma=2" and logn["logit_scale"] == "logn:gamma=2"
+    T = plain["context"]
+    assert np.allclose(logn["stats"][str(T)]["entropy"], plain["stats"][str(T)]["entropy"], atol=1e-6)
+    far_plain, far_logn = plain["stats"][str(4 * T)]["entropy"][0], logn["stats"][str(4 * T)]["entropy"][0]
+    assert all(b < a for a, b in zip(far_plain, far_logn)), (far_plain, far_logn)
+    r = runner.invoke(app, ["analyze", "--logit-scale", "bogus", "--results", str(res), "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "unknown logit scale 'bogus'" in r.output and "Traceback" not in r.output

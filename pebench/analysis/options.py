@@ -18,3 +18,4 @@ class AnalyzeOptions:
     window_k: float = WINDOW_K
     device: str = "auto"
     out: Optional[Path] = None  # where the files go (default: RESULTS/analysis)
+    logit_scale: Optional[str] = None  # eval's --logit-scale, the logits scaled as evaluated (default: the run's own)

@@ -26,15 +26,16 @@ from .encodings import (
 from .options import AnalyzeOptions
 
 
-def ppl_by_length(results: ResultsDir, run: str) -> dict:
-    """Validation perplexity of the run's own records (nonoverlap, no RoPE scaling), by length."""
+def ppl_by_length(results: ResultsDir, run: str, variant: str = "none") -> dict:
+    """Validation perplexity of the run's own records (nonoverlap, the variant analysed: by default no RoPE
+    scaling), by length."""
     out = {}
     for rec in results.iter_records([]):
         if (
             rec["run"] == run
             and rec["task"] == "ppl"
             and rec["protocol"] == "nonoverlap"
-            and rec["variant"] == "none"
+            and rec["variant"] == variant
             and rec.get("split", "validation") == "validation"
             and rec["status"] == "ok"
         ):
@@ -66,9 +67,13 @@ def analyze_run(results: ResultsDir, run: str, opts: AnalyzeOptions) -> dict:
     from ..eval.evaluate import eval_lengths, variant_label
     from ..model.checkpoint import load_run_model
     from ..model.device import resolve_device
+    from ..model.logit_scales import check_logit_scale
 
     dev = resolve_device(opts.device)
     cfg, meta, model = load_run_model(results, run, dev)
+    if opts.logit_scale is not None:
+        check_logit_scale(opts.logit_scale)  # one line naming the valid ones
+        model.logit_scale = opts.logit_scale  # the attention analysed is the one eval --logit-scale scores
     T = cfg.model.context
     lengths = sorted(set(eval_lengths(cfg, opts.lengths)) | {T})
     stream = prepare_corpus(cfg.train.data, results.cache, cfg.train.text_field).tokens("validation")
@@ -82,17 +87,18 @@ def analyze_run(results: ResultsDir, run: str, opts: AnalyzeOptions) -> dict:
             continue
         win = windows_of(stream, L, opts.tokens).to(dev)
         stats[str(L)] = attention_stats(model, win, far=T, batch=max(1, cfg.eval.batch_tokens // L))
-    _, label = variant_label(cfg, model.pe, meta)
+    variant, label = variant_label(cfg, model.pe, meta, opts.logit_scale)
     return {
         "run": run,
         "scheme": cfg.model.pe,
         "label": label,
+        "logit_scale": model.logit_scale,
         "context": T,
         "lengths": lengths,
         "head_dim": cfg.model.d_model // cfg.model.n_heads,
         "rope_base": model.pe.describe(T).get("base"),  # the scheme's rotary base; None without rotation
         "stats": stats,
-        "ppl": ppl_by_length(results, run),
+        "ppl": ppl_by_length(results, run, variant),
         "encoding": _encoding(model.pe, T, max(lengths), opts.window_k),
     }
 

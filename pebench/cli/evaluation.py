@@ -77,10 +77,10 @@ def outside_next(task: str) -> str:
 
 @app.command()
 @handle_errors
-@takes(EvalFlags, "ev", only=("lengths",))
+@takes(EvalFlags, "ev", only=("lengths", "logit_scale"))
 def analyze(
     run: Optional[List[str]] = RunOpt,
-    ev: EvalFlags = NO_EVAL_FLAGS,  # --lengths (made by cli.flags.takes)
+    ev: EvalFlags = NO_EVAL_FLAGS,  # --lengths, --logit-scale (made by cli.flags.takes)
     tokens: int = typer.Option(AnalyzeOptions.tokens, "--tokens", help="validation tokens analysed per length"),
     window_k: float = typer.Option(
         round(AnalyzeOptions.window_k, 3), "--window-k", help="window: distance where a head's bias falls k nats"
@@ -108,7 +108,7 @@ def analyze(
         data = run_analyze(
             rd,
             [n for r in run for n in parse_list(r, "--run")] if run else None,
-            AnalyzeOptions(ev.lengths, tokens, window_k, device, out),
+            AnalyzeOptions(ev.lengths, tokens, window_k, device, out, ev.logit_scale),
             on_run=lambda a: console.echo(f"analysed {a['run']}"),
         )
     console.echo(console.analysis_table(data["drift"]))
