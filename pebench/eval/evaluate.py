@@ -33,7 +33,7 @@ from ..util.parsing import parse_list, parse_scaling, parse_spec, typed_value
 from ..util.progress import Reporter
 from ..util.registry import unknown_name_message
 from .flags import EvalSettings
-from .scoring import Protocol
+from .scoring import Journal, Protocol
 from .tasks import TASKS, EvalContext, Task, resolve_tasks, task_names, task_options
 
 if TYPE_CHECKING:
@@ -377,6 +377,7 @@ def _evaluate_task(
             if not prepared:
                 task.prepare(ctx)
                 prepared = True
+            ctx.journal = _journal(results, rec, prov, req)
             value = _measure(task, ctx, L)
             if value["status"] == "ok":
                 value["chance"] = task.chances(ctx.options, ctx.vocab, value["metrics"])
@@ -387,10 +388,24 @@ def _evaluate_task(
         task.check_record(rec)
         _require_finite(rec, f"{head['run']}: {task.name} at {int(L)} tokens")
         results.write_record(rec)
+        if ctx.journal is not None:
+            ctx.journal.path.unlink(missing_ok=True)  # the record holds it all now
+            ctx.journal = None
         out.append(rec)
         if on_record:
             on_record(rec)
     return out
+
+
+def _journal(results: ResultsDir, rec: dict, prov: dict, req: EvalRequest) -> Journal:
+    """The journal of the cell ``rec`` is about to hold (``scoring.Journal``): beside its record, keyed by the
+    record's identity and the model's hash; read only under ``--resume``."""
+    path = results.record_path(rec)
+    keys = ("run", "label", "task", "task_version", "protocol", "protocol_params", "length", "split")
+    key = {k: rec.get(k) for k in keys}
+    ids = ("checkpoint_sha256", "gguf_sha256", "model", "revision", "dtype", "eval_precision")
+    key["model"] = {k: prov[k] for k in ids if k in prov}  # a run's checkpoint, an outside model's file or revision
+    return Journal(path.with_name(path.name + ".journal"), key, req.skip_existing)
 
 
 def _protocol(task: Task, ctx: EvalContext, req: EvalRequest) -> tuple[str, dict]:

@@ -59,8 +59,12 @@ class EvalSettings:
     backend: str = _opt(
         "auto", "--attention", "attention backend: auto | sdpa | flex | chunked | banded | relative | math"
     )
-    # --resume: the records already written are kept and not measured again
-    skip_existing: bool = _opt(False, "--resume", "keep the records already written and measure only the missing cells")
+    # --resume: the records written are kept, not measured again; a half-measured cell goes on from its journal
+    skip_existing: bool = _opt(
+        False,
+        "--resume",
+        "keep the records already written, measure only the missing cells (a half-done one from its journal)",
+    )
     eval_precision: str = _opt(
         "auto",
         "--eval-precision",

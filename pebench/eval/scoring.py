@@ -16,7 +16,10 @@ Protocols (each averages per-token losses over all scored tokens, never window m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
@@ -25,6 +28,7 @@ import torch.nn.functional as F
 
 from ..model.device import autocast_for
 from ..util.errors import UsageError
+from ..util.fsutil import atomic_write_text
 from ..util.progress import Progress
 from ..util.registry import unknown_name_message
 
@@ -170,6 +174,50 @@ def _bucket_sums(n_buckets: int, bucket: torch.Tensor, values: torch.Tensor) -> 
     return torch.zeros(n_buckets, dtype=torch.float64, device=values.device).index_add_(0, bucket, values).cpu()
 
 
+@dataclass
+class Journal:
+    """Where a long stream keeps its sums between batches, so that ``eval --resume`` goes on from the last batch
+    instead of the first: a JSON file beside the record it becomes (``RECORD.json.journal``), written atomically
+    after a batch once ``every_s`` seconds have passed since the last write, and removed by the evaluator when the
+    record is written. ``key`` names the measurement (the record's identity and the model's hash): a journal of
+    another key, or any journal when ``resume`` is off, is not read. Sums resumed this way are the same float64
+    numbers, added in the same order, as a stream that never stopped."""
+
+    path: Path
+    key: dict
+    resume: bool
+    every_s: float = 60.0
+    _last: float = field(default=0.0, repr=False)
+
+    def load(self, plan: dict) -> Optional[dict]:
+        if not (self.resume and self.path.exists()):
+            return None
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None  # a journal that cannot be read is started over, never trusted
+        return data["sums"] if data.get("key") == self.key and data.get("plan") == plan else None
+
+    def save(self, plan: dict, sums: dict, force: bool = False) -> None:
+        if force or time.monotonic() - self._last >= self.every_s:
+            atomic_write_text(self.path, json.dumps({"key": self.key, "plan": plan, "sums": sums}))
+            self._last = time.monotonic()
+
+
+@dataclass
+class _Sums:
+    """What ``score_stream`` adds up over its batches, and the first window it has not scored (``next``): all a
+    journal keeps."""
+
+    loss: list[float]
+    count: list[float]
+    far_sum: float = 0.0
+    far_n: int = 0
+    n_bytes: int = 0
+    full: list[float] = field(default_factory=list)  # each window's mean loss, of the windows that score every index
+    next: int = 0
+
+
 def score_stream(
     model: torch.nn.Module,
     stream: np.ndarray,
@@ -183,47 +231,48 @@ def score_stream(
     far: Optional[np.ndarray] = None,
     nbytes: Optional[np.ndarray] = None,
     precision: str = "auto",
+    journal: Optional[Journal] = None,
 ) -> dict:
     """Run every window and return loss sums in total and per position bucket (and, given ``far``, a boolean mask
     over stream indices, the mean loss over the scored tokens it marks; given ``nbytes``, the bytes each stream token
     covers, their sum over the scored tokens as ``bytes_scored``); ``window_losses``: the mean loss of each window
     that scores every index (a window is one unit of evidence for a single model). ``progress`` hears the cost
     (windows x length token positions) first, then the positions done after every batch. ``precision``: the model's,
-    as ``model.device.eval_precision`` resolves it (auto: bf16 where native, the training curve's)."""
+    as ``model.device.eval_precision`` resolves it (auto: bf16 where native, the training curve's). ``journal``:
+    where the sums are kept between batches (``Journal``)."""
     starts, first = windows(len(stream), length, protocol, max_length)
+    per_batch = max(1, batch_tokens // length)
+    plan = {"windows": len(starts), "length": length, "per_batch": per_batch, "stream": len(stream)}
     if progress is not None:
-        progress.start(
-            title,
-            len(starts) * length,
-            f"{len(starts):,} windows of {length:,} tokens ({len(starts) * length:,} token positions)",
-            "tokens",
-        )
+        what = f"{len(starts):,} windows of {length:,} tokens ({len(starts) * length:,} token positions)"
+        progress.start(title, len(starts) * length, what, "tokens")
     edges = bucket_edges(length)
     pos = np.arange(1, length)
-    bucket_of = np.searchsorted(edges, pos, side="right") - 1  # bucket of each target index
+    bucket_t = torch.from_numpy(np.searchsorted(edges, pos, side="right") - 1).to(device)  # each target's bucket
     n_b = len(edges) - 1
-    loss_sum = torch.zeros(n_b, dtype=torch.float64)
-    count = torch.zeros(n_b, dtype=torch.float64)
-    bucket_t = torch.from_numpy(bucket_of).to(device)
-    far_sum, far_n, n_bytes, full = 0.0, 0, 0, []
-    per_batch = max(1, batch_tokens // length)
+    kept = journal.load(plan) if journal is not None else None
+    sums = _Sums(**kept) if kept else _Sums([0.0] * n_b, [0.0] * n_b)
+    loss_sum, count = torch.tensor(sums.loss, dtype=torch.float64), torch.tensor(sums.count, dtype=torch.float64)
     offsets = np.arange(length)
     with torch.inference_mode():
-        for i in range(0, len(starts), per_batch):
+        for i in range(sums.next, len(starts), per_batch):
             s, f = starts[i : i + per_batch], first[i : i + per_batch]
             chunk = torch.from_numpy(np.asarray(stream[s[:, None] + offsets[None, :]]).astype(np.int64)).to(device)
             on_tokens = _advance(progress, i * length, len(s))
             tok_loss, scored, mask, lo = _window_losses(model, chunk, f, pos, device, precision, on_tokens)
             if nbytes is not None:
-                n_bytes += int((nbytes[s[:, None] + offsets[None, lo + 1 :]] * scored).sum())
+                sums.n_bytes += int((nbytes[s[:, None] + offsets[None, lo + 1 :]] * scored).sum())
             if far is not None:
                 fm = torch.from_numpy(far[s[:, None] + offsets[None, lo + 1 :]]).to(device) & mask
-                far_sum += float(tok_loss[fm].sum())
-                far_n += int(fm.sum())
+                sums.far_sum += float(tok_loss[fm].sum())
+                sums.far_n += int(fm.sum())
             loss_sum += _bucket_sums(n_b, bucket_t[lo:], tok_loss.sum(0))
             per_window = (tok_loss.sum(1) / mask.sum(1).clamp(min=1)).cpu().tolist()
-            full += [v for v, fi in zip(per_window, f) if fi == 1]  # windows that score every index
+            sums.full += [v for v, fi in zip(per_window, f) if fi == 1]
             count += _bucket_sums(n_b, bucket_t[lo:], mask.sum(0).double())
+            sums.next, sums.loss, sums.count = i + len(s), loss_sum.tolist(), count.tolist()
+            if journal is not None:
+                journal.save(plan, asdict(sums))
             if progress is not None:
                 progress.update((i + len(s)) * length)
     if progress is not None:
@@ -234,12 +283,12 @@ def score_stream(
         "tokens_scored": n,
         "windows": len(starts),
         "position_buckets": position_buckets(edges, length, loss_sum, count),
-        "window_losses": full,
+        "window_losses": sums.full,
     }
     if far is not None:
-        out["far"] = {"loss": far_sum / far_n if far_n else None, "tokens": far_n}
+        out["far"] = {"loss": sums.far_sum / sums.far_n if sums.far_n else None, "tokens": sums.far_n}
     if nbytes is not None:
-        out["bytes_scored"] = n_bytes
+        out["bytes_scored"] = sums.n_bytes
     return out
 
 

@@ -99,6 +99,7 @@ class EvalContext:
     # split_tokens is the stream itself, cut to the cap (an outside model's tokenized split), so the cap keys every
     # task's records, not only those that read the stream (Task.reads_stream)
     split_capped: bool = False
+    journal: Any = None  # scoring.Journal: where the cell being measured keeps its sums between batches (ppl)
     precision: str = "fp32"  # the model's precision here, resolved (model.device.eval_precision): fp32 or bf16
 
 

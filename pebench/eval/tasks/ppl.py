@@ -128,6 +128,7 @@ class PplTask(Task):
             far=ctx.state["far"],
             nbytes=ctx.token_bytes,
             precision=ctx.precision,
+            journal=ctx.journal,
         )
         loss, far = out["loss"], out.pop("far")
         # bits per byte: the scored tokens' summed loss over the UTF-8 bytes they cover (lm-evaluation-harness's
