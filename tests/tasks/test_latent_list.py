@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 import torch
 
@@ -98,3 +99,33 @@ def test_list_in_an_outside_tokenizers_tokens(tmp_path):
     args = ["--task", "list", "--lengths", "4x", "--trials", "2", "--results", tmp_path / "r"]
     r = invoke("eval", "--hf", model, *args)
     assert r.exit_code == 0, r.output
+
+
+def test_list_training_documents_answer_the_replayed_length():
+    """The training-document kind ``list`` (data/state_tracking.py): the window ends with "list length: N", N is the
+    length after replaying its operations, both tiers occur (removals or none), and a window too short is a copy."""
+    from pebench.data.needles import training_document
+
+    bg = np.frombuffer((b"The quick brown fox jumps over the lazy dog. " * 4)[:129], dtype=np.uint8)
+    with_removals = 0
+    for i in range(60):
+        text = bytes(training_document(np.random.default_rng([9, i]), bg, (16, 32), {"list": 1})).decode()
+        m = re.search(rf"{ASK} (\d)$", text)
+        assert m and len(text) == len(bg), text
+        ops = re.findall(r"(?:[+-][a-z]+|pop)(?= )", text[: m.start()])
+        assert length_after(ops) == int(m.group(1)) >= 1
+        with_removals += any(not op.startswith("+") for op in ops)
+    assert 10 < with_removals < 50
+    short = training_document(np.random.default_rng(1), bg[:24], (4, 8), {"list": 1})
+    assert b"list length" not in bytes(short)
+
+
+def test_the_list_prompts_are_pinned():
+    """The prompts as they were before their form moved to data/state_tracking.py."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for i in range(8):
+        for tier in (1, 2):
+            h.update(bytes(prompt(128, tier, draw(0, 128, i)).tokens))
+    assert h.hexdigest() == "05df9c3fbf7b85e614b42f2e9741844638c684009186847f96125d3b595acf85"

@@ -6,7 +6,8 @@ with the same answer: ``list_t2`` appends and 1-3 removals among them (each of a
 a non-empty list), ``list_t1`` only the appends of the words that remain (1-5), at the depths they have in tier 2.
 So the answer is the state after every operation, not a count of one kind of mark, and a model's prior over the
 digits scores alike in both tiers (drawn otherwise, with tier 2's lengths smaller, each of 25 trained tiny models
-scores its harder tier higher: a defect of the generator, which ``details.tier_order`` reports). Bytes for pebench's
+scores its harder tier higher: a defect of the generator, which ``details.tier_order`` and ``tier_p`` report). The
+prompts' form is data.state_tracking's (whose training documents of the same name train it). Bytes for pebench's
 models; an outside model's tokens with ``eval --hf``.
 """
 
@@ -15,81 +16,17 @@ from __future__ import annotations
 import numpy as np
 
 from ...data.needles import EVAL
-from ...data.ruler import MAX_WORD, Prompt, distinct, fixed_bytes, random_word
-from ...data.token_prompts import lay_out
+from ...data.state_tracking import ASK, MAX_KEPT, MAX_REMOVALS, kept_appends, length_after, list_draw
+from ...data.state_tracking import list_need as need
+from ...data.state_tracking import list_prompt as prompt
 from .base import DigitTiers, register_task
 
-ASK = "list length:"
-MAX_KEPT, MAX_REMOVALS = 5, 3  # the answer: 1-5 words kept; tier 2 appends that many plus 1-3 it removes
-
-
-def need(tier: int) -> int:
-    """Bytes of a tier's longest prompt that are not haystack."""
-    extra = MAX_REMOVALS if tier == 2 else 0
-    ops = ["+" + "x" * MAX_WORD] * (MAX_KEPT + extra) + ["-" + "x" * MAX_WORD] * extra
-    return fixed_bytes(ops, ASK + " 9")
+__all__ = ["ASK", "MAX_KEPT", "MAX_REMOVALS", "draw", "kept_appends", "length_after", "need", "prompt"]
 
 
 def draw(seed: int, length: int, i: int) -> dict:
-    """The i-th draw of a length: tier 2's operations in order (the kept count's appends plus as many as it removes,
-    removals placed among them, each of something then in the list), their depths, and a seed for the haystack."""
-    rng = np.random.default_rng([seed, EVAL, 13, length, i])
-    kept, removals = int(rng.integers(1, MAX_KEPT + 1)), int(rng.integers(1, MAX_REMOVALS + 1))
-    words = distinct(rng, random_word, kept + removals)
-    ops, held = [], []
-    for w in words:  # after each append, maybe a removal while any are left to place and the list is not empty
-        ops.append("+" + w)
-        held.append(w)
-        if removals and rng.random() < 0.5:
-            ops.append(_removal(rng, held))
-            removals -= 1
-    while removals:
-        ops.append(_removal(rng, held))
-        removals -= 1
-    return {"words": words, "ops": ops, "depths": np.sort(rng.random(len(ops))), "seed": int(rng.integers(2**31))}
-
-
-def _removal(rng: np.random.Generator, held: list[str]) -> str:
-    """A removal of a word held (``-WORD``) or of the last one (``pop``), taken off ``held``."""
-    if rng.random() < 0.5:
-        held.pop()
-        return "pop"
-    return "-" + held.pop(int(rng.integers(len(held))))
-
-
-def length_after(ops: list[str]) -> int:
-    """The list's length after the operations, by replaying them."""
-    held: list[str] = []
-    for op in ops:
-        if op == "pop":
-            held.pop()
-        elif op.startswith("-"):
-            held.remove(op[1:])
-        else:
-            held.append(op[1:])
-    return len(held)
-
-
-def kept_appends(ops: list[str]) -> list[int]:
-    """Indices of the appends whose word is still in the list after every operation."""
-    held: list[tuple[int, str]] = []
-    for i, op in enumerate(ops):
-        if op == "pop":
-            held.pop()
-        elif op.startswith("-"):
-            held.remove(next(h for h in held if h[1] == op[1:]))
-        else:
-            held.append((i, op[1:]))
-    return sorted(i for i, _ in held)
-
-
-def prompt(length: int, tier: int, d: dict, haystack=None, encode=None) -> Prompt:
-    """One prompt of a draw at ``tier`` (tier 1: the kept words' appends alone, at their tier-2 depths)."""
-    keep = range(len(d["ops"])) if tier == 2 else kept_appends(d["ops"])
-    ops = [d["ops"][i] for i in keep]
-    texts, answer = [(float(d["depths"][i]), d["ops"][i]) for i in keep], str(length_after(ops))
-    tokens, starts, answers = lay_out(length, texts, ASK, answer, np.random.default_rng(d["seed"]), haystack, encode)
-    return Prompt(tokens, "compact", starts, answers, [answer], meta={"tier": tier, "ops": ops})
+    """The i-th draw of a length (data.state_tracking.list_draw from the evaluation's seeds)."""
+    return list_draw(np.random.default_rng([seed, EVAL, 13, length, i]))
 
 
 class LatentListTask(DigitTiers):
