@@ -177,7 +177,7 @@ def _bucket_sums(n_buckets: int, bucket: torch.Tensor, values: torch.Tensor) -> 
 @dataclass
 class Journal:
     """Where a long stream keeps its sums between batches, so that ``eval --resume`` goes on from the last batch
-    instead of the first: a JSON file beside the record it becomes (``RECORD.json.journal``), written atomically
+    instead of the first: a JSON file beside the record it becomes (its name and ".journal"), written atomically
     after a batch once ``every_s`` seconds have passed since the last write, and removed by the evaluator when the
     record is written. ``key`` names the measurement (the record's identity and the model's hash): a journal of
     another key, or any journal when ``resume`` is off, is not read. Sums resumed this way are the same float64
