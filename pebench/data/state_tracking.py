@@ -1,10 +1,12 @@
 """State-tracking prompts (Michelangelo's Latent List, Vodrahalli et al. 2024, arXiv 2409.12640, in its smallest
 form): operations on one list in order at sorted depths of filler or text, compact ("+WORD" appends, "-WORD" removes
-that word, "pop" removes the last), then "list length: N", in two tiers from one draw with the same answer (tier 2
-every operation, tier 1 only the appends of the words that remain). The evaluation task ``list``
-(eval/tasks/latent_list.py) draws from the evaluation's seeds; the training-document kind of the same name
-(``train.needle_kinds: {list: W}``) draws a tier and a draw from the training stream's, over the training row's own
-text half the time (filler otherwise), answered."""
+that word, "pop" removes the last; "?WORD" asks about a word and "peek" looks at the last, changing nothing), then
+"list length: N", in two tiers from one draw with the same answer and as many operations at the same depths: tier 2
+appends and removes; tier 1 keeps the appends of the words that remain and turns every other operation into one
+that changes nothing (an append or removal of WORD into "?WORD", a pop into "peek"), so counting the appends answers
+it. The evaluation task ``list`` (eval/tasks/latent_list.py) draws from the evaluation's seeds; the
+training-document kind of the same name (``train.needle_kinds: {list: W}``) draws a tier and a draw from the training
+stream's, over the training row's own text half the time (filler otherwise), answered."""
 
 from __future__ import annotations
 
@@ -19,9 +21,8 @@ MAX_KEPT, MAX_REMOVALS = 5, 3  # the answer: 1-5 words kept; tier 2 appends that
 
 
 def list_need(tier: int) -> int:
-    """Bytes of a tier's longest prompt that are not haystack."""
-    extra = MAX_REMOVALS if tier == 2 else 0
-    ops = ["+" + "x" * MAX_WORD] * (MAX_KEPT + extra) + ["-" + "x" * MAX_WORD] * extra
+    """Bytes of a tier's longest prompt that are not haystack (the tiers' operations are as many and as long)."""
+    ops = ["+" + "x" * MAX_WORD] * (MAX_KEPT + MAX_REMOVALS) + ["-" + "x" * MAX_WORD] * MAX_REMOVALS
     return fixed_bytes(ops, ASK + " 9")
 
 
@@ -52,16 +53,22 @@ def _removal(rng: np.random.Generator, held: list[str]) -> str:
 
 
 def length_after(ops: list[str]) -> int:
-    """The list's length after the operations, by replaying them."""
+    """The list's length after the operations, by replaying them (a query or a peek changes nothing)."""
     held: list[str] = []
     for op in ops:
         if op == "pop":
             held.pop()
         elif op.startswith("-"):
             held.remove(op[1:])
-        else:
+        elif op.startswith("+"):
             held.append(op[1:])
     return len(held)
+
+
+def unchanging(op: str) -> str:
+    """The operation that looks like ``op`` and changes nothing: "?WORD" for an append or removal of WORD, "peek" for
+    a pop."""
+    return "peek" if op == "pop" else "?" + op[1:]
 
 
 def kept_appends(ops: list[str]) -> list[int]:
@@ -78,10 +85,10 @@ def kept_appends(ops: list[str]) -> list[int]:
 
 
 def list_prompt(length: int, tier: int, d: dict, haystack=None, encode=None) -> Prompt:
-    """One prompt of a draw at ``tier`` (tier 1: the kept words' appends alone, at their tier-2 depths)."""
-    keep = range(len(d["ops"])) if tier == 2 else kept_appends(d["ops"])
-    ops = [d["ops"][i] for i in keep]
-    texts, answer = [(float(d["depths"][i]), d["ops"][i]) for i in keep], str(length_after(ops))
+    """One prompt of a draw at ``tier`` (tier 1: the kept words' appends, every other operation unchanging)."""
+    kept = set(kept_appends(d["ops"]))
+    ops = [op if tier == 2 or i in kept else unchanging(op) for i, op in enumerate(d["ops"])]
+    texts, answer = [(float(dep), op) for dep, op in zip(d["depths"], ops)], str(length_after(ops))
     tokens, starts, answers = lay_out(length, texts, ASK, answer, np.random.default_rng(d["seed"]), haystack, encode)
     return Prompt(tokens, "compact", starts, answers, [answer], meta={"tier": tier, "ops": ops})
 
