@@ -23,7 +23,7 @@ import argparse
 import json
 from pathlib import Path
 
-from pebench.results import finished_by_seed
+from pebench.results import finished_by_seed, training_provenance
 from pebench.util.errors import UsageError
 from pebench.util.fsutil import atomic_write_text
 from pebench.util.parsing import parse_list
@@ -50,10 +50,11 @@ def _scores(rd, run: str, task: str, metric: str) -> dict[int, float]:
 
 
 def _draw(rd, run: str) -> dict:
+    """A draw's provenance: the commit its model trained at (its training log's, as records name it)."""
     return {
         "run": run,
         "precision": rd.run_precision(run),
-        "git_commit": rd.status(run).get("env", {}).get("git_commit"),
+        "git_commit": training_provenance(rd.run_dir(run))["train_commit"],
     }
 
 
