@@ -1,9 +1,9 @@
 """Make the trained checkpoint the difficulty-tier check reads (tests/tasks/test_tier_check.py) from a finished run:
-its config, its status (the commit and environment it trained in) and its weights alone, in bf16 (no optimizer or
-random state), under tests/fixtures/tiers/RUN/. The committed fixture was made by
+its config, its status, its training log (the commit and tree it trained from) and its weights alone, in bf16 (no
+optimizer or random state), under tests/fixtures/tiers/RUN/. The committed fixture was made by
 
     pebench train --pe rope --config context --overlay scripts/tier_fixture.yaml --seed 61 --results R
-    python scripts/tier_fixture.py R rope-context-d64-s61
+    python scripts/tier_fixture.py R rope-context-tier_fixture-s61
 
 Usage: python scripts/tier_fixture.py RESULTS RUN [--out DIR]
 """
@@ -38,7 +38,7 @@ def main() -> int:
     ckpt = load_checkpoint(src / CHECKPOINT)
     model = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in ckpt["model"].items()}
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("config.yaml", "status.json"):
+    for name in ("config.yaml", "status.json", "training.jsonl"):  # the training log: the commit it trained at
         shutil.copyfile(src / name, dest / name)
     keep = {"model": model, "config": ckpt["config"], "step": ckpt["step"]}
     atomic_save(dest / CHECKPOINT, lambda tmp: torch.save(keep, tmp))

@@ -1,11 +1,11 @@
 """The difficulty-tier check on a trained checkpoint: every task with two tiers (metrics ``NAME_t1`` and ``NAME_t2``,
 found in the registry, so a new tiered task is checked without an edit here), evaluated by ``pebench eval`` at 1x on
-a model trained for retrieval (tests/fixtures/tiers: the context suite's recipe at width 64, seed 61;
-scripts/tier_fixture.py says how it was made), must not score its harder tier above its easier one beyond the
-prompts' noise: the one-sided sign test over the shared draws (``details.tier_p``) stays at or above
-``TIER_LEVEL``. The check's power on this model: the same task with its tiers swapped (a planted generator whose
-"harder" tier is the easier one) fails it wherever the model tells the tiers apart. The sign test itself against
-the binomial distribution in closed form."""
+a model trained for retrieval and for the tiered tasks (tests/fixtures/tiers: the context suite's recipe at width 64
+with count, common and list documents, seed 61; scripts/tier_fixture.py says how it was made), must not score its
+harder tier above its easier one beyond the prompts' noise: the one-sided sign test over the shared draws
+(``details.tier_p``) stays at or above ``TIER_LEVEL``. The check's power on this model: the same task with its
+tiers swapped (a planted generator whose "harder" tier is the easier one) fails it wherever the model tells the
+tiers apart. The sign test itself against the binomial distribution in closed form."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pebench.util.stats import sign_test
 from support import invoke
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tiers"
-RUN = "rope-context-d64-s61"
+RUN = "rope-context-tier_fixture-s61"
 TRIALS = {"pairs": 40}  # pairs: per depth (three depths); the others per tier
 TRIALS_DEFAULT = 120
 
