@@ -403,8 +403,8 @@ def _journal(results: ResultsDir, rec: dict, prov: dict, req: EvalRequest) -> Jo
     path = results.record_path(rec)
     keys = ("run", "label", "task", "task_version", "protocol", "protocol_params", "length", "split")
     key = {k: rec.get(k) for k in keys}
-    ids = ("checkpoint_sha256", "gguf_sha256", "model", "revision", "dtype", "eval_precision")
-    key["model"] = {k: prov[k] for k in ids if k in prov}  # a run's checkpoint, an outside model's file or revision
+    ids = ("checkpoint_sha256", "gguf_sha256", "model", "revision", "dtype", "eval_precision", "stream")
+    key["model"] = {k: prov[k] for k in ids if k in prov}  # a run's checkpoint, an outside model's file, its passes
     return Journal(path.with_name(path.name + ".journal"), key, req.skip_existing)
 
 
