@@ -331,14 +331,13 @@ def _evaluate_task(
     before=None,
     shared: Optional[dict] = None,
 ) -> list[dict]:
-    """One task at every length: a record each (reused where ``req.skip_existing`` and already measured).
-    ``before(L)``, if given, runs before a length is measured (an outside model's scaling follows the length).
-    ``shared`` (one dict per run and request) holds what was measured under each scheme signature
-    (``PositionalEncoding.signature``): a variant that computes the same function as one already measured at a
-    length copies that measurement (every task forwards rows of exactly L tokens), its provenance naming the
+    """One task at every length: a record each (reused where ``req.skip_existing`` and already measured; a half
+    measured one from its journal). ``before(L)``, if given, runs before a length is measured (an outside model's
+    scaling follows the length). ``shared`` (one dict per run and request) holds what was measured under each scheme
+    signature (``PositionalEncoding.signature``): a variant that computes the same function as one already measured
+    at a length copies that measurement (every task forwards rows of exactly L tokens), its provenance naming the
     label measured (``measured_as``)."""
-    cfg, pe = ctx.cfg, ctx.model.pe
-    T = cfg.model.context
+    cfg, pe, T = ctx.cfg, ctx.model.pe, ctx.cfg.model.context
     prot, params = _protocol(task, ctx, req)
     out, prepared = [], False
     for L in lengths:
@@ -387,14 +386,19 @@ def _evaluate_task(
                 shared[key] = (copy.deepcopy(value), head["label"])
         task.check_record(rec)
         _require_finite(rec, f"{head['run']}: {task.name} at {int(L)} tokens")
-        results.write_record(rec)
-        if ctx.journal is not None:
-            ctx.journal.path.unlink(missing_ok=True)  # the record holds it all now
-            ctx.journal = None
+        _write(results, rec, ctx)
         out.append(rec)
         if on_record:
             on_record(rec)
     return out
+
+
+def _write(results: ResultsDir, rec: dict, ctx: EvalContext) -> None:
+    """Write the record; the journal of its measurement, if any, goes (the record holds it all now)."""
+    results.write_record(rec)
+    if ctx.journal is not None:
+        ctx.journal.path.unlink(missing_ok=True)
+        ctx.journal = None
 
 
 def _journal(results: ResultsDir, rec: dict, prov: dict, req: EvalRequest) -> Journal:
