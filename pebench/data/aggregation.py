@@ -12,7 +12,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .needles import doc_kind
+from .needles import doc_kind, tiered_document
 from .ruler import MAX_WORD, Prompt, distinct, fixed_bytes, random_word
 from .token_prompts import lay_out
 
@@ -88,20 +88,11 @@ def common_prompt(length: int, tier: int, d: dict, haystack=None, encode=None) -
 # ----- training documents (train.needle_kinds: count, common) -----
 
 
-def _training_prompt(rng, background, need, draw, prompt) -> Optional[np.ndarray]:
-    n = len(background)
-    tier = int(rng.integers(1, 3))
-    if need(tier) >= n:
-        return None
-    d = draw(rng)
-    return prompt(n, tier, d, None if rng.random() < 0.5 else background).tokens
-
-
 @doc_kind("count", "a count prompt (either tier, 1-5 marks of the asked word), answered with the count", False)
 def _count_doc(rng, background, k, lengths):
-    return _training_prompt(rng, background, count_need, count_draw, count_prompt)
+    return tiered_document(rng, background, count_need, count_draw, count_prompt)
 
 
 @doc_kind("common", "a common-words prompt (either tier), answered with the most marked word", False)
 def _common_doc(rng, background, k, lengths):
-    return _training_prompt(rng, background, common_need, common_draw, common_prompt)
+    return tiered_document(rng, background, common_need, common_draw, common_prompt)

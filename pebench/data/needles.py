@@ -177,6 +177,18 @@ def doc_kind(name: str, description: str, string: bool = True):
     return deco
 
 
+def tiered_document(rng: np.random.Generator, background: np.ndarray, need, draw, prompt) -> Optional[np.ndarray]:
+    """A training window of a task of two tiers: a tier drawn, then a draw (``draw(rng)``) and its prompt
+    (``prompt(n, tier, draw, haystack)``) over the row's own text half the time, filler otherwise; None where the
+    window is shorter than the tier's ``need(tier)``."""
+    n = len(background)
+    tier = int(rng.integers(1, 3))
+    if need(tier) >= n:
+        return None
+    d = draw(rng)
+    return prompt(n, tier, d, None if rng.random() < 0.5 else background).tokens
+
+
 @doc_kind("passkey", "a passkey window (random depth and key; the filler or the background text as haystack)", False)
 def _passkey_doc(rng, background, k, lengths):
     n = len(background)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .needles import doc_kind
+from .needles import doc_kind, tiered_document
 from .ruler import MAX_WORD, Prompt, distinct, fixed_bytes, random_word
 from .token_prompts import lay_out
 
@@ -95,9 +95,4 @@ def list_prompt(length: int, tier: int, d: dict, haystack=None, encode=None) -> 
 
 @doc_kind("list", "a list-operations prompt (either tier, 1-5 words kept), answered with the list's length", False)
 def _list_doc(rng, background, k, lengths):
-    n = len(background)
-    tier = int(rng.integers(1, 3))
-    if list_need(tier) >= n:
-        return None
-    d = list_draw(rng)
-    return list_prompt(n, tier, d, None if rng.random() < 0.5 else background).tokens
+    return tiered_document(rng, background, list_need, list_draw, list_prompt)
