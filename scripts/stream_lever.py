@@ -62,7 +62,14 @@ def main() -> None:
                 loss[s] = float(sum(nll)) / (a.tokens - 1)
             print(f"stream {s}: {seconds[s][-1]:.1f} s, mean loss {loss[s]:.6f}", flush=True)
     first = sizes[0]
-    cpu = platform.processor() or platform.machine()
+    cpu = (
+        next(
+            (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+            platform.processor() or platform.machine(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else platform.machine()
+    )
     lines = [
         f"`python scripts/stream_lever.py {Path(a.model).name} --tokens {a.tokens} --sizes {a.sizes} --dtype {a.dtype}`"
         f" on {a.threads} threads ({cpu}; model loaded in {load_s:.0f} s): the first {a.tokens:,} positions of the"
