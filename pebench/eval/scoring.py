@@ -178,16 +178,16 @@ def _bucket_sums(n_buckets: int, bucket: torch.Tensor, values: torch.Tensor) -> 
 class Journal:
     """Where a long stream keeps its sums between batches, so that ``eval --resume`` goes on from the last batch
     instead of the first: a JSON file beside the record it becomes (its name and ".journal"), written atomically
-    after a batch once ``every_s`` seconds have passed since the last write, and removed by the evaluator when the
-    record is written. ``key`` names the measurement (the record's identity and the model's hash): a journal of
-    another key, or any journal when ``resume`` is off, is not read. Sums resumed this way are the same float64
-    numbers, added in the same order, as a stream that never stopped."""
+    after a batch once ``every_s`` seconds have passed since the cell began or the last write (a short cell writes
+    none), and removed by the evaluator when the record is written. ``key`` names the measurement (the record's
+    identity and the model's hash): a journal of another key, or any journal when ``resume`` is off, is not read.
+    Sums resumed this way are the same float64 numbers, added in the same order, as a stream that never stopped."""
 
     path: Path
     key: dict
     resume: bool
     every_s: float = 60.0
-    _last: float = field(default=0.0, repr=False)
+    _last: float = field(default_factory=time.monotonic, repr=False)  # a cell shorter than every_s writes none
 
     def load(self, plan: dict) -> Optional[dict]:
         if not (self.resume and self.path.exists()):
