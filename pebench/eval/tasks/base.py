@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from ...util.errors import UsageError
 from ...util.parsing import typed_value
 from ...util.registry import Registry, unknown_name_message
-from ...util.stats import mean_interval, wilson  # noqa: F401  (tasks import them from here)
+from ...util.stats import mean_interval, sign_test, wilson  # noqa: F401  (tasks import them from here)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -340,8 +340,6 @@ def tier_details(easier: list[float], harder: list[float]) -> dict:
     means, and the paired evidence that the harder tier scores higher, the exact sign test over the draws whose
     credits differ (``tier_p``, one-sided; ``tier_pairs``, how many differed). A ``tier_p`` below ``TIER_LEVEL`` is
     a generator defect beyond the prompts' noise."""
-    from ...util.stats import sign_test
-
     if len(easier) != len(harder):
         raise ValueError(f"tiers are paired by draw: {len(easier)} prompts against {len(harder)}")
     p, n = sign_test([h - e for e, h in zip(easier, harder)])
