@@ -304,6 +304,22 @@ def test_a_gguf_file_loads_as_the_model_it_was_written_from(llama_bpe, tmp_path)
     assert rec["provenance"]["peak_rss_mb"] > 50  # the process's peak so far: torch and the model at least
 
 
+def test_a_gguf_file_is_asked_for_dense_and_a_packed_weight_is_recorded_as_such(llama_bpe, tmp_path, capfd):
+    """pebench asks transformers for the dequantized model (transformers 5.x could keep a GGUF's weights packed and
+    compute in fp32 through a kernel from the Hub), so loading in bf16 prints no warning about packed weights; and
+    the record's ``dequantized`` is read from the model: a parameter left in integer blocks makes it False."""
+    import transformers
+
+    path = tiny_llama_gguf(llama_bpe, tmp_path / "tiny.gguf")
+    assert hf.gguf_load_kw(transformers)["quantization_config"].dequantize is True
+    o = hf.open_model(str(path), dtype="bfloat16")
+    assert "packed" not in capfd.readouterr().err
+    assert o.provenance["dequantized"] is True and o.model.inner.lm_head.weight.dtype == torch.bfloat16
+    packed = torch.nn.Linear(4, 4)
+    packed.register_parameter("blocks", torch.nn.Parameter(torch.zeros(8, dtype=torch.uint8), requires_grad=False))
+    assert hf.dense(torch.nn.Linear(4, 4)) and not hf.dense(packed)
+
+
 def test_a_gguf_file_transformers_cannot_read_is_one_line(tmp_path):
     import gguf
 

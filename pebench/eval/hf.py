@@ -258,15 +258,30 @@ def require_gguf(spec: str) -> None:
         raise UsageError(f"--hf {spec}: no such GGUF file")
 
 
-def gguf_provenance(path: Path) -> dict:
-    """What a record says of a GGUF file: its SHA-256, its tensors' quantization types (with counts) and that it
-    was dequantized to the dtype the model runs in."""
+def gguf_provenance(path: Path, model) -> dict:
+    """What a record says of a GGUF file: its SHA-256, its tensors' quantization types (with counts) and whether
+    the loaded model holds every weight dequantized (read from the model: no parameter or buffer left in packed
+    integer blocks)."""
     import collections
 
     from gguf import GGUFReader
 
     kinds = collections.Counter(t.tensor_type.name for t in GGUFReader(str(path)).tensors)
-    return {"gguf_sha256": file_sha256(path), "gguf_types": dict(sorted(kinds.items())), "dequantized": True}
+    return {"gguf_sha256": file_sha256(path), "gguf_types": dict(sorted(kinds.items())), "dequantized": dense(model)}
+
+
+def dense(model) -> bool:
+    """True when every parameter of ``model`` is a float tensor: no weight kept in packed integer blocks."""
+    return all(p.dtype.is_floating_point for p in model.parameters())
+
+
+def gguf_load_kw(tf) -> dict:
+    """The keyword that asks transformers to dequantize a GGUF's weights at load. transformers 5.x can instead keep
+    them packed, computing every matmul in fp32 through a kernel fetched from the Hub when one is published for the
+    machine; pebench's records state the dtype the model ran in, so it asks for the dense model (older releases
+    always dequantize and have no such config)."""
+    config = getattr(tf, "GgufConfig", None)
+    return {"quantization_config": config(dequantize=True)} if config is not None else {}
 
 
 def _gguf_args(spec: str) -> tuple[str, dict]:
@@ -300,7 +315,8 @@ def open_model(
     kw = {"revision": revision, "local_files_only": offline, **gguf_kw}
     try:
         config = tf.AutoConfig.from_pretrained(source, **kw)
-        model = tf.AutoModelForCausalLM.from_pretrained(source, config=config, dtype=DTYPES[dtype], **kw)
+        load = gguf_load_kw(tf) if gguf_kw else {}
+        model = tf.AutoModelForCausalLM.from_pretrained(source, config=config, dtype=DTYPES[dtype], **kw, **load)
         tok = tf.AutoTokenizer.from_pretrained(source, **kw)
     except (OSError, ValueError, KeyError, NotImplementedError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -325,7 +341,7 @@ def open_model(
         "vocab_size": len(tok),
         "config": summary(config),
         "libraries": library_versions(),
-        **(gguf_provenance(Path(spec)) if gguf_kw else {}),
+        **(gguf_provenance(Path(spec), model) if gguf_kw else {}),
     }
     return Outside(name, HFLM(model, OutsidePE(absolute_limit(config))), tok, config, ctx, rope, prov)
 
@@ -421,7 +437,7 @@ def revision_of(spec: str, config, local: bool) -> str:
     if not local:
         return getattr(config, "_commit_hash", None) or "unknown"
     if is_gguf(spec):
-        return "sha256:" + gguf_provenance(Path(spec))["gguf_sha256"][:16]
+        return "sha256:" + file_sha256(Path(spec))[:16]
     h = hashlib.sha256()
     for p in sorted(Path(spec).glob("*.safetensors")) + sorted(Path(spec).glob("*.bin")):
         h.update(p.name.encode())
