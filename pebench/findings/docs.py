@@ -169,7 +169,7 @@ def _transfer(root: Path, args: dict) -> str:
             raise UsageError(f"transfer: no claim {a!r} in {args['from']} or {b!r} in {args['to']}")
         cells = [_verdict_cell(got["from"][a]), _verdict_cell(got["to"][b])]
         rows.append(f"| {got['from'][a].claim['text']} | {cells[0]} | {got['to'][b].claim['text']} | {cells[1]} |")
-    return "\n".join(rows) + "\n"
+    return "\n".join(rows) + "\n\n" + RATIO_LEGEND + "\n"
 
 
 @GENERATORS.register("replication")
@@ -207,10 +207,10 @@ def _replication(root: Path, args: dict) -> str:
         held += f" ({', '.join(waiting)} pending)" if waiting else ""
         cells = [_verdict_cell(x) if x is not None else missing[i - 1] for i, x in enumerate(got)]
         rows.append(f"| {v.claim['text']} <sub>`{v.id}`</sub> | " + " | ".join(cells) + f" | {held} |")
-    out = "\n".join(rows) + "\n"
+    out = "\n".join(rows) + "\n\n"
     if "summary" in args:
-        out += "\n" + _transfer_summary(first, restated, names, [int(k) for k in args["summary"].split(",")])
-    return out
+        out += _transfer_summary(first, restated, names, [int(k) for k in args["summary"].split(",")]).rstrip() + " "
+    return out + RATIO_LEGEND + "\n"
 
 
 def _transfer_summary(first: list, restated: list, names: list, among: list[int]) -> str:
@@ -255,9 +255,33 @@ def _verdict_lists(root: Path, args: dict) -> str:
     return "".join(lines) or "- no predictions\n"
 
 
+RATIO_LEGEND = (
+    "Ratio: a compared cell's mean over the mean of the cell it is compared with, lowest to highest over the "
+    "claim's comparisons; n: the draws behind the smaller of each pair (a real model's are windows)."
+)
+
+
 def _verdict_cell(v) -> str:
-    p = f", p = {v.p_adj:.2g}" if v.p_adj is not None and v.state in ("confirmed", "failed") else ""
-    return f"**{v.state}**{p}"
+    """A verdict in a table cell: its state, its adjusted p-value and, once decided, the numbers behind it."""
+    decided = v.state in ("confirmed", "failed")
+    p = f", p = {v.p_adj:.2g}" if v.p_adj is not None and decided else ""
+    return f"**{v.state}**{p}" + (ratios(v) if decided else "")
+
+
+def ratios(v) -> str:
+    """The numbers behind a decided verdict: each compared cell's mean over the mean of the cell it is compared
+    with (ratio), lowest to highest over the claim's comparisons, and the draws behind the smaller of each pair
+    (n; a real model's are windows); empty for a claim that compares no pairs."""
+    if not v.claim.get("b") or len(v.cells) % 2:
+        return ""
+    pairs = [(a, b) for a, b in zip(v.cells[0::2], v.cells[1::2]) if a.mean is not None and b.mean]
+    if not pairs:
+        return ""
+    r = sorted(a.mean / b.mean for a, b in pairs)
+    n = sorted({min(a.n, b.n) for a, b in pairs})
+    span = f"{r[0]:.3g}" if len(r) == 1 else f"{r[0]:.3g} to {r[-1]:.3g}"
+    draws = f"{n[0]}" if len(n) == 1 else f"{n[0]}-{n[-1]}"
+    return f"; ratio {span} over {len(r)} comparison{'s' if len(r) > 1 else ''}, n = {draws}"
 
 
 @GENERATORS.register("engines")

@@ -513,8 +513,11 @@ def test_the_replication_table_puts_each_prediction_beside_its_restatement(repo)
     commit(repo, "register")
     write_records(repo, commit(repo, "after"))
     text = docs._replication(repo, {"from": "set", "to": "other", "names": "sotu,code"})
-    rows = {r.split("<sub>`")[1].split("`")[0]: r for r in text.splitlines()[2:]}
+    rows = {r.split("<sub>`")[1].split("`")[0]: r for r in text.splitlines()[2:] if "<sub>" in r}
     assert text.splitlines()[0] == "| prediction | sotu | code | confirmed on |"
+    # the numbers behind a decided verdict: RoPE's mean at 16x (9.0) over its mean at 1x (4.0), five draws each
+    assert "**confirmed**, p = " in rows["rope-degrades"] and "; ratio 2.25 over 1 comparison, n = 5 |" in text
+    assert text.rstrip().endswith(docs.RATIO_LEGEND) and "ratio" not in rows["rope-degrades"].split("|")[3]
     assert "**confirmed**" in rows["rope-degrades"] and rows["rope-degrades"].endswith("| sotu (code pending) |")
     assert "| **failed**, p = " in rows["rope-triples"] and rows["rope-triples"].endswith("| not restated | none |")
     with pytest.raises(cl.UsageError, match="2 sets but 1 names"):
