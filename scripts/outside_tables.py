@@ -68,8 +68,8 @@ def profile(folders: list[Path], out: Path, model: str, note: str = "") -> str:
     return _write(out, lines)
 
 
-def stream(streamed: Path, one_pass: Path, out: Path, model: str) -> str:
-    """Each cell measured both ways, side by side, against ``TOLERANCE``."""
+def stream(streamed: Path, one_pass: Path, out: Path, model: str, note: str = "") -> str:
+    """Each cell measured both ways, side by side, against ``TOLERANCE``, with each way's tokens per second."""
     key = lambda r: (r["label"], r["length"], r["split"], protocol_key(r))  # noqa: E731
     a, b = {key(r): r for r in ppl_records(streamed)}, {key(r): r for r in ppl_records(one_pass)}
     rows, worst = [], 0.0
@@ -80,11 +80,12 @@ def stream(streamed: Path, one_pass: Path, out: Path, model: str) -> str:
         worst = worst if dynamic else max(worst, abs(rel))
         win = max(abs(x - y) for x, y in zip(s["details"]["window_losses"], o["details"]["window_losses"]))
         per = [r["provenance"]["wall_s"] / r["details"]["windows"] for r in (s, o)]
+        rate = [f"{k[1] / x:,.0f}" for x in per]
         rows.append(
             f"| {k[1]:,} | {k[0]} | {s['details']['windows']} | {o['metrics']['ppl']:.4f} | "
             f"{s['metrics']['ppl']:.4f} | "
             f"{100 * rel:+.4f}%{' (dynamic: differs by design)' if dynamic else ''} | {win:.5f} | {per[1]:.1f} | "
-            f"{per[0]:.1f} | {_mib(o)} | {_mib(s)} |"
+            f"{per[0]:.1f} | {rate[1]} | {rate[0]} | {_mib(o)} | {_mib(s)} |"
         )
     if not rows:
         raise SystemExit(f"error: no cell measured both ways under {streamed} and {one_pass}")
@@ -93,11 +94,12 @@ def stream(streamed: Path, one_pass: Path, out: Path, model: str) -> str:
         "",
         _header(next(iter(a.values())), "stream") + ": the same windows, read through the KV cache "
         f"{next(iter(a.values()))['provenance'].get('stream')} tokens per pass and in one pass; 'window' is the "
-        "largest difference of one window's mean loss (nats).",
+        "largest difference of one window's mean loss (nats); tokens per second count every position a window runs."
+        + (f" {note}" if note else ""),
         "",
         "| length | model | windows | ppl one pass | ppl streamed | streamed - one pass | window | s/window one pass | "
-        "s/window streamed | peak MiB one pass | peak MiB streamed |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "s/window streamed | tokens/s one pass | tokens/s streamed | peak MiB one pass | peak MiB streamed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
         f"Largest relative perplexity difference {100 * worst:.4f}% against the tolerance {100 * TOLERANCE:g}% fixed "
@@ -124,12 +126,13 @@ def main() -> None:
     for x in (p, s):
         x.add_argument("--out", type=Path, required=True)
         x.add_argument("--model", required=True)
-    p.add_argument("--note", default="", help="a sentence on how the time was measured (other work on the cores)")
+    for x in (p, s):
+        x.add_argument("--note", default="", help="a sentence on how the time was measured (other work on the cores)")
     a = ap.parse_args()
     if a.what == "profile":
         profile(a.work, a.out, a.model, a.note)
     else:
-        stream(a.streamed, a.one_pass, a.out, a.model)
+        stream(a.streamed, a.one_pass, a.out, a.model, a.note)
 
 
 if __name__ == "__main__":

@@ -167,6 +167,11 @@ def test_eval_hf_streams_by_default_and_the_table_puts_both_ways_side_by_side(tm
     spec.loader.exec_module(tables)
     text = tables.stream(tmp_path / "streamed", tmp_path / "one-pass", tmp_path / "streaming.md", "tiny")
     assert "| 256 | tiny (hf) |" in text and text.rstrip().endswith("within it.")
+    row = [c.strip() for c in next(x for x in text.splitlines() if x.startswith("| 256 |")).split("|")[1:-1]]
+    for res, col in (("one-pass", 9), ("streamed", 10)):  # tokens per second: positions run over the cell's wall time
+        (rec,) = [json.loads(p.read_text()) for p in Path(tmp_path / res, "records").rglob("*.json")]
+        per = rec["provenance"]["wall_s"] / rec["details"]["windows"]
+        assert row[col] == f"{256 / per:,.0f}"
     assert "| 256 | tiny (hf) |" in tables.profile([tmp_path / "streamed"], tmp_path / "profile.md", "tiny")
     r = invoke("eval", "--stream", "8", "--results", tmp_path / "streamed")
     assert r.exit_code == 2 and "--stream reads an outside model's windows" in r.output
