@@ -6,7 +6,8 @@ is written from committed records (or a committed table file), never typed.
     <!-- pebench:end -->
 
 Kinds: ``table`` (set, split, metric, protocol, pe, labels, seeds, precision, config: a report table), ``context``
-(set, split: the context-use table), ``seeds`` (set, metrics, length, split, labels: one length seed by seed),
+(set, split, metrics: the context-use table, of those metrics only), ``seeds`` (set, metrics, length, split, labels:
+one length seed by seed),
 ``claims`` (set, tag or ids, kind: every claim, those tagged, or those named, with its state and its numbers;
 ``kind=prediction`` or ``kind=observation`` keeps that kind alone), ``scoreboard`` (sets: each set's predictions
 registered, confirmed, failed and pending, and its observations), ``transfer`` (from, to, pairs: each finding of one
@@ -104,7 +105,8 @@ def _table(root: Path, args: dict) -> str:
 def _context(root: Path, args: dict) -> str:
     from . import report as rp
 
-    return rp.context_markdown(_frame(root, args["set"]), split=args.get("split", "validation"))
+    metrics = args["metrics"].split(",") if args.get("metrics") else None  # a comma list; default: every one
+    return rp.context_markdown(_frame(root, args["set"]), metrics, split=args.get("split", "validation"))
 
 
 @GENERATORS.register("seeds")

@@ -670,6 +670,19 @@ def test_check_names_and_counts_damaged_evidence_and_fails(rset, tmp_path):
     assert res.exit_code != 0 and "packed records damaged" in res.output, res.output
 
 
+def test_a_context_section_keeps_the_metrics_it_names():
+    """`pebench:context ... metrics=A,B`: the context-use table of those metrics only, in that order."""
+    from pebench.findings.docs import render
+
+    text = "<!-- pebench:context set=results/real metrics=passkey_exact,niah_single -->\n<!-- pebench:end -->"
+    rows = [
+        r.split("|")[2].strip()
+        for r in render(text, REPO).splitlines()
+        if r.startswith("| SmolLM2") or r.startswith("|  |")
+    ]
+    assert rows[:2] == ["passkey_exact", "niah_single"] and set(rows) == {"passkey_exact", "niah_single"}
+
+
 def test_a_transfer_section_puts_a_finding_beside_its_carried_prediction():
     """`pebench:transfer`: a row per FROM:TO pair with both texts and both verdicts and adjusted p-values; an id
     that is not in its set is one line."""
