@@ -86,6 +86,27 @@ def test_a_streamed_window_scores_as_one_pass(kind, scaling, stream):
     assert math.isclose(float(one.mean()), float(streamed.mean()), rel_tol=1e-6)
 
 
+@pytest.mark.parametrize("kind", MODELS)
+@pytest.mark.parametrize("scaling", [None, "yarn"])
+@pytest.mark.parametrize("stream", [None, 5, 48])
+def test_rows_sharing_a_prefix_run_it_once_and_score_as_each_row_whole(kind, scaling, stream):
+    """``logits_from``: two groups of rows (answers tried in one slot) whose rows share their first 150 tokens; the
+    prefix run once through the cache, then each group's rows together up to ``stop``, give the logits of every row
+    run whole, within the streaming tolerance; a row that differs before the split would not."""
+    model, idx = built(kind, scaling), tokens(rows=5)
+    idx[1:3, :150] = idx[0, :150]
+    idx[4, :150] = idx[3, :150]
+    lm = hf.HFLM(model, hf.OutsidePE(None), stream=stream)
+    with torch.inference_mode():
+        whole = model(input_ids=idx).logits.float()[:, 150:200]
+        got = lm.logits_from(idx, 150, [3, 2], 200)
+        assert got.shape == whole.shape and (got - whole).abs().max() < 1e-4
+        idx[2, 10] = (idx[2, 10] + 1) % VOCAB  # the planted bug: row 2 no longer shares the prefix run once
+        assert (lm.logits_from(idx, 150, [3, 2], 200)[2] - model(input_ids=idx).logits[2, 150:200]).abs().max() > 1e-3
+    with pytest.raises(hf.UsageError, match="logits_from"):
+        lm.logits_from(idx, 150, [3, 2], 120)
+
+
 def test_streaming_reports_each_pass_and_a_cacheless_chunking_is_caught():
     model, idx = built("gemma3"), tokens()
     seen: list[int] = []

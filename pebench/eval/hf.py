@@ -146,7 +146,8 @@ class HFLM(torch.nn.Module):
     tokens is streamed: read ``stream`` tokens per forward pass through the model's KV cache (a sliding-window
     layer's cache keeps its window only), so attention's memory grows with the window, not its square. Streaming
     gives the one-pass numbers (tests/test_streaming.py) except under dynamic scaling, whose frequencies follow the
-    longest position seen: there a key keeps the rotation of the pass it was cached in, as in ``generate``."""
+    longest position seen: there a key keeps the rotation of the pass it was cached in, as in ``generate``. Answers
+    tried in one slot (the ranking tasks) share the prompt before it: ``logits_from`` runs that part once."""
 
     def __init__(self, model, pe: OutsidePE, stream: Optional[int] = STREAM_CHUNK):
         super().__init__()
@@ -173,17 +174,48 @@ class HFLM(torch.nn.Module):
         decoder, T = self.inner.get_decoder(), idx.shape[1]
         if self.stream is None or T <= self.stream:
             return decoder(input_ids=idx, use_cache=False).last_hidden_state
+        return self._passes(idx, self._cache(), 0, on_tokens)
+
+    def _cache(self):
         from transformers import DynamicCache
 
-        cache, out = DynamicCache(config=self.inner.config), []
-        for a in range(0, T, self.stream):
-            b = min(a + self.stream, T)
-            pos = torch.arange(a, b, device=idx.device)
+        return DynamicCache(config=self.inner.config)
+
+    def _passes(self, idx: torch.Tensor, cache, start: int, on_tokens: Optional[Callable[[int], None]] = None):
+        """The last hidden state of ``idx``, the tokens at positions ``start`` on, read through ``cache`` (which
+        holds the positions before ``start``) ``stream`` tokens per pass (one pass where ``stream`` is None)."""
+        decoder, T = self.inner.get_decoder(), idx.shape[1]
+        step, out = self.stream or T, []
+        for a in range(0, T, step):
+            b = min(a + step, T)
+            pos = torch.arange(start + a, start + b, device=idx.device)
             h = decoder(input_ids=idx[:, a:b], **{_cache_name(decoder): cache}, use_cache=True, cache_position=pos)
             out.append(h.last_hidden_state)
             if on_tokens is not None:
-                on_tokens(b)
+                on_tokens(start + b)
         return torch.cat(out, 1)
+
+    def logits_from(
+        self, idx: torch.Tensor, start: int, sizes: Optional[list[int]] = None, stop: Optional[int] = None
+    ) -> torch.Tensor:
+        """``self(idx)[:, start:stop]`` (float32) for groups of consecutive rows (``sizes``: rows per group) that
+        share their first ``start`` tokens: answers tried in one slot of a prompt. A group's shared part runs once,
+        through the KV cache as a window streams; then its rows run from ``start`` to ``stop`` together, on that
+        cache repeated once per row. Tokens from ``stop`` on are never run: no logit before them reads them. Under
+        dynamic scaling the rows' pass is one more pass (its frequencies follow its own last position)."""
+        n, T = idx.shape
+        stop, sizes = stop or T, sizes or [n]
+        if not 0 < start < stop <= T or sum(sizes) != n:
+            raise UsageError(f"logits_from: need 0 < start < stop <= {T} and sizes summing to {n}")
+        if not self.chunkable:
+            return self.forward(idx[:, :stop])[:, start:stop]
+        out, row = [], 0
+        for size in sizes:
+            rows, row, cache = idx[row : row + size, :stop], row + size, self._cache()
+            self._passes(rows[:1, :start], cache, 0)
+            cache.batch_repeat_interleave(size)
+            out.append(self.inner.get_output_embeddings()(self._passes(rows[:, start:], cache, start)).float())
+        return torch.cat(out)
 
     def logits_tail(self, idx: torch.Tensor, start: int) -> torch.Tensor:
         """The logits at positions ``start`` .. T-1 only (float32)."""

@@ -331,8 +331,9 @@ def score_positions(ctx, rows: np.ndarray, positions: list, choices: Optional[np
 def slot_logprobs(ctx, prompts: list[tuple[np.ndarray, int, int]]) -> list[np.ndarray]:
     """Per prompt ``(rows, start, stop)``, rows of one length that differ only from ``start`` on (answers tried in
     one slot), the log-probabilities of their tokens [start, stop), (rows, stop - start). Where the model can
-    (``DecoderLM.logits_from``) each prompt's shared part runs once, the prompts batched by ``eval.batch_tokens``;
-    else every row runs whole (:func:`score_positions`)."""
+    (``DecoderLM.logits_from``; an outside model's ``HFLM.logits_from``, through its KV cache) each prompt's shared
+    part runs once and nothing after the slots runs, the prompts batched by ``eval.batch_tokens``; else every row
+    runs whole (:func:`score_positions`)."""
     if not hasattr(ctx.model, "logits_from") or min(s for _, s, _ in prompts) < 2:
         _, lp = score_positions(
             ctx, np.concatenate([r for r, _, _ in prompts]), [np.arange(s, e) for r, s, e in prompts for _ in r]
@@ -349,7 +350,8 @@ def slot_logprobs(ctx, prompts: list[tuple[np.ndarray, int, int]]) -> list[np.nd
         first = min(s for _, s, _ in batch) - 1  # every prompt's rows share their tokens before it
         x = torch.from_numpy(np.concatenate([r for r, _, _ in batch]).astype(np.int64)).to(ctx.dev)
         with torch.inference_mode(), autocast_for(ctx.dev, ctx.precision):
-            logits = ctx.model.logits_from(x, first, [len(r) for r, _, _ in batch])  # j predicts first + 1 + j
+            stop = max(e for _, _, e in batch) - 1  # the last logit read predicts the slot's last token
+            logits = ctx.model.logits_from(x, first, [len(r) for r, _, _ in batch], stop)  # j predicts first + 1 + j
         row = 0
         for r, s, e in batch:
             lg = logits[row : row + len(r), s - 1 - first : e - 1 - first].float()

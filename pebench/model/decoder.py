@@ -324,17 +324,21 @@ class DecoderLM(nn.Module):
         return self.head(self.ln_f(x))
 
     @torch.no_grad()
-    def logits_from(self, idx: torch.Tensor, start: int, sizes: Optional[list[int]] = None) -> torch.Tensor:
-        """``self(idx)[:, start:]`` for groups of consecutive rows (``sizes``: rows per group; default one group)
+    def logits_from(
+        self, idx: torch.Tensor, start: int, sizes: Optional[list[int]] = None, stop: Optional[int] = None
+    ) -> torch.Tensor:
+        """``self(idx)[:, start:stop]`` for groups of consecutive rows (``sizes``: rows per group; default one group)
         whose rows share their first ``start`` tokens: answers tried in one slot of a prompt. The shared part runs
         once: each group's first row runs whole for the states before ``start`` (causal: every row of the group
         has the same); then every row (the first too: one arithmetic for all, so no row is favoured by rounding)
         runs from ``start``, each layer reading its group's states for its keys and values. Per row this costs
-        the layers' qkv projections over T and everything else over T - start."""
+        the layers' qkv projections over T and everything else over T - start (the head over ``stop`` - start)."""
         n, T = idx.shape
-        sizes = sizes or [n]
-        if not 0 < start < T or sum(sizes) != n:
-            raise UsageError(f"logits_from: start must be in 1 .. {T - 1} and sizes sum to {n}; got {start}, {sizes}")
+        sizes, stop = sizes or [n], stop or T
+        if not 0 < start < stop <= T or sum(sizes) != n:
+            raise UsageError(
+                f"logits_from: need 0 < start < stop <= {T} and sizes summing to {n}; got {start}, {sizes}"
+            )
         x, positions, scales = self._inputs(idx)
         groups = torch.split(x, sizes)
         first, shared = torch.stack([g[0] for g in groups]), []  # run whole together: a scheme's bias built once
@@ -349,7 +353,7 @@ class DecoderLM(nn.Module):
                 whole = torch.cat([prefix[g : g + 1].expand(len(rows), -1, -1), rows], dim=1)
                 rows = block.forward_from(whole, self.pe, positions, scale, start)
             out.append(rows)
-        return self.head(self.ln_f(torch.cat(out)))
+        return self.head(self.ln_f(torch.cat(out)[:, : stop - start]))
 
     def flops_per_token(self, seq_len: int) -> float:
         """Training FLOPs per token (forward + backward = 3x forward) as PaLM (appendix B, 6N + 12LHQT) and

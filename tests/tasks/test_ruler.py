@@ -173,7 +173,7 @@ def test_vt_and_mqar_handed_the_answer_score_one_and_uniform_scores_chance():
 
 
 class WholeRows(torch.nn.Module):
-    """The same model without ``logits_from``: every row runs whole (the path outside models take)."""
+    """The same model without ``logits_from``: every row runs whole (the path of a model that cannot share a prefix)."""
 
     def __init__(self, model):
         super().__init__()
