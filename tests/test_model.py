@@ -153,11 +153,15 @@ def test_logits_from_groups_each_read_their_own_prefix():
         torch.testing.assert_close(m.logits_from(rows, 27, [3, 2]), m(rows)[:, 27:], rtol=1e-5, atol=1e-5)
 
 
-def test_logits_from_refuses_a_start_outside_the_rows():
+def test_logits_from_refuses_a_start_outside_the_rows_and_stops_where_asked():
     m = DecoderLM(tiny_model_config("rope")).eval()
-    for bad in (0, 16):
-        with pytest.raises(UsageError, match="start must be in 1 .. 15 and sizes sum to 2"):
-            m.logits_from(torch.zeros(2, 16, dtype=torch.long), bad)
+    for bad, stop in ((0, None), (16, None), (8, 8), (8, 17)):
+        with pytest.raises(UsageError, match=r"need 0 < start < stop <= 16 and sizes summing to 2"):
+            m.logits_from(torch.zeros(2, 16, dtype=torch.long), bad, stop=stop)
+    rows = torch.randint(0, 256, (2, 16), generator=torch.Generator().manual_seed(0))
+    rows[1, :9] = rows[0, :9]
+    with torch.inference_mode():
+        torch.testing.assert_close(m.logits_from(rows, 9, stop=12), m(rows)[:, 9:12], rtol=1e-5, atol=1e-5)
 
 
 EXPECTED_PARAMS = {
