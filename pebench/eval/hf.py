@@ -292,8 +292,8 @@ def require_gguf(spec: str) -> None:
 
 def gguf_provenance(path: Path, model) -> dict:
     """What a record says of a GGUF file: its SHA-256, its tensors' quantization types (with counts) and whether
-    the loaded model holds every weight dequantized (read from the model: no parameter or buffer left in packed
-    integer blocks)."""
+    the loaded model holds every weight dequantized (read from the model: no parameter left in packed integer
+    blocks)."""
     import collections
 
     from gguf import GGUFReader
