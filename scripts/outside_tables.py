@@ -10,6 +10,7 @@
   matmuls in its own order); dynamic NTK is left out of the comparison, where the two forms differ by design.
 
 Usage: python scripts/outside_tables.py profile WORK [WORK...] --out FILE --model NAME [--note TEXT]
+           [--untimed LABEL@LENGTH ...]
        python scripts/outside_tables.py stream STREAMED ONE_PASS --out FILE --model NAME"""
 
 import argparse
@@ -43,16 +44,28 @@ def _header(r: dict, what: str) -> str:
     )
 
 
-def profile(folders: list[Path], out: Path, model: str, note: str = "") -> str:
-    """Seconds per window, tokens per second and peak memory of every perplexity cell the folders hold."""
+def timed(r: dict, untimed: frozenset = frozenset()) -> bool:
+    """Whether the record's ``wall_s`` is the whole measurement's: not where it was resumed from a journal that did
+    not keep its time (``provenance.resumed.seconds_before`` None), nor where the user names it (``untimed``:
+    'LABEL@LENGTH', a cell known to be resumed before records said so)."""
+    resumed = r["provenance"].get("resumed")
+    return f"{r['label']}@{r['length']}" not in untimed and not (resumed and resumed["seconds_before"] is None)
+
+
+def profile(folders: list[Path], out: Path, model: str, note: str = "", untimed: frozenset = frozenset()) -> str:
+    """Seconds per window, tokens per second and peak memory of every perplexity cell the folders hold; a cell whose
+    time is not the whole measurement's (``timed``) shows n/a and is said so below the table."""
     recs = sorted(ppl_records(*folders), key=lambda r: (r["length"], r["split"], r["variant"]))
-    rows = []
+    rows, partial = [], 0
     for r in recs:
         wall, win = r["provenance"]["wall_s"], r["details"]["windows"]
         stream = r["provenance"].get("stream", "one pass")
+        ok = timed(r, untimed)
+        partial += not ok
+        time_cells = f"{wall / win:.1f} | {win * r['length'] / wall:,.0f}" if ok else "n/a | n/a"
         rows.append(
             f"| {r['length']:,} | {r['label']} | {r['split']} {protocol_key(r)} | {win} | {stream or 'one pass'} | "
-            f"{wall / win:.1f} | {win * r['length'] / wall:,.0f} | {_mib(r)} |"
+            f"{time_cells} | {_mib(r)} |"
         )
     lines = [
         f"# The evaluation's time and memory: {model}",
@@ -65,6 +78,12 @@ def profile(folders: list[Path], out: Path, model: str, note: str = "") -> str:
         "|---|---|---|---|---|---|---|---|",
         *rows,
     ]
+    if partial:
+        lines += [
+            "",
+            f"n/a: {partial} cell(s) resumed from a journal that did not keep its time (the record's time "
+            "is of its last process only); their peak memory is that process's.",
+        ]
     return _write(out, lines)
 
 
@@ -79,13 +98,14 @@ def stream(streamed: Path, one_pass: Path, out: Path, model: str, note: str = ""
         dynamic = (s.get("pe_state") or {}).get("variant") == "dynamic"
         worst = worst if dynamic else max(worst, abs(rel))
         win = max(abs(x - y) for x, y in zip(s["details"]["window_losses"], o["details"]["window_losses"]))
-        per = [r["provenance"]["wall_s"] / r["details"]["windows"] for r in (s, o)]
-        rate = [f"{k[1] / x:,.0f}" for x in per]
+        per = [r["provenance"]["wall_s"] / r["details"]["windows"] if timed(r) else None for r in (s, o)]
+        rate = ["n/a" if x is None else f"{k[1] / x:,.0f}" for x in per]
+        per = ["n/a" if x is None else f"{x:.1f}" for x in per]
         rows.append(
             f"| {k[1]:,} | {k[0]} | {s['details']['windows']} | {o['metrics']['ppl']:.4f} | "
             f"{s['metrics']['ppl']:.4f} | "
-            f"{100 * rel:+.4f}%{' (dynamic: differs by design)' if dynamic else ''} | {win:.5f} | {per[1]:.1f} | "
-            f"{per[0]:.1f} | {rate[1]} | {rate[0]} | {_mib(o)} | {_mib(s)} |"
+            f"{100 * rel:+.4f}%{' (dynamic: differs by design)' if dynamic else ''} | {win:.5f} | {per[1]} | "
+            f"{per[0]} | {rate[1]} | {rate[0]} | {_mib(o)} | {_mib(s)} |"
         )
     if not rows:
         raise SystemExit(f"error: no cell measured both ways under {streamed} and {one_pass}")
@@ -126,11 +146,12 @@ def main() -> None:
     for x in (p, s):
         x.add_argument("--out", type=Path, required=True)
         x.add_argument("--model", required=True)
+    p.add_argument("--untimed", action="append", default=[], help="LABEL@LENGTH: a cell resumed before records said so")
     for x in (p, s):
         x.add_argument("--note", default="", help="a sentence on how the time was measured (other work on the cores)")
     a = ap.parse_args()
     if a.what == "profile":
-        profile(a.work, a.out, a.model, a.note)
+        profile(a.work, a.out, a.model, a.note, frozenset(a.untimed))
     else:
         stream(a.streamed, a.one_pass, a.out, a.model, a.note)
 

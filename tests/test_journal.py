@@ -110,3 +110,25 @@ def test_eval_resume_goes_on_from_the_journal_and_removes_it(tmp_path, monkeypat
     rec = json.loads(clean.read_text())
     assert rec["metrics"] == whole["metrics"] and rec["details"]["window_losses"] == whole["details"]["window_losses"]
     assert not list((res / "records").rglob("*.journal"))
+    done = rec["provenance"]["resumed"]  # the time of both processes, and what each did
+    assert done["windows_before"] == 5 * per_batch and done["seconds_before"] > 0
+    assert rec["provenance"]["wall_s"] == pytest.approx(done["seconds_before"] + done["segment_s"], abs=2e-3)
+    assert "resumed" not in whole["provenance"]
+
+
+def test_a_journal_keeps_the_seconds_of_every_process_and_an_older_one_says_it_does_not_know(tmp_path, monkeypatch):
+    clock = {"t": 100.0}
+    monkeypatch.setattr(scoring.time, "monotonic", lambda: clock["t"])
+    first = Journal(tmp_path / "j", {"cell": "a"}, resume=True, every_s=0)
+    clock["t"] += 30.0
+    first.save({"p": 1}, {"next": 4})
+    assert first.resumed() is None and json.loads((tmp_path / "j").read_text())["seconds"] == 30.0
+    second = Journal(tmp_path / "j", {"cell": "a"}, resume=True, every_s=0)
+    assert second.load({"p": 1}) == {"next": 4}
+    clock["t"] += 12.5
+    assert second.resumed() == {"windows_before": 4, "seconds_before": 30.0} and second.seconds() == 42.5
+    old = {"key": {"cell": "a"}, "plan": {"p": 1}, "sums": {"next": 6}}  # written before journals kept time
+    (tmp_path / "j").write_text(json.dumps(old))
+    third = Journal(tmp_path / "j", {"cell": "a"}, resume=True, every_s=0)
+    assert third.load({"p": 1}) == {"next": 6}
+    assert third.resumed() == {"windows_before": 6, "seconds_before": None} and third.seconds() is None

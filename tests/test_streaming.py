@@ -194,5 +194,14 @@ def test_eval_hf_streams_by_default_and_the_table_puts_both_ways_side_by_side(tm
         per = rec["provenance"]["wall_s"] / rec["details"]["windows"]
         assert row[col] == f"{256 / per:,.0f}"
     assert "| 256 | tiny (hf) |" in tables.profile([tmp_path / "streamed"], tmp_path / "profile.md", "tiny")
+    named = tables.profile(
+        [tmp_path / "streamed"], tmp_path / "profile.md", "tiny", untimed=frozenset({"tiny (hf)@256"})
+    )
+    assert "| 32 | n/a | n/a |" in named and "n/a: 1 cell(s) resumed" in named  # a cell named untimed: no time shown
+    (path,) = Path(tmp_path / "streamed", "records").rglob("*.json")
+    rec = json.loads(path.read_text())
+    rec["provenance"]["resumed"] = {"windows_before": 3, "seconds_before": None, "segment_s": 1.0}
+    path.write_text(json.dumps(rec))  # resumed from a journal that did not keep its time
+    assert "| 32 | n/a | n/a |" in tables.profile([tmp_path / "streamed"], tmp_path / "profile.md", "tiny")
     r = invoke("eval", "--stream", "8", "--results", tmp_path / "streamed")
     assert r.exit_code == 2 and "--stream reads an outside model's windows" in r.output

@@ -381,7 +381,7 @@ def _evaluate_task(
             if value["status"] == "ok":
                 value["chance"] = task.chances(ctx.options, ctx.vocab, value["metrics"])
             rec.update(value)
-            rec["provenance"] = {**prov, "wall_s": round(time.time() - t0, 3), "peak_rss_mb": peak_rss_mb()}
+            rec["provenance"] = {**prov, **_timing(time.time() - t0, ctx.journal), "peak_rss_mb": peak_rss_mb()}
             if key is not None:
                 shared[key] = (copy.deepcopy(value), head["label"])
         task.check_record(rec)
@@ -399,6 +399,19 @@ def _write(results: ResultsDir, rec: dict, ctx: EvalContext) -> None:
     if ctx.journal is not None:
         ctx.journal.path.unlink(missing_ok=True)
         ctx.journal = None
+
+
+def _timing(segment_s: float, journal: Optional[Journal]) -> dict:
+    """A measured cell's time: ``wall_s``, the seconds of the whole measurement; for a cell resumed from its journal
+    (``--resume``) also ``resumed`` (the windows the journal held, the seconds spent on them, this process's own),
+    where ``wall_s`` adds the journal's seconds to this process's, or is this process's alone when the journal did
+    not keep its time (then ``seconds_before`` is None and no tokens per second can be read from the record)."""
+    done = None if journal is None else journal.resumed()
+    if done is None:
+        return {"wall_s": round(segment_s, 3)}
+    before = done["seconds_before"]
+    total = segment_s if before is None else before + segment_s
+    return {"wall_s": round(total, 3), "resumed": {**done, "segment_s": round(segment_s, 3)}}
 
 
 def _journal(results: ResultsDir, rec: dict, prov: dict, req: EvalRequest) -> Journal:

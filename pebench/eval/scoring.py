@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from ..model.device import autocast_for
 from ..util.errors import UsageError
 from ..util.fsutil import atomic_write_text
-from ..util.progress import Progress
+from ..util.progress import Progress, tracking
 from ..util.registry import unknown_name_message
 
 PROTOCOLS = ("nonoverlap", "sliding", "fixed")
@@ -181,13 +181,17 @@ class Journal:
     after a batch once ``every_s`` seconds have passed since the cell began or the last write (a short cell writes
     none), and removed by the evaluator when the record is written. ``key`` names the measurement (the record's
     identity and the model's hash): a journal of another key, or any journal when ``resume`` is off, is not read.
-    Sums resumed this way are the same float64 numbers, added in the same order, as a stream that never stopped."""
+    Sums resumed this way are the same float64 numbers, added in the same order, as a stream that never stopped.
+    A journal also keeps the seconds its cell has run so far, over every process that worked on it, so that a
+    resumed cell's time is the whole measurement's (``resumed``: what the record's provenance says of it)."""
 
     path: Path
     key: dict
     resume: bool
     every_s: float = 60.0
-    _last: float = field(default_factory=time.monotonic, repr=False)  # a cell shorter than every_s writes none
+    _last: float = field(default_factory=lambda: time.monotonic(), repr=False)  # a short cell writes none
+    _born: float = field(default_factory=lambda: time.monotonic(), repr=False)  # when this process began the cell
+    _before: Optional[dict] = field(default=None, repr=False)  # the journal taken on load: windows and seconds
 
     def load(self, plan: dict) -> Optional[dict]:
         if not (self.resume and self.path.exists()):
@@ -196,12 +200,30 @@ class Journal:
             data = json.loads(self.path.read_text())
         except (OSError, ValueError):
             return None  # a journal that cannot be read is started over, never trusted
-        return data["sums"] if data.get("key") == self.key and data.get("plan") == plan else None
+        if data.get("key") != self.key or data.get("plan") != plan:
+            return None
+        # a journal written before journals kept their time says nothing of it (None)
+        self._before = {"windows": data["sums"]["next"], "seconds": data.get("seconds")}
+        return data["sums"]
 
     def save(self, plan: dict, sums: dict, force: bool = False) -> None:
         if force or time.monotonic() - self._last >= self.every_s:
-            atomic_write_text(self.path, json.dumps({"key": self.key, "plan": plan, "sums": sums}))
+            data = {"key": self.key, "plan": plan, "sums": sums, "seconds": self.seconds()}
+            atomic_write_text(self.path, json.dumps(data))
             self._last = time.monotonic()
+
+    def seconds(self) -> Optional[float]:
+        """Seconds the cell has run so far, in this process and every one before it (None where one before it
+        did not say)."""
+        before = 0.0 if self._before is None else self._before["seconds"]
+        return None if before is None else before + time.monotonic() - self._born
+
+    def resumed(self) -> Optional[dict]:
+        """None for a cell measured in one go; else the windows its journal held when this process took it up
+        (``windows_before``) and the seconds spent on them (``seconds_before``, None when that journal did not
+        say)."""
+        b = self._before
+        return None if b is None else {"windows_before": b["windows"], "seconds_before": b["seconds"]}
 
 
 @dataclass
@@ -243,9 +265,7 @@ def score_stream(
     starts, first = windows(len(stream), length, protocol, max_length)
     per_batch = max(1, batch_tokens // length)
     plan = {"windows": len(starts), "length": length, "per_batch": per_batch, "stream": len(stream)}
-    if progress is not None:
-        what = f"{len(starts):,} windows of {length:,} tokens ({len(starts) * length:,} token positions)"
-        progress.start(title, len(starts) * length, what, "tokens")
+    what = f"{len(starts):,} windows of {length:,} tokens ({len(starts) * length:,} token positions)"
     edges = bucket_edges(length)
     pos = np.arange(1, length)
     bucket_t = torch.from_numpy(np.searchsorted(edges, pos, side="right") - 1).to(device)  # each target's bucket
@@ -254,7 +274,7 @@ def score_stream(
     sums = _Sums(**kept) if kept else _Sums([0.0] * n_b, [0.0] * n_b)
     loss_sum, count = torch.tensor(sums.loss, dtype=torch.float64), torch.tensor(sums.count, dtype=torch.float64)
     offsets = np.arange(length)
-    with torch.inference_mode():
+    with tracking(progress, title, len(starts) * length, what, "tokens"), torch.inference_mode():
         for i in range(sums.next, len(starts), per_batch):
             s, f = starts[i : i + per_batch], first[i : i + per_batch]
             chunk = torch.from_numpy(np.asarray(stream[s[:, None] + offsets[None, :]]).astype(np.int64)).to(device)
@@ -275,8 +295,6 @@ def score_stream(
                 journal.save(plan, asdict(sums))
             if progress is not None:
                 progress.update((i + len(s)) * length)
-    if progress is not None:
-        progress.finish()
     n = int(count.sum())
     out = {
         "loss": float(loss_sum.sum()) / n,
@@ -302,9 +320,8 @@ def score_positions(ctx, rows: np.ndarray, positions: list, choices: Optional[np
     per = max(1, ctx.cfg.eval.batch_tokens // L)
     credit, logprob = [], []
     ch = None if choices is None else torch.from_numpy(np.asarray(choices).astype(np.int64)).to(ctx.dev)
-    if ctx.progress is not None:
-        ctx.progress.start(ctx.title, len(rows) * L, f"{len(rows):,} prompts of {L:,} tokens", "tokens")
-    with torch.inference_mode():
+    cost = f"{len(rows):,} prompts of {L:,} tokens"
+    with tracking(ctx.progress, ctx.title, len(rows) * L, cost, "tokens"), torch.inference_mode():
         for i in range(0, len(rows), per):
             x = torch.from_numpy(rows[i : i + per].astype(np.int64)).to(ctx.dev)
             first = min((int(np.min(p)) for p in positions[i : i + per] if len(p)), default=1)
@@ -323,8 +340,6 @@ def score_positions(ctx, rows: np.ndarray, positions: list, choices: Optional[np
                 logprob.append((own - torch.logsumexp(lg, -1)).double().cpu().numpy())
             if ctx.progress is not None:
                 ctx.progress.update((i + len(x)) * L)
-    if ctx.progress is not None:
-        ctx.progress.finish()
     return credit, logprob
 
 
@@ -342,26 +357,24 @@ def slot_logprobs(ctx, prompts: list[tuple[np.ndarray, int, int]]) -> list[np.nd
         return [np.stack(lp[e - len(r) : e]) for (r, _, _), e in zip(prompts, ends)]
     L = prompts[0][0].shape[1]
     per = max(1, ctx.cfg.eval.batch_tokens // L)
-    if ctx.progress is not None:
-        ctx.progress.start(ctx.title, len(prompts) * L, f"{len(prompts):,} prompts of {L:,} tokens", "tokens")
     out = []
-    for i in range(0, len(prompts), per):
-        batch = prompts[i : i + per]
-        first = min(s for _, s, _ in batch) - 1  # every prompt's rows share their tokens before it
-        x = torch.from_numpy(np.concatenate([r for r, _, _ in batch]).astype(np.int64)).to(ctx.dev)
-        with torch.inference_mode(), autocast_for(ctx.dev, ctx.precision):
-            stop = max(e for _, _, e in batch) - 1  # the last logit read predicts the slot's last token
-            logits = ctx.model.logits_from(x, first, [len(r) for r, _, _ in batch], stop)  # j predicts first + 1 + j
-        row = 0
-        for r, s, e in batch:
-            lg = logits[row : row + len(r), s - 1 - first : e - 1 - first].float()
-            own = lg.gather(-1, x[row : row + len(r), s:e, None])[..., 0]
-            out.append((own - torch.logsumexp(lg, -1)).double().cpu().numpy())
-            row += len(r)
-        if ctx.progress is not None:
-            ctx.progress.update(min(len(prompts), i + per) * L)
-    if ctx.progress is not None:
-        ctx.progress.finish()
+    with tracking(ctx.progress, ctx.title, len(prompts) * L, f"{len(prompts):,} prompts of {L:,} tokens", "tokens"):
+        for i in range(0, len(prompts), per):
+            batch = prompts[i : i + per]
+            first = min(s for _, s, _ in batch) - 1  # every prompt's rows share their tokens before it
+            x = torch.from_numpy(np.concatenate([r for r, _, _ in batch]).astype(np.int64)).to(ctx.dev)
+            with torch.inference_mode(), autocast_for(ctx.dev, ctx.precision):
+                stop = max(e for _, _, e in batch) - 1  # the last logit read predicts the slot's last token
+                sizes = [len(r) for r, _, _ in batch]
+                logits = ctx.model.logits_from(x, first, sizes, stop)  # j predicts first + 1 + j
+            row = 0
+            for r, s, e in batch:
+                lg = logits[row : row + len(r), s - 1 - first : e - 1 - first].float()
+                own = lg.gather(-1, x[row : row + len(r), s:e, None])[..., 0]
+                out.append((own - torch.logsumexp(lg, -1)).double().cpu().numpy())
+                row += len(r)
+            if ctx.progress is not None:
+                ctx.progress.update(min(len(prompts), i + per) * L)
     return out
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -36,6 +37,20 @@ class Progress:
 
     def finish(self) -> None:
         pass
+
+
+@contextmanager
+def tracking(progress: Optional[Progress], title: str, total: int, cost: str, unit: str):
+    """``progress`` (None: nothing) started on a piece of work and finished when it ends, raising or not, so that a
+    log's heartbeat never outlives the work it reports on (an interrupted cell, a test's stream closed after it)."""
+    if progress is None:
+        yield None
+        return
+    progress.start(title, total, cost, unit)
+    try:
+        yield progress
+    finally:
+        progress.finish()
 
 
 def fmt_rate(rate: float) -> str:

@@ -150,3 +150,32 @@ def test_the_log_heartbeat_runs_by_itself_on_a_thread():
     time.sleep(0.3)  # no update at all: the thread still writes
     p.finish()
     assert lines and lines[0].startswith("slow: one piece;")
+
+
+def test_a_stream_that_raises_stops_its_heartbeat():
+    """score_stream interrupted mid-cell (a kill, an error) finishes its progress: the heartbeat thread stops
+    instead of writing to a log that may be closed by then."""
+    import time
+
+    import numpy as np
+    import pytest
+    import torch
+
+    from pebench.eval.scoring import Protocol, score_stream
+
+    class Failing(torch.nn.Module):
+        def forward(self, x):
+            time.sleep(0.1)
+            raise KeyboardInterrupt
+
+    lines = []
+    p = LogProgress(lines.append, interval=0.02, beat=0.01)
+    stream = np.zeros(400, dtype=np.uint8)
+    with pytest.raises(KeyboardInterrupt):
+        score_stream(Failing(), stream, 64, Protocol(), 64, torch.device("cpu"), progress=p, title="cell")
+    assert lines and not p.active  # it beat while the model ran, and stopped with it
+    p.thread.join(timeout=1)
+    assert not p.thread.is_alive()
+    n = len(lines)
+    time.sleep(0.1)
+    assert len(lines) == n
