@@ -92,7 +92,9 @@ def stream(streamed: Path, one_pass: Path, out: Path, model: str, note: str = ""
     key = lambda r: (r["label"], r["length"], r["split"], protocol_key(r))  # noqa: E731
     a, b = {key(r): r for r in ppl_records(streamed)}, {key(r): r for r in ppl_records(one_pass)}
     rows, worst = [], 0.0
-    for k in sorted(set(a) & set(b), key=lambda k: (k[1], k[0])):
+    both = sorted(set(a) & set(b), key=lambda k: (k[1], k[0]))
+    passes = " or ".join(f"{x:,}" for x in sorted({a[k]["provenance"].get("stream") or 0 for k in both}))
+    for k in both:
         s, o = a[k], b[k]
         rel = s["metrics"]["ppl"] / o["metrics"]["ppl"] - 1
         dynamic = (s.get("pe_state") or {}).get("variant") == "dynamic"
@@ -112,8 +114,8 @@ def stream(streamed: Path, one_pass: Path, out: Path, model: str, note: str = ""
     lines = [
         f"# Streamed against one pass: {model}",
         "",
-        _header(next(iter(a.values())), "stream") + ": the same windows, read through the KV cache "
-        f"{next(iter(a.values()))['provenance'].get('stream')} tokens per pass and in one pass; 'window' is the "
+        _header(a[both[0]], "stream") + f": the same windows, read through the KV cache {passes} tokens per pass "
+        "and in one pass; 'window' is the "
         "largest difference of one window's mean loss (nats); tokens per second count every position a window runs."
         + (f" {note}" if note else ""),
         "",

@@ -188,6 +188,7 @@ def test_eval_hf_streams_by_default_and_the_table_puts_both_ways_side_by_side(tm
     spec.loader.exec_module(tables)
     text = tables.stream(tmp_path / "streamed", tmp_path / "one-pass", tmp_path / "streaming.md", "tiny")
     assert "| 256 | tiny (hf) |" in text and text.rstrip().endswith("within it.")
+    assert "through the KV cache 32 tokens per pass" in text  # the compared cells' passes
     row = [c.strip() for c in next(x for x in text.splitlines() if x.startswith("| 256 |")).split("|")[1:-1]]
     for res, col in (("one-pass", 9), ("streamed", 10)):  # tokens per second: positions run over the cell's wall time
         (rec,) = [json.loads(p.read_text()) for p in Path(tmp_path / res, "records").rglob("*.json")]
