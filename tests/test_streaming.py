@@ -189,6 +189,11 @@ def test_eval_hf_streams_by_default_and_the_table_puts_both_ways_side_by_side(tm
     text = tables.stream(tmp_path / "streamed", tmp_path / "one-pass", tmp_path / "streaming.md", "tiny")
     assert "| 256 | tiny (hf) |" in text and text.rstrip().endswith("within it.")
     assert "through the KV cache 32 tokens per pass" in text  # the compared cells' passes
+    for res in ("streamed", "one-pass"):  # packed beside a set (scripts/real.sh), the same table from the packs
+        r = invoke("pack", tmp_path / "set" / res, "--results", tmp_path / res)
+        assert r.exit_code == 0, r.output
+    packed = tables.stream(tmp_path / "set/streamed", tmp_path / "set/one-pass", tmp_path / "packed.md", "tiny")
+    assert packed == text
     row = [c.strip() for c in next(x for x in text.splitlines() if x.startswith("| 256 |")).split("|")[1:-1]]
     for res, col in (("one-pass", 9), ("streamed", 10)):  # tokens per second: positions run over the cell's wall time
         (rec,) = [json.loads(p.read_text()) for p in Path(tmp_path / res, "records").rglob("*.json")]
