@@ -189,11 +189,6 @@ def test_eval_hf_streams_by_default_and_the_table_puts_both_ways_side_by_side(tm
     text = tables.stream(tmp_path / "streamed", tmp_path / "one-pass", tmp_path / "streaming.md", "tiny")
     assert "| 256 | tiny (hf) |" in text and text.rstrip().endswith("within it.")
     assert "through the KV cache 32 tokens per pass" in text  # the compared cells' passes
-    for res in ("streamed", "one-pass"):  # packed beside a set (scripts/real.sh), the same table from the packs
-        r = invoke("pack", tmp_path / "set" / res, "--results", tmp_path / res)
-        assert r.exit_code == 0, r.output
-    packed = tables.stream(tmp_path / "set/streamed", tmp_path / "set/one-pass", tmp_path / "packed.md", "tiny")
-    assert packed == text
     row = [c.strip() for c in next(x for x in text.splitlines() if x.startswith("| 256 |")).split("|")[1:-1]]
     for res, col in (("one-pass", 9), ("streamed", 10)):  # tokens per second: positions run over the cell's wall time
         (rec,) = [json.loads(p.read_text()) for p in Path(tmp_path / res, "records").rglob("*.json")]
@@ -209,5 +204,17 @@ def test_eval_hf_streams_by_default_and_the_table_puts_both_ways_side_by_side(tm
     rec["provenance"]["resumed"] = {"windows_before": 3, "seconds_before": None, "segment_s": 1.0}
     path.write_text(json.dumps(rec))  # resumed from a journal that did not keep its time
     assert "| 32 | n/a | n/a |" in tables.profile([tmp_path / "streamed"], tmp_path / "profile.md", "tiny")
+    for stream, res in (("32", "streamed"), ("0", "one-pass")):  # dynamic NTK: two forms, shown, not held to it
+        args = ["--lengths", "4x", "--max-tokens", "2000", "--stream", stream, "--results", tmp_path / res]
+        assert invoke("eval", "--hf", model, "--rope-scaling", "dynamic-ntk", *args).exit_code == 0
+    dyn = tables.stream(tmp_path / "streamed", tmp_path / "one-pass", tmp_path / "streaming.md", "tiny")
+    (row,) = [x for x in dyn.splitlines() if x.startswith("| 256 | tiny (hf)+dynamic-ntk |")]
+    assert "(dynamic: differs by design)" in row and float(row.split("|")[6].strip().split("%")[0]) != 0
+    assert dyn.rstrip().endswith("within it. Left out of it: 1 dynamic NTK row(s), whose two forms differ by design.")
+    for res in ("streamed", "one-pass"):  # packed beside a set (scripts/real.sh), the same table from the packs
+        r = invoke("pack", tmp_path / "set" / res, "--results", tmp_path / res)
+        assert r.exit_code == 0, r.output
+    packed = tables.stream(tmp_path / "set/streamed", tmp_path / "set/one-pass", tmp_path / "packed.md", "tiny")
+    assert packed == dyn
     r = invoke("eval", "--stream", "8", "--results", tmp_path / "streamed")
     assert r.exit_code == 2 and "--stream reads an outside model's windows" in r.output
