@@ -98,7 +98,8 @@ def stream(streamed: Path, one_pass: Path, out: Path, model: str, note: str = ""
         s, o = a[k], b[k]
         rel = s["metrics"]["ppl"] / o["metrics"]["ppl"] - 1
         dynamic = (s.get("pe_state") or {}).get("variant") == "dynamic"
-        worst, n_dynamic = (worst, n_dynamic + 1) if dynamic else (max(worst, abs(rel)), n_dynamic)
+        n_dynamic += dynamic
+        worst = worst if dynamic else max(worst, abs(rel))
         win = max(abs(x - y) for x, y in zip(s["details"]["window_losses"], o["details"]["window_losses"]))
         per = [r["provenance"]["wall_s"] / r["details"]["windows"] if timed(r) else None for r in (s, o)]
         rate = ["n/a" if x is None else f"{k[1] / x:,.0f}" for x in per]
