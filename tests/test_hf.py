@@ -256,8 +256,9 @@ def test_export_round_trip_gives_the_runs_own_loss_and_one_table(tmp_path):
 
 def test_an_outside_models_losses_scored_in_chunks_equal_its_whole_logits(llama_bpe, monkeypatch):
     """The head over a few positions at a time (chunks of 7 here, so a 64-token window is ten chunks, the last one
-    short) gives the cross-entropy of the model's own logits, from any start; logits_tail is the logits' tail; a
-    head with a soft cap is not chunked (its losses come from the whole logits)."""
+    short) gives the cross-entropy of the model's own logits, from any start; logits_at gives the logits at the
+    positions asked for, a chunk at a time; a head with a soft cap is not chunked (its losses come from the whole
+    logits)."""
     monkeypatch.setattr(hf, "LOSS_CHUNK", 7)
     o = hf.open_model(str(llama_bpe))
     x = torch.randint(0, len(o.tokenizer), (2, 64))
@@ -269,7 +270,9 @@ def test_an_outside_models_losses_scored_in_chunks_equal_its_whole_logits(llama_
             ).view(2, -1)
             got = o.model.token_losses(x, start)
             assert got.shape == want.shape and torch.allclose(got, want, atol=1e-5)
-        assert torch.allclose(o.model.logits_tail(x, 48), whole[:, 48:], atol=1e-5)
+        pos = [torch.arange(3, 64), torch.tensor([48, 2])]
+        for row, i, got in o.model.logits_at(x, pos):  # a chunk of at most 7 positions at a time
+            assert len(got) <= 7 and torch.allclose(got, whole[row, pos[row][i : i + len(got)]], atol=1e-5)
         o.model.inner.config.final_logit_softcapping = 30.0
         assert not o.model.chunkable and o.model.token_losses(x, 0) is None
 

@@ -218,3 +218,33 @@ def test_eval_hf_streams_by_default_and_the_table_puts_both_ways_side_by_side(tm
     assert packed == dyn
     r = invoke("eval", "--stream", "8", "--results", tmp_path / "streamed")
     assert r.exit_code == 2 and "--stream reads an outside model's windows" in r.output
+
+
+@pytest.mark.parametrize("kind", MODELS)
+@pytest.mark.parametrize("stream", [None, 48])
+def test_answers_are_scored_a_chunk_of_positions_at_a_time_as_from_the_whole_logits(kind, stream, monkeypatch):
+    """``scoring.score_positions`` on an outside model (the answers of mqar, index, niah, passkey, copy): the head
+    never sees more than ``LOSS_CHUNK`` positions at once (before, a long answer span took the whole row's logits,
+    8.6 GB of float32 a row for Gemma 3 at 8,192 tokens), and the credits and log-probabilities are those of the
+    model's whole logits, for rows whose positions differ in number, one of them none."""
+    from pebench.eval.scoring import score_positions
+    from support import task_ctx
+
+    monkeypatch.setattr(hf, "LOSS_CHUNK", 7)
+    model, idx = built(kind), tokens(rows=3)
+    seen = []
+    model.get_output_embeddings().register_forward_hook(lambda m, a, out: seen.append(a[0].shape[-2]))
+    positions = [torch.arange(30, 4 * CONTEXT).numpy(), torch.tensor([1, 5, 200]).numpy(), torch.zeros(0).numpy()]
+    ctx = task_ctx(hf.HFLM(model, hf.OutsidePE(None), stream=stream))
+    credit, logprob = score_positions(ctx, idx.numpy(), positions)
+    assert seen and max(seen) <= 7
+    with torch.inference_mode():
+        whole = torch.log_softmax(model(input_ids=idx).logits.double(), -1)
+    for row, p in enumerate(positions):
+        p = torch.as_tensor(p, dtype=torch.long)
+        lg = whole[row, p - 1]
+        want_lp = lg.gather(1, idx[row, p][:, None])[:, 0]
+        want_credit = (lg.argmax(-1) == idx[row, p]).double()
+        assert logprob[row].shape == (len(p),) and credit[row].shape == (len(p),)
+        assert torch.allclose(torch.from_numpy(logprob[row]), want_lp, atol=1e-4)
+        assert torch.equal(torch.from_numpy(credit[row]), want_credit)

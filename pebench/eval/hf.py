@@ -140,7 +140,7 @@ STREAM_CHUNK = 4096  # tokens per forward pass when an outside model reads a win
 
 class HFLM(torch.nn.Module):
     """A causal LM as pebench's tasks call a model: token ids [B, T] -> logits [B, T, V] (float32). Where the head
-    is a plain projection of the decoder's last hidden state (``chunkable``), ``token_losses`` and ``logits_tail``
+    is a plain projection of the decoder's last hidden state (``chunkable``), ``token_losses`` and ``logits_at``
     run the head over ``LOSS_CHUNK`` positions at a time, so a window's memory does not grow with T x vocabulary (a
     49,152-token vocabulary at 32,768 positions is 6.4 GB of float32 logits); and a window longer than ``stream``
     tokens is streamed: read ``stream`` tokens per forward pass through the model's KV cache (a sliding-window
@@ -217,11 +217,21 @@ class HFLM(torch.nn.Module):
             out.append(self.inner.get_output_embeddings()(self._passes(rows[:, start:], cache, start)).float())
         return torch.cat(out)
 
-    def logits_tail(self, idx: torch.Tensor, start: int) -> torch.Tensor:
-        """The logits at positions ``start`` .. T-1 only (float32)."""
+    def logits_at(self, idx: torch.Tensor, positions: list[torch.Tensor]):
+        """Yields ``(row, i, logits)``: row ``row``'s logits (float32) at ``positions[row][i : i + LOSS_CHUNK]``, the
+        rows' decoder read once (streamed as ``_hidden`` reads it) and the head applied to ``LOSS_CHUNK`` positions
+        at a time, so memory grows with a chunk, not with the positions scored times the vocabulary (Gemma 3's
+        262,144 tokens at 8,192 positions are 8.6 GB of float32 logits a row). Where the head is not a plain
+        projection, from the whole logits."""
         if not self.chunkable:
-            return self.forward(idx)[:, start:]
-        return self.inner.get_output_embeddings()(self._hidden(idx)[:, start:]).float()
+            whole = self.forward(idx)
+            for row, p in enumerate(positions):
+                yield row, 0, whole[row, p]
+            return
+        h, head = self._hidden(idx), self.inner.get_output_embeddings()
+        for row, p in enumerate(positions):
+            for i in range(0, len(p), LOSS_CHUNK):
+                yield row, i, head(h[row, p[i : i + LOSS_CHUNK]]).float()
 
     def token_losses(
         self, idx: torch.Tensor, start: int, on_tokens: Optional[Callable[[int], None]] = None

@@ -310,6 +310,20 @@ def score_stream(
     return out
 
 
+def position_logits(model: torch.nn.Module, x: torch.Tensor, positions: list[torch.Tensor]):
+    """Yields ``(row, i, logits)``: the logits of row ``row`` of ``x`` at ``positions[row][i : i + n]`` (n the
+    chunk's length). A model that can (``HFLM.logits_at``) gives them a chunk at a time; else from
+    :func:`tail_logits` from the first position asked for, one row at a time."""
+    if hasattr(model, "logits_at"):
+        yield from model.logits_at(x, positions)
+        return
+    first = min((int(p.min()) for p in positions if len(p)), default=0)
+    logits = tail_logits(model, x, first)
+    lo = x.shape[1] - logits.shape[1]  # logits[:, j] is position lo + j
+    for row, p in enumerate(positions):
+        yield row, 0, logits[row, p - lo]
+
+
 def score_positions(ctx, rows: np.ndarray, positions: list, choices: Optional[np.ndarray] = None) -> tuple[list, list]:
     """Teacher-forced scoring of the given target indices of each row (windows of equal length; ``positions[i]`` an
     int array, its own length per row): per target the *credit* of the model's top prediction (1 when the target
@@ -324,20 +338,21 @@ def score_positions(ctx, rows: np.ndarray, positions: list, choices: Optional[np
     with tracking(ctx.progress, ctx.title, len(rows) * L, cost, "tokens"), torch.inference_mode():
         for i in range(0, len(rows), per):
             x = torch.from_numpy(rows[i : i + per].astype(np.int64)).to(ctx.dev)
-            first = min((int(np.min(p)) for p in positions[i : i + per] if len(p)), default=1)
+            ps = [torch.from_numpy(np.asarray(p, dtype=np.int64)).to(ctx.dev) for p in positions[i : i + per]]
+            parts = [([], []) for _ in ps]
             with autocast_for(ctx.dev, ctx.precision):
-                logits = tail_logits(ctx.model, x, first - 1)
-            lo = L - logits.shape[1]  # logits[:, j] is position lo + j
-            for j in range(len(x)):
-                p = torch.from_numpy(np.asarray(positions[i + j], dtype=np.int64)).to(ctx.dev)
-                lg, tgt = logits[j, p - 1 - lo].float(), x[j, p]
-                own = lg.gather(1, tgt[:, None])[:, 0]
-                pool = lg if ch is None else lg[:, ch]
-                top = pool.max(-1).values
-                ties = (pool == top[:, None]).sum(-1)
-                ok = own == top if ch is None else (own == top) & torch.isin(tgt, ch)
-                credit.append((ok.double() / ties.double()).cpu().numpy())
-                logprob.append((own - torch.logsumexp(lg, -1)).double().cpu().numpy())
+                for j, at, logits in position_logits(ctx.model, x, [p - 1 for p in ps]):
+                    lg, tgt = logits.float(), x[j, ps[j][at : at + len(logits)]]
+                    own = lg.gather(1, tgt[:, None])[:, 0]
+                    pool = lg if ch is None else lg[:, ch]
+                    top = pool.max(-1).values
+                    ties = (pool == top[:, None]).sum(-1)
+                    ok = own == top if ch is None else (own == top) & torch.isin(tgt, ch)
+                    parts[j][0].append((ok.double() / ties.double()).cpu().numpy())
+                    parts[j][1].append((own - torch.logsumexp(lg, -1)).double().cpu().numpy())
+            for c, lp in parts:
+                credit.append(np.concatenate(c) if c else np.zeros(0))
+                logprob.append(np.concatenate(lp) if lp else np.zeros(0))
             if ctx.progress is not None:
                 ctx.progress.update((i + len(x)) * L)
     return credit, logprob
