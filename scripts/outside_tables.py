@@ -1,8 +1,9 @@
 """Tables of an outside model's evaluation from the records under WORK folders (scripts/real.sh, scripts/gemma.sh):
 
-- ``profile``: every perplexity cell's seconds per window, tokens per second (every position a window runs, scored
-  or not) and the peak resident memory of the process that measured it (``provenance.peak_rss_mb``: the model, the
-  cell and everything before it in that process), by length and scaling;
+- ``profile``: every perplexity cell's seconds per full window and tokens per second (every position a window runs,
+  scored or not, over the cell's time; a short last window counts its own positions) and the peak resident memory
+  of the process that measured it (``provenance.peak_rss_mb``: the model, the cell and everything before it in that
+  process), by length and scaling;
 - ``stream``: the same windows read streamed (through the KV cache, ``--stream``) and in one pass (``--stream 0``):
   each cell's perplexity both ways, their relative difference, the largest difference of one window's mean loss,
   time and peak memory each way. The tolerance, fixed before the first real-model comparison was run: streamed
@@ -44,6 +45,28 @@ def _header(r: dict, what: str) -> str:
     )
 
 
+def positions(r: dict) -> int:
+    """Every position the cell's windows ran: each window runs one more than it scores (its first token is only read).
+    A stream's last window can be short (``--max-tokens`` 393,214 at 65,536 tokens: six full windows and one of four
+    tokens), so the number of windows alone would overcount."""
+    return r["details"]["tokens_scored"] + r["details"]["windows"]
+
+
+def windows(r: dict) -> str:
+    """The windows a cell ran: full ones, and the short last one where there is one."""
+    full, win = len(r["details"]["window_losses"]), r["details"]["windows"]
+    return str(full) if win == full else f"{full} + 1 of {positions(r) - full * r['length']:,} tokens"
+
+
+def rate(r: dict, untimed: frozenset = frozenset()) -> tuple[str, str]:
+    """Seconds per full window and tokens per second at the cell's measured rate (positions run over its wall time),
+    n/a for both where its time is not the whole measurement's (``timed``)."""
+    if not timed(r, untimed):
+        return "n/a", "n/a"
+    per_s = positions(r) / r["provenance"]["wall_s"]
+    return f"{r['length'] / per_s:.1f}", f"{per_s:,.0f}"
+
+
 def timed(r: dict, untimed: frozenset = frozenset()) -> bool:
     """Whether the record's ``wall_s`` is the whole measurement's: not where it was resumed from a journal that did
     not keep its time (``provenance.resumed.seconds_before`` None), nor where the user names it (``untimed``:
@@ -58,14 +81,11 @@ def profile(folders: list[Path], out: Path, model: str, note: str = "", untimed:
     recs = sorted(ppl_records(*folders), key=lambda r: (r["length"], r["split"], r["variant"]))
     rows, partial = [], 0
     for r in recs:
-        wall, win = r["provenance"]["wall_s"], r["details"]["windows"]
         stream = r["provenance"].get("stream", "one pass")
-        ok = timed(r, untimed)
-        partial += not ok
-        time_cells = f"{wall / win:.1f} | {win * r['length'] / wall:,.0f}" if ok else "n/a | n/a"
+        partial += not timed(r, untimed)
         rows.append(
-            f"| {r['length']:,} | {r['label']} | {r['split']} {protocol_key(r)} | {win} | {stream or 'one pass'} | "
-            f"{time_cells} | {_mib(r)} |"
+            f"| {r['length']:,} | {r['label']} | {r['split']} {protocol_key(r)} | {windows(r)} | "
+            f"{stream or 'one pass'} | {' | '.join(rate(r, untimed))} | {_mib(r)} |"
         )
     lines = [
         f"# The evaluation's time and memory: {model}",
@@ -74,7 +94,7 @@ def profile(folders: list[Path], out: Path, model: str, note: str = "", untimed:
         + ": a window's tokens per second count every position it runs; peak memory is the measuring process's, "
         "the model included." + (f" {note}" if note else ""),
         "",
-        "| length | model | split, protocol | windows | streamed per pass | s per window | tokens/s | peak MiB |",
+        "| length | model | split, protocol | windows | streamed per pass | s per full window | tokens/s | peak MiB |",
         "|---|---|---|---|---|---|---|---|",
         *rows,
     ]
@@ -101,14 +121,12 @@ def stream(streamed: Path, one_pass: Path, out: Path, model: str, note: str = ""
         n_dynamic += dynamic
         worst = worst if dynamic else max(worst, abs(rel))
         win = max(abs(x - y) for x, y in zip(s["details"]["window_losses"], o["details"]["window_losses"]))
-        per = [r["provenance"]["wall_s"] / r["details"]["windows"] if timed(r) else None for r in (s, o)]
-        rate = ["n/a" if x is None else f"{k[1] / x:,.0f}" for x in per]
-        per = ["n/a" if x is None else f"{x:.1f}" for x in per]
+        (per_s, tps_s), (per_o, tps_o) = rate(s), rate(o)
         rows.append(
-            f"| {k[1]:,} | {k[0]} | {s['details']['windows']} | {o['metrics']['ppl']:.4f} | "
+            f"| {k[1]:,} | {k[0]} | {windows(s)} | {o['metrics']['ppl']:.4f} | "
             f"{s['metrics']['ppl']:.4f} | "
-            f"{100 * rel:+.4f}%{' (dynamic: differs by design)' if dynamic else ''} | {win:.5f} | {per[1]} | "
-            f"{per[0]} | {rate[1]} | {rate[0]} | {_mib(o)} | {_mib(s)} |"
+            f"{100 * rel:+.4f}%{' (dynamic: differs by design)' if dynamic else ''} | {win:.5f} | {per_o} | "
+            f"{per_s} | {tps_o} | {tps_s} | {_mib(o)} | {_mib(s)} |"
         )
     if not rows:
         raise SystemExit(f"error: no cell measured both ways under {streamed} and {one_pass}")
@@ -120,8 +138,9 @@ def stream(streamed: Path, one_pass: Path, out: Path, model: str, note: str = ""
         "largest difference of one window's mean loss (nats); tokens per second count every position a window runs."
         + (f" {note}" if note else ""),
         "",
-        "| length | model | windows | ppl one pass | ppl streamed | streamed - one pass | window | s/window one pass | "
-        "s/window streamed | tokens/s one pass | tokens/s streamed | peak MiB one pass | peak MiB streamed |",
+        "| length | model | windows | ppl one pass | ppl streamed | streamed - one pass | window | "
+        "s/full window one pass | s/full window streamed | tokens/s one pass | tokens/s streamed | peak MiB one pass | "
+        "peak MiB streamed |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",

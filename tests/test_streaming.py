@@ -190,10 +190,13 @@ def test_eval_hf_streams_by_default_and_the_table_puts_both_ways_side_by_side(tm
     assert "| 256 | tiny (hf) |" in text and text.rstrip().endswith("within it.")
     assert "through the KV cache 32 tokens per pass" in text  # the compared cells' passes
     row = [c.strip() for c in next(x for x in text.splitlines() if x.startswith("| 256 |")).split("|")[1:-1]]
+    # 2,000 tokens at 256: seven full windows and a short one of 215 tokens, 2,007 positions run in all (not 8 x 256)
+    assert row[2] == "7 + 1 of 215 tokens"
     for res, col in (("one-pass", 9), ("streamed", 10)):  # tokens per second: positions run over the cell's wall time
         (rec,) = [json.loads(p.read_text()) for p in Path(tmp_path / res, "records").rglob("*.json")]
-        per = rec["provenance"]["wall_s"] / rec["details"]["windows"]
-        assert row[col] == f"{256 / per:,.0f}"
+        assert rec["details"]["tokens_scored"] + rec["details"]["windows"] == 2007
+        assert row[col] == f"{2007 / rec['provenance']['wall_s']:,.0f}"
+        assert row[col - 2] == f"{256 * rec['provenance']['wall_s'] / 2007:.1f}"  # seconds per full window
     assert "| 256 | tiny (hf) |" in tables.profile([tmp_path / "streamed"], tmp_path / "profile.md", "tiny")
     named = tables.profile(
         [tmp_path / "streamed"], tmp_path / "profile.md", "tiny", untimed=frozenset({"tiny (hf)@256"})
