@@ -305,6 +305,9 @@ def test_a_gguf_file_loads_as_the_model_it_was_written_from(llama_bpe, tmp_path)
     assert libraries["transformers"] == transformers.__version__ and libraries["accelerate"] == accelerate.__version__
     assert libraries["gguf"] is not None and gguf_pkg is not None
     assert rec["provenance"]["peak_rss_mb"] > 50  # the process's peak so far: torch and the model at least
+    from pebench.model.device import cpu_name
+
+    assert rec["provenance"]["cpu"] == cpu_name() != ""  # the machine, whose bf16 kernels round in their own way
 
 
 def test_a_gguf_file_is_asked_for_dense_and_a_packed_weight_is_recorded_as_such(llama_bpe, tmp_path, capfd):

@@ -15,7 +15,7 @@ import torch
 
 from ..data import prepare_corpus
 from ..model.checkpoint import load_run_model
-from ..model.device import eval_precision, resolve_device, tune_cpu_allocator
+from ..model.device import cpu_name, eval_precision, resolve_device, tune_cpu_allocator
 from ..model.logit_scales import check_logit_scale
 from ..model.spans import Span
 from ..results import (
@@ -508,6 +508,7 @@ def _outside_provenance(o, req: EvalRequest, corpus, ids, nbytes, dev) -> dict:
         "tokens_evaluated": int(len(ids)),
         "bytes_evaluated": int(nbytes.sum()),
         "stream": o.model.stream,  # tokens per pass through the KV cache (None: one pass)
+        "cpu": cpu_name(),  # the machine: bf16 kernels round in their own way on each CPU, so answers can flip
     }
 
 
